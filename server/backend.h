@@ -1,0 +1,28 @@
+// The execution-backend interface: the bottom layer, under the scheduler.
+#ifndef PRIMSERVE_SERVER_BACKEND_H_
+#define PRIMSERVE_SERVER_BACKEND_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/task.h"
+
+namespace primserve {
+
+class ExecutionBackend {
+ public:
+  virtual ~ExecutionBackend() = default;
+
+  // "cpu", "cuda", ... for logs and metrics.
+  virtual std::string name() const = 0;
+
+  // Runs a batch of tasks whose operations share one BatchKey (a backend may
+  // fuse them into one launch) and completes every task's `done` before
+  // returning. Called from several scheduler threads at once.
+  virtual void Execute(std::vector<std::unique_ptr<Task>> batch) = 0;
+};
+
+}  // namespace primserve
+
+#endif  // PRIMSERVE_SERVER_BACKEND_H_

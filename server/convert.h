@@ -1,0 +1,49 @@
+// Between the wire and the internal form: validates a request and turns it
+// into an Operation of views into the request (no copies), and moves a Result
+// into a response. Every malformed request gets INVALID_ARGUMENT (or
+// RESOURCE_EXHAUSTED when over a limit) with a message that says what is
+// wrong.
+#ifndef PRIMSERVE_SERVER_CONVERT_H_
+#define PRIMSERVE_SERVER_CONVERT_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "proto/primserve/v1/primitives.pb.h"
+#include "server/task.h"
+
+namespace primserve {
+
+struct RequestLimits {
+  // Most elements in any array of a request, and most AggregateByKey groups.
+  uint64_t max_elements = uint64_t{1} << 31;
+};
+
+// The returned Operation views the request, which must outlive it.
+absl::StatusOr<Operation> ToOperation(const v1::ScanRequest& request, const RequestLimits& limits);
+absl::StatusOr<Operation> ToOperation(const v1::ReduceRequest& request,
+                                      const RequestLimits& limits);
+absl::StatusOr<Operation> ToOperation(const v1::SelectRequest& request,
+                                      const RequestLimits& limits);
+absl::StatusOr<Operation> ToOperation(const v1::UniqueRequest& request,
+                                      const RequestLimits& limits);
+absl::StatusOr<Operation> ToOperation(const v1::RunLengthEncodeRequest& request,
+                                      const RequestLimits& limits);
+absl::StatusOr<Operation> ToOperation(const v1::ReduceByKeyRequest& request,
+                                      const RequestLimits& limits);
+absl::StatusOr<Operation> ToOperation(const v1::AggregateByKeyRequest& request,
+                                      const RequestLimits& limits);
+
+// Moves the result's arrays into the response. INTERNAL if the result is not
+// the response's kind.
+absl::Status ToResponse(Result result, v1::ScanResponse* response);
+absl::Status ToResponse(Result result, v1::ReduceResponse* response);
+absl::Status ToResponse(Result result, v1::SelectResponse* response);
+absl::Status ToResponse(Result result, v1::UniqueResponse* response);
+absl::Status ToResponse(Result result, v1::RunLengthEncodeResponse* response);
+absl::Status ToResponse(Result result, v1::ReduceByKeyResponse* response);
+absl::Status ToResponse(Result result, v1::AggregateByKeyResponse* response);
+
+}  // namespace primserve
+
+#endif  // PRIMSERVE_SERVER_CONVERT_H_

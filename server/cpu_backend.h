@@ -1,0 +1,23 @@
+// The CPU reference backend: runs each operation with kernels/reference.h.
+// It is the oracle the GPU backend is tested against, and the backend of
+// machines without a GPU.
+#ifndef PRIMSERVE_SERVER_CPU_BACKEND_H_
+#define PRIMSERVE_SERVER_CPU_BACKEND_H_
+
+#include "absl/status/statusor.h"
+#include "server/backend.h"
+
+namespace primserve {
+
+// Runs one validated operation on the CPU reference implementation.
+absl::StatusOr<Result> RunOnCpu(const Operation& operation);
+
+class CpuBackend final : public ExecutionBackend {
+ public:
+  std::string name() const override { return "cpu"; }
+  void Execute(std::vector<std::unique_ptr<Task>> batch) override;
+};
+
+}  // namespace primserve
+
+#endif  // PRIMSERVE_SERVER_CPU_BACKEND_H_

@@ -1,0 +1,25 @@
+// The scheduler interface between the transport and the execution backends.
+#ifndef PRIMSERVE_SERVER_SCHEDULER_H_
+#define PRIMSERVE_SERVER_SCHEDULER_H_
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "server/task.h"
+
+namespace primserve {
+
+class Scheduler {
+ public:
+  virtual ~Scheduler() = default;
+
+  // Queues *task for execution and never blocks. On OK it takes ownership
+  // (sets *task to null) and will call the task's `done` exactly once; on any
+  // other status *task is left with the caller, and `done` is not called:
+  // RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE when shutting down.
+  virtual absl::Status Schedule(std::unique_ptr<Task>* task) = 0;
+};
+
+}  // namespace primserve
+
+#endif  // PRIMSERVE_SERVER_SCHEDULER_H_

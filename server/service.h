@@ -1,0 +1,51 @@
+// The gRPC transport: the Primitives service. Thin on purpose: it converts
+// each request into an Operation, hands it to the scheduler, and answers when
+// the task completes. It knows the scheduler interface and nothing below it.
+#ifndef PRIMSERVE_SERVER_SERVICE_H_
+#define PRIMSERVE_SERVER_SERVICE_H_
+
+#include "proto/primserve/v1/primitives.grpc.pb.h"
+#include "server/convert.h"
+#include "server/scheduler.h"
+
+namespace primserve {
+
+class PrimitivesService final : public v1::Primitives::CallbackService {
+ public:
+  PrimitivesService(Scheduler* scheduler, const RequestLimits& limits)
+      : scheduler_(scheduler), limits_(limits) {}
+
+  grpc::ServerUnaryReactor* Scan(grpc::CallbackServerContext* context,
+                                 const v1::ScanRequest* request,
+                                 v1::ScanResponse* response) override;
+  grpc::ServerUnaryReactor* Reduce(grpc::CallbackServerContext* context,
+                                   const v1::ReduceRequest* request,
+                                   v1::ReduceResponse* response) override;
+  grpc::ServerUnaryReactor* Select(grpc::CallbackServerContext* context,
+                                   const v1::SelectRequest* request,
+                                   v1::SelectResponse* response) override;
+  grpc::ServerUnaryReactor* Unique(grpc::CallbackServerContext* context,
+                                   const v1::UniqueRequest* request,
+                                   v1::UniqueResponse* response) override;
+  grpc::ServerUnaryReactor* RunLengthEncode(grpc::CallbackServerContext* context,
+                                            const v1::RunLengthEncodeRequest* request,
+                                            v1::RunLengthEncodeResponse* response) override;
+  grpc::ServerUnaryReactor* ReduceByKey(grpc::CallbackServerContext* context,
+                                        const v1::ReduceByKeyRequest* request,
+                                        v1::ReduceByKeyResponse* response) override;
+  grpc::ServerUnaryReactor* AggregateByKey(grpc::CallbackServerContext* context,
+                                           const v1::AggregateByKeyRequest* request,
+                                           v1::AggregateByKeyResponse* response) override;
+
+ private:
+  template <typename Request, typename Response>
+  grpc::ServerUnaryReactor* Handle(grpc::CallbackServerContext* context, const Request* request,
+                                   Response* response);
+
+  Scheduler* const scheduler_;
+  const RequestLimits limits_;
+};
+
+}  // namespace primserve
+
+#endif  // PRIMSERVE_SERVER_SERVICE_H_

@@ -1,0 +1,195 @@
+// The internal form of a request, below the transport: an Operation (views of
+// the caller's arrays plus parameters, already validated), the Result it
+// produces, and the Task that carries both through the scheduler to a backend.
+#ifndef PRIMSERVE_SERVER_TASK_H_
+#define PRIMSERVE_SERVER_TASK_H_
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <variant>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "kernels/primitives.h"
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "arrays travel little-endian and are used in place");
+
+namespace primserve {
+
+// A typed view of packed array bytes owned elsewhere (the caller's request,
+// which outlives its task). The bytes are 8-byte aligned (see convert.cc).
+struct ArrayView {
+  DType dtype = DType::kInt32;
+  absl::string_view bytes;
+
+  uint64_t size() const { return bytes.size() / DTypeSize(dtype); }
+  template <typename T>
+  absl::Span<const T> as() const {
+    return {reinterpret_cast<const T*>(bytes.data()), bytes.size() / sizeof(T)};
+  }
+};
+
+// An array that owns its packed bytes; moves into a response without a copy.
+struct HostArray {
+  DType dtype = DType::kInt32;
+  std::string bytes;
+
+  template <typename T>
+  static HostArray Of(DType dtype, absl::Span<const T> values) {
+    HostArray array{dtype, std::string(values.size() * sizeof(T), '\0')};
+    if (!values.empty()) std::memcpy(array.bytes.data(), values.data(), array.bytes.size());
+    return array;
+  }
+};
+
+// A predicate whose operands are already converted to the element type and
+// stored as that type's bit pattern.
+struct PredicateSpec {
+  PredicateKind kind = PredicateKind::kNonzero;
+  uint64_t operand_bits = 0;
+  uint64_t upper_bits = 0;
+
+  template <typename T>
+  Predicate<T> As() const {
+    Predicate<T> p;
+    p.kind = kind;
+    std::memcpy(&p.operand, &operand_bits, sizeof(T));
+    std::memcpy(&p.upper, &upper_bits, sizeof(T));
+    return p;
+  }
+};
+
+enum class SelectOutput { kValues = 1, kIndices = 2, kValuesAndIndices = 3, kCount = 4 };
+
+struct ScanOperation {
+  ArrayView input;
+  Op op = Op::kSum;
+  bool exclusive = false;
+  absl::Span<const uint64_t> segment_offsets;
+};
+
+struct ReduceOperation {
+  ArrayView input;
+  Op op = Op::kSum;
+  absl::Span<const uint64_t> segment_offsets;
+};
+
+struct SelectOperation {
+  ArrayView input;
+  std::optional<PredicateSpec> predicate;  // exactly one of predicate, flags
+  std::optional<ArrayView> flags;
+  SelectOutput output = SelectOutput::kValues;
+  bool partition = false;
+};
+
+struct UniqueOperation {
+  ArrayView input;
+};
+
+struct RunLengthEncodeOperation {
+  ArrayView input;
+};
+
+struct ReduceByKeyOperation {
+  ArrayView keys;
+  ArrayView values;
+  Op op = Op::kSum;
+};
+
+struct AggregateByKeyOperation {
+  ArrayView keys;
+  ArrayView values;
+  Op op = Op::kSum;
+  uint64_t num_keys = 1;
+};
+
+using Operation =
+    std::variant<ScanOperation, ReduceOperation, SelectOperation, UniqueOperation,
+                 RunLengthEncodeOperation, ReduceByKeyOperation, AggregateByKeyOperation>;
+
+struct ScanResult {
+  HostArray output;
+};
+struct ReduceResult {
+  HostArray values;
+  std::optional<HostArray> indices;  // ARGMIN/ARGMAX
+};
+struct SelectResult {
+  std::optional<HostArray> values;
+  std::optional<HostArray> indices;
+  uint64_t count = 0;
+};
+struct UniqueResult {
+  HostArray values;
+};
+struct RunLengthEncodeResult {
+  HostArray values;
+  HostArray lengths;
+};
+struct ReduceByKeyResult {
+  HostArray keys;
+  HostArray values;
+};
+struct AggregateByKeyResult {
+  HostArray values;
+};
+
+using Result = std::variant<ScanResult, ReduceResult, SelectResult, UniqueResult,
+                            RunLengthEncodeResult, ReduceByKeyResult, AggregateByKeyResult>;
+
+// Operations with equal keys can run fused in one segmented launch.
+struct BatchKey {
+  size_t rpc = 0;  // Operation's variant index
+  int op = 0;
+  int dtype = 0;
+  int second_dtype = 0;  // flags or values dtype, where the RPC has one
+  int detail = 0;        // predicate kind, exclusive, output mode...
+
+  friend bool operator==(const BatchKey& a, const BatchKey& b) {
+    return std::tie(a.rpc, a.op, a.dtype, a.second_dtype, a.detail) ==
+           std::tie(b.rpc, b.op, b.dtype, b.second_dtype, b.detail);
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const BatchKey& k) {
+    return H::combine(std::move(h), k.rpc, k.op, k.dtype, k.second_dtype, k.detail);
+  }
+};
+
+// std::visit over several lambdas.
+template <class... Fs>
+struct Overloaded : Fs... {
+  using Fs::operator()...;
+};
+template <class... Fs>
+Overloaded(Fs...) -> Overloaded<Fs...>;
+
+BatchKey BatchKeyOf(const Operation& operation);
+
+// Elements of the operation's main input (what batch limits count).
+uint64_t ItemCount(const Operation& operation);
+
+// The RPC's name ("Scan", ...), for logs and metrics.
+const char* RpcName(const Operation& operation);
+
+// One request on its way through the scheduler to a backend.
+struct Task {
+  Operation operation;
+  absl::Time deadline = absl::InfiniteFuture();
+  // True once the caller has gone away; may be empty.
+  std::function<bool()> is_cancelled;
+  // Called exactly once, with the result or the reason there is none.
+  absl::AnyInvocable<void(absl::StatusOr<Result>)> done;
+  absl::Time enqueued_at;
+};
+
+}  // namespace primserve
+
+#endif  // PRIMSERVE_SERVER_TASK_H_
