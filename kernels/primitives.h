@@ -94,6 +94,20 @@ decltype(auto) VisitDType(DType dtype, F&& f) {
   return f(double{});
 }
 
+// The DType of a C++ element type.
+template <typename T>
+constexpr DType DTypeOf() {
+  if constexpr (std::is_same_v<T, int32_t>) return DType::kInt32;
+  else if constexpr (std::is_same_v<T, int64_t>) return DType::kInt64;
+  else if constexpr (std::is_same_v<T, uint32_t>) return DType::kUint32;
+  else if constexpr (std::is_same_v<T, uint64_t>) return DType::kUint64;
+  else if constexpr (std::is_same_v<T, float>) return DType::kFloat32;
+  else {
+    static_assert(std::is_same_v<T, double>, "not a primserve element type");
+    return DType::kFloat64;
+  }
+}
+
 template <typename T>
 PRIMSERVE_HD bool IsNan(T x) {
   if constexpr (std::is_floating_point_v<T>) {

@@ -1,0 +1,247 @@
+// The C++ client of primserve: typed helpers that pack std::vector-like
+// inputs into requests and unpack responses, plus raw calls that take any
+// request. Errors come back as absl::Status with the server's code and message.
+//
+//   auto channel = primserve::PrimitivesClient::Connect("localhost:50051");
+//   primserve::PrimitivesClient client(channel);
+//   absl::StatusOr<std::vector<float>> sums =
+//       client.Scan<float>(values, primserve::Op::kSum);
+#ifndef PRIMSERVE_CLIENT_CLIENT_H_
+#define PRIMSERVE_CLIENT_CLIENT_H_
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "grpcpp/channel.h"
+#include "kernels/primitives.h"
+#include "proto/primserve/v1/primitives.grpc.pb.h"
+
+namespace primserve {
+
+// Packs elements into an Array (little-endian, as the wire wants).
+template <typename T>
+v1::Array PackArray(absl::Span<const T> values) {
+  v1::Array array;
+  array.set_dtype(static_cast<v1::DType>(DTypeOf<T>()));
+  array.mutable_data()->assign(reinterpret_cast<const char*>(values.data()),
+                               values.size() * sizeof(T));
+  return array;
+}
+
+// The elements of an Array of dtype T; INTERNAL if it holds another dtype.
+template <typename T>
+absl::StatusOr<std::vector<T>> UnpackArray(const v1::Array& array) {
+  if (array.dtype() != static_cast<v1::DType>(DTypeOf<T>()) ||
+      array.data().size() % sizeof(T) != 0) {
+    return absl::InternalError("response array is not of the expected dtype");
+  }
+  std::vector<T> values(array.data().size() / sizeof(T));
+  if (!values.empty()) std::memcpy(values.data(), array.data().data(), array.data().size());
+  return values;
+}
+
+// The operand of a predicate as a Scalar of the kind T calls for.
+template <typename T>
+v1::Scalar ScalarOf(T value) {
+  v1::Scalar scalar;
+  if constexpr (std::is_floating_point_v<T>) {
+    scalar.set_float_value(value);
+  } else if constexpr (std::is_signed_v<T>) {
+    scalar.set_int_value(value);
+  } else {
+    scalar.set_uint_value(value);
+  }
+  return scalar;
+}
+
+template <typename T>
+struct Reduction {
+  std::vector<T> values;         // one per segment
+  std::vector<int64_t> indices;  // ARGMIN/ARGMAX: one per segment, -1 if empty
+};
+
+template <typename T>
+struct Selection {
+  std::vector<T> values;         // kept (then rejected, with partition)
+  std::vector<int64_t> indices;  // their positions in the input
+  uint64_t count = 0;            // number kept
+};
+
+template <typename T>
+struct RunLengths {
+  std::vector<T> values;
+  std::vector<int64_t> lengths;
+};
+
+template <typename K, typename V>
+struct KeyedReduction {
+  std::vector<K> keys;
+  std::vector<V> values;
+};
+
+class PrimitivesClient final {
+ public:
+  // A channel to `address` (host:port) that takes messages of any size.
+  static std::shared_ptr<grpc::Channel> Connect(const std::string& address);
+
+  // Each call gets `timeout` as its deadline.
+  explicit PrimitivesClient(std::shared_ptr<grpc::Channel> channel,
+                            absl::Duration timeout = absl::Seconds(120));
+
+  // Raw calls.
+  absl::StatusOr<v1::ScanResponse> Call(const v1::ScanRequest& request);
+  absl::StatusOr<v1::ReduceResponse> Call(const v1::ReduceRequest& request);
+  absl::StatusOr<v1::SelectResponse> Call(const v1::SelectRequest& request);
+  absl::StatusOr<v1::UniqueResponse> Call(const v1::UniqueRequest& request);
+  absl::StatusOr<v1::RunLengthEncodeResponse> Call(const v1::RunLengthEncodeRequest& request);
+  absl::StatusOr<v1::ReduceByKeyResponse> Call(const v1::ReduceByKeyRequest& request);
+  absl::StatusOr<v1::AggregateByKeyResponse> Call(const v1::AggregateByKeyRequest& request);
+
+  // True when the server's health service reports SERVING.
+  bool IsServing();
+
+  template <typename T>
+  absl::StatusOr<std::vector<T>> Scan(absl::Span<const T> input, Op op, bool exclusive = false,
+                                      absl::Span<const uint64_t> segment_offsets = {}) {
+    v1::ScanRequest request;
+    *request.mutable_input() = PackArray(input);
+    request.set_op(static_cast<v1::Op>(op));
+    request.set_exclusive(exclusive);
+    request.mutable_segment_offsets()->Add(segment_offsets.begin(), segment_offsets.end());
+    absl::StatusOr<v1::ScanResponse> response = Call(request);
+    if (!response.ok()) return response.status();
+    return UnpackArray<T>(response->output());
+  }
+
+  template <typename T>
+  absl::StatusOr<Reduction<T>> Reduce(absl::Span<const T> input, Op op,
+                                      absl::Span<const uint64_t> segment_offsets = {}) {
+    v1::ReduceRequest request;
+    *request.mutable_input() = PackArray(input);
+    request.set_op(static_cast<v1::Op>(op));
+    request.mutable_segment_offsets()->Add(segment_offsets.begin(), segment_offsets.end());
+    absl::StatusOr<v1::ReduceResponse> response = Call(request);
+    if (!response.ok()) return response.status();
+    Reduction<T> result;
+    if (absl::Status s = Unpack(response->values(), &result.values); !s.ok()) return s;
+    if (response->has_indices()) {
+      if (absl::Status s = Unpack(response->indices(), &result.indices); !s.ok()) return s;
+    }
+    return result;
+  }
+
+  template <typename T>
+  absl::StatusOr<Selection<T>> Select(
+      absl::Span<const T> input, const Predicate<T>& predicate,
+      v1::SelectRequest::Output output = v1::SelectRequest::VALUES, bool partition = false) {
+    v1::SelectRequest request;
+    *request.mutable_input() = PackArray(input);
+    v1::Predicate* p = request.mutable_predicate();
+    p->set_kind(static_cast<v1::Predicate::Kind>(predicate.kind));
+    *p->mutable_operand() = ScalarOf(predicate.operand);
+    *p->mutable_upper() = ScalarOf(predicate.upper);
+    return Select<T>(std::move(request), output, partition);
+  }
+
+  template <typename T, typename F>
+  absl::StatusOr<Selection<T>> SelectFlagged(
+      absl::Span<const T> input, absl::Span<const F> flags,
+      v1::SelectRequest::Output output = v1::SelectRequest::VALUES, bool partition = false) {
+    v1::SelectRequest request;
+    *request.mutable_input() = PackArray(input);
+    *request.mutable_flags() = PackArray(flags);
+    return Select<T>(std::move(request), output, partition);
+  }
+
+  template <typename T>
+  absl::StatusOr<std::vector<T>> Unique(absl::Span<const T> input) {
+    v1::UniqueRequest request;
+    *request.mutable_input() = PackArray(input);
+    absl::StatusOr<v1::UniqueResponse> response = Call(request);
+    if (!response.ok()) return response.status();
+    return UnpackArray<T>(response->values());
+  }
+
+  template <typename T>
+  absl::StatusOr<RunLengths<T>> RunLengthEncode(absl::Span<const T> input) {
+    v1::RunLengthEncodeRequest request;
+    *request.mutable_input() = PackArray(input);
+    absl::StatusOr<v1::RunLengthEncodeResponse> response = Call(request);
+    if (!response.ok()) return response.status();
+    RunLengths<T> result;
+    if (absl::Status s = Unpack(response->values(), &result.values); !s.ok()) return s;
+    if (absl::Status s = Unpack(response->lengths(), &result.lengths); !s.ok()) return s;
+    return result;
+  }
+
+  template <typename K, typename V>
+  absl::StatusOr<KeyedReduction<K, V>> ReduceByKey(absl::Span<const K> keys,
+                                                   absl::Span<const V> values, Op op) {
+    v1::ReduceByKeyRequest request;
+    *request.mutable_keys() = PackArray(keys);
+    *request.mutable_values() = PackArray(values);
+    request.set_op(static_cast<v1::Op>(op));
+    absl::StatusOr<v1::ReduceByKeyResponse> response = Call(request);
+    if (!response.ok()) return response.status();
+    KeyedReduction<K, V> result;
+    if (absl::Status s = Unpack(response->keys(), &result.keys); !s.ok()) return s;
+    if (absl::Status s = Unpack(response->values(), &result.values); !s.ok()) return s;
+    return result;
+  }
+
+  template <typename K, typename V>
+  absl::StatusOr<std::vector<V>> AggregateByKey(absl::Span<const K> keys,
+                                                absl::Span<const V> values, Op op,
+                                                uint64_t num_keys) {
+    v1::AggregateByKeyRequest request;
+    *request.mutable_keys() = PackArray(keys);
+    *request.mutable_values() = PackArray(values);
+    request.set_op(static_cast<v1::Op>(op));
+    request.set_num_keys(num_keys);
+    absl::StatusOr<v1::AggregateByKeyResponse> response = Call(request);
+    if (!response.ok()) return response.status();
+    return UnpackArray<V>(response->values());
+  }
+
+ private:
+  template <typename T>
+  static absl::Status Unpack(const v1::Array& array, std::vector<T>* out) {
+    absl::StatusOr<std::vector<T>> values = UnpackArray<T>(array);
+    if (!values.ok()) return values.status();
+    *out = *std::move(values);
+    return absl::OkStatus();
+  }
+
+  template <typename T>
+  absl::StatusOr<Selection<T>> Select(v1::SelectRequest request,
+                                      v1::SelectRequest::Output output, bool partition) {
+    request.set_output(output);
+    request.set_partition(partition);
+    absl::StatusOr<v1::SelectResponse> response = Call(request);
+    if (!response.ok()) return response.status();
+    Selection<T> result;
+    result.count = response->count();
+    if (response->has_values()) {
+      if (absl::Status s = Unpack(response->values(), &result.values); !s.ok()) return s;
+    }
+    if (response->has_indices()) {
+      if (absl::Status s = Unpack(response->indices(), &result.indices); !s.ok()) return s;
+    }
+    return result;
+  }
+
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Primitives::Stub> stub_;
+  absl::Duration timeout_;
+};
+
+}  // namespace primserve
+
+#endif  // PRIMSERVE_CLIENT_CLIENT_H_
