@@ -1,0 +1,632 @@
+// primctl: sends one primserve RPC with data from a file, the command line or a
+// generator, and prints the result or a summary of it.
+//
+//   primctl scan --values=1,2,3,4 --print=all          # 1,3,6,10
+//   primctl reduce --generate=random --n=1000000 --dtype=float32 --op=argmax
+//   primctl select --input=data.txt --predicate=in_range --operand=0 --upper=10
+//   primctl aggregate_by_key --generate=random --n=1000000 --generate_keys=random --num_keys=64
+//
+// Exit status: 0 on success, 1 when the RPC fails (or health is not SERVING),
+// 2 on a bad command line.
+#include <charconv>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <initializer_list>
+#include <iostream>
+#include <iterator>
+#include <optional>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "client/client.h"
+#include "kernels/primitives.h"
+
+ABSL_FLAG(std::string, address, "localhost:50051", "The server, host:port.");
+ABSL_FLAG(int, timeout_seconds, 60, "Deadline of the RPC, in seconds.");
+ABSL_FLAG(std::string, dtype, "int32",
+          "Element type of the input: int32, int64, uint32, uint64, float32 or float64.");
+ABSL_FLAG(std::string, input, "",
+          "File holding the input (see --input_format). One of --input, --values, --generate.");
+ABSL_FLAG(std::string, input_format, "text",
+          "Format of the --input, --keys and --flags files: text (numbers separated by "
+          "whitespace or commas) or binary (packed little-endian elements).");
+ABSL_FLAG(std::string, values, "", "The input inline, comma-separated, e.g. 1,2,3.");
+ABSL_FLAG(std::string, generate, "",
+          "Generate the input: random (integers in [-100, 100], unsigned in [0, 200], floats "
+          "uniform in [-1, 1)) or sequence (0, 1, 2, ...).");
+ABSL_FLAG(int64_t, n, 1000, "Number of elements --generate makes.");
+ABSL_FLAG(uint64_t, seed, 1, "Seed of --generate, --generate_keys and --generate_flags.");
+ABSL_FLAG(std::string, op, "sum",
+          "scan, reduce, reduce_by_key, aggregate_by_key: sum, prod, min, max, argmin or argmax.");
+ABSL_FLAG(bool, exclusive, false, "scan: exclusive instead of inclusive.");
+ABSL_FLAG(std::string, segments, "",
+          "scan, reduce: segment start offsets, comma-separated (e.g. 0,10,20).");
+ABSL_FLAG(std::string, predicate, "",
+          "select: keep the elements x passing nonzero, eq, ne, lt, le, gt, ge (x op --operand) "
+          "or in_range (--operand <= x < --upper).");
+ABSL_FLAG(std::string, operand, "", "select: the predicate's operand, a number.");
+ABSL_FLAG(std::string, upper, "", "select: in_range's exclusive upper bound.");
+ABSL_FLAG(std::string, flags, "",
+          "select: file of int32 flags, one per input element; keeps the elements whose flag is "
+          "not 0.");
+ABSL_FLAG(std::optional<double>, generate_flags, std::nullopt,
+          "select: random int32 0/1 flags, each 1 with this probability.");
+ABSL_FLAG(std::string, output, "values",
+          "select: what to return: values, indices, values_and_indices or count.");
+ABSL_FLAG(bool, partition, false, "select: also return the rejected elements after the kept.");
+ABSL_FLAG(std::string, keys, "", "reduce_by_key, aggregate_by_key: file of keys (--key_dtype).");
+ABSL_FLAG(std::string, generate_keys, "",
+          "reduce_by_key, aggregate_by_key: generate the keys, one per input element: runs "
+          "(0, 0, 1, 2, 2, 2, ...: runs of mean length --run_length) or random (uniform in "
+          "[0, --num_keys)).");
+ABSL_FLAG(std::string, key_dtype, "int32", "Element type of the keys.");
+ABSL_FLAG(double, run_length, 4, "Mean run length of --generate_keys=runs (at least 1).");
+ABSL_FLAG(uint64_t, num_keys, 16, "aggregate_by_key: number of groups; keys lie in [0, num_keys).");
+ABSL_FLAG(std::string, print, "summary",
+          "summary (element counts, first and last elements, count, latency and throughput), "
+          "all (every element: one line per array, comma-separated, then select's count) or "
+          "none.");
+
+namespace primserve {
+namespace {
+
+constexpr char kUsage[] =
+    "primctl [--address=host:port] <rpc> [flags]: sends one primserve RPC.\n"
+    "rpc: scan | reduce | select | unique | rle | reduce_by_key | aggregate_by_key | health\n"
+    "Exit status: 0 success, 1 RPC error (or not SERVING), 2 bad command line.";
+
+enum class PrintMode { kSummary, kAll, kNone };
+enum class Generator { kRandom, kSequence };
+enum class KeyGenerator { kRuns, kRandom };
+enum class FileFormat { kText, kBinary };
+
+// Elements printed at each end of an array by --print=summary.
+constexpr size_t kSummaryEdge = 4;
+
+int UsageError(const absl::Status& status) {
+  std::cerr << "primctl: " << status.message() << "\nrun 'primctl --help' for usage\n";
+  return 2;
+}
+
+absl::Status FirstError(std::initializer_list<absl::Status> statuses) {
+  for (const absl::Status& status : statuses) {
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+// The value `table` pairs with the --`flag` value `name`.
+template <typename T>
+absl::StatusOr<T> Lookup(absl::string_view flag, absl::string_view name,
+                         std::initializer_list<std::pair<absl::string_view, T>> table) {
+  std::vector<absl::string_view> names;
+  for (const auto& [key, value] : table) {
+    if (key == name) return value;
+    names.push_back(key);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", name, " is not one of ",
+                                                 absl::StrJoin(names, ", ")));
+}
+
+absl::StatusOr<DType> ParseDType(absl::string_view flag, absl::string_view name) {
+  return Lookup<DType>(flag, name,
+                       {{"int32", DType::kInt32},
+                        {"int64", DType::kInt64},
+                        {"uint32", DType::kUint32},
+                        {"uint64", DType::kUint64},
+                        {"float32", DType::kFloat32},
+                        {"float64", DType::kFloat64}});
+}
+
+absl::StatusOr<Op> ParseOp() {
+  return Lookup<Op>("op", absl::GetFlag(FLAGS_op),
+                    {{"sum", Op::kSum},
+                     {"prod", Op::kProd},
+                     {"min", Op::kMin},
+                     {"max", Op::kMax},
+                     {"argmin", Op::kArgMin},
+                     {"argmax", Op::kArgMax}});
+}
+
+template <typename T>
+bool ParseNumber(absl::string_view text, T* value) {
+  if constexpr (std::is_same_v<T, float>) {
+    return absl::SimpleAtof(text, value);
+  } else if constexpr (std::is_same_v<T, double>) {
+    return absl::SimpleAtod(text, value);
+  } else {
+    return absl::SimpleAtoi(text, value);
+  }
+}
+
+// Numbers separated by whitespace or commas, as elements of `dtype`; `source`
+// names where they came from in errors.
+absl::StatusOr<v1::Array> ParseText(DType dtype, absl::string_view text,
+                                    absl::string_view source) {
+  return VisitDType(dtype, [&](auto zero) -> absl::StatusOr<v1::Array> {
+    using T = decltype(zero);
+    std::vector<T> values;
+    for (absl::string_view token :
+         absl::StrSplit(text, absl::ByAnyChar(" \t\r\n,"), absl::SkipEmpty())) {
+      T value;
+      if (!ParseNumber(token, &value)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(source, ": '", token, "' is not a valid ", DTypeName(dtype)));
+      }
+      values.push_back(value);
+    }
+    return PackArray<T>(values);
+  });
+}
+
+absl::StatusOr<std::vector<uint64_t>> ParseSegments() {
+  std::vector<uint64_t> offsets;
+  for (absl::string_view token :
+       absl::StrSplit(absl::GetFlag(FLAGS_segments), ',', absl::SkipEmpty())) {
+    uint64_t offset;
+    if (!absl::SimpleAtoi(token, &offset)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--segments: '", token, "' is not a segment offset"));
+    }
+    offsets.push_back(offset);
+  }
+  return offsets;
+}
+
+// Parses the --`flag` number `text` into `scalar` as the kind `dtype` takes:
+// int_value for signed, uint_value for unsigned, float_value for float dtypes.
+absl::Status ParseScalar(DType dtype, absl::string_view flag, absl::string_view text,
+                         v1::Scalar* scalar) {
+  return VisitDType(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    using Wide = std::conditional_t<std::is_floating_point_v<T>, double,
+                                    std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>;
+    Wide value;
+    if (!ParseNumber(text, &value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, "=", text, " is not a valid ", DTypeName(dtype), " operand"));
+    }
+    *scalar = ScalarOf(value);
+    return absl::OkStatus();
+  });
+}
+
+// An array file: text or binary as --input_format says.
+absl::StatusOr<v1::Array> ReadArrayFile(DType dtype, const std::string& path) {
+  absl::StatusOr<FileFormat> format = Lookup<FileFormat>(
+      "input_format", absl::GetFlag(FLAGS_input_format),
+      {{"text", FileFormat::kText}, {"binary", FileFormat::kBinary}});
+  if (!format.ok()) return format.status();
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return absl::InvalidArgumentError(absl::StrCat("cannot open ", path));
+  std::string contents(std::istreambuf_iterator<char>(file), {});
+  if (*format == FileFormat::kText) return ParseText(dtype, contents, path);
+  if (contents.size() % DTypeSize(dtype) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": ", contents.size(), " bytes is not a whole number of ", DTypeName(dtype)));
+  }
+  v1::Array array;
+  array.set_dtype(static_cast<v1::DType>(dtype));
+  *array.mutable_data() = std::move(contents);
+  return array;
+}
+
+size_t ElementCount(const v1::Array& array) {
+  return array.data().size() / DTypeSize(static_cast<DType>(array.dtype()));
+}
+
+// A generator seeded by --seed; `stream` tells apart the generators of one run.
+std::mt19937_64 Rng(uint32_t stream) {
+  const uint64_t seed64 = absl::GetFlag(FLAGS_seed);
+  std::seed_seq seed{static_cast<uint32_t>(seed64), static_cast<uint32_t>(seed64 >> 32), stream};
+  return std::mt19937_64(seed);
+}
+
+// Integer-valued elements converted to `dtype`.
+v1::Array PackAs(DType dtype, absl::Span<const int64_t> values) {
+  return VisitDType(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<T> converted(values.begin(), values.end());
+    return PackArray<T>(converted);
+  });
+}
+
+v1::Array RandomArray(DType dtype, size_t n) {
+  std::mt19937_64 rng = Rng(0);
+  return VisitDType(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<T> values(n);
+    if constexpr (std::is_floating_point_v<T>) {
+      std::uniform_real_distribution<T> uniform(-1, 1);
+      for (T& v : values) v = uniform(rng);
+    } else {
+      std::uniform_int_distribution<int64_t> uniform(std::is_signed_v<T> ? -100 : 0,
+                                                     std::is_signed_v<T> ? 100 : 200);
+      for (T& v : values) v = static_cast<T>(uniform(rng));
+    }
+    return PackArray<T>(values);
+  });
+}
+
+// The input, from exactly one of --input, --values and --generate.
+absl::StatusOr<v1::Array> MainInput() {
+  absl::StatusOr<DType> dtype = ParseDType("dtype", absl::GetFlag(FLAGS_dtype));
+  if (!dtype.ok()) return dtype.status();
+  const std::string input = absl::GetFlag(FLAGS_input);
+  const std::string values = absl::GetFlag(FLAGS_values);
+  const std::string generate = absl::GetFlag(FLAGS_generate);
+  if (input.empty() + values.empty() + generate.empty() != 2) {
+    return absl::InvalidArgumentError(
+        "give the input with exactly one of --input, --values, --generate");
+  }
+  if (!input.empty()) return ReadArrayFile(*dtype, input);
+  if (!values.empty()) return ParseText(*dtype, values, "--values");
+  absl::StatusOr<Generator> generator = Lookup<Generator>(
+      "generate", generate, {{"random", Generator::kRandom}, {"sequence", Generator::kSequence}});
+  if (!generator.ok()) return generator.status();
+  const int64_t n = absl::GetFlag(FLAGS_n);
+  if (n < 0) return absl::InvalidArgumentError("--n must not be negative");
+  if (*generator == Generator::kRandom) return RandomArray(*dtype, n);
+  std::vector<int64_t> sequence(n);
+  for (int64_t i = 0; i < n; ++i) sequence[i] = i;
+  return PackAs(*dtype, sequence);
+}
+
+// Keys 0, 1, 2, ... in runs: each element after the first starts a new run
+// with probability 1 / mean_run_length, so runs have that mean length.
+std::vector<int64_t> RunKeys(size_t n, double mean_run_length) {
+  std::mt19937_64 rng = Rng(1);
+  std::bernoulli_distribution new_run(1 / mean_run_length);
+  std::vector<int64_t> keys(n);
+  for (size_t i = 1; i < n; ++i) keys[i] = keys[i - 1] + new_run(rng);
+  return keys;
+}
+
+std::vector<int64_t> RandomKeys(size_t n, uint64_t num_keys) {
+  std::mt19937_64 rng = Rng(1);
+  std::uniform_int_distribution<uint64_t> uniform(0, num_keys - 1);
+  std::vector<int64_t> keys(n);
+  for (int64_t& key : keys) key = static_cast<int64_t>(uniform(rng));
+  return keys;
+}
+
+// The keys of `n` values, from exactly one of --keys and --generate_keys.
+absl::StatusOr<v1::Array> KeysInput(size_t n) {
+  absl::StatusOr<DType> dtype = ParseDType("key_dtype", absl::GetFlag(FLAGS_key_dtype));
+  if (!dtype.ok()) return dtype.status();
+  const std::string path = absl::GetFlag(FLAGS_keys);
+  const std::string generate = absl::GetFlag(FLAGS_generate_keys);
+  if (path.empty() == generate.empty()) {
+    return absl::InvalidArgumentError("give the keys with exactly one of --keys, --generate_keys");
+  }
+  if (!path.empty()) return ReadArrayFile(*dtype, path);
+  absl::StatusOr<KeyGenerator> generator = Lookup<KeyGenerator>(
+      "generate_keys", generate, {{"runs", KeyGenerator::kRuns}, {"random", KeyGenerator::kRandom}});
+  if (!generator.ok()) return generator.status();
+  if (*generator == KeyGenerator::kRuns) {
+    const double run_length = absl::GetFlag(FLAGS_run_length);
+    if (!(run_length >= 1)) return absl::InvalidArgumentError("--run_length must be at least 1");
+    return PackAs(*dtype, RunKeys(n, run_length));
+  }
+  const uint64_t num_keys = absl::GetFlag(FLAGS_num_keys);
+  if (num_keys < 1) return absl::InvalidArgumentError("--generate_keys=random needs --num_keys >= 1");
+  return PackAs(*dtype, RandomKeys(n, num_keys));
+}
+
+// Sets the select criterion from exactly one of --predicate, --flags and
+// --generate_flags.
+absl::Status SetCriterion(v1::SelectRequest* request) {
+  const DType dtype = static_cast<DType>(request->input().dtype());
+  const std::string predicate = absl::GetFlag(FLAGS_predicate);
+  const std::string flags_path = absl::GetFlag(FLAGS_flags);
+  const std::optional<double> keep_fraction = absl::GetFlag(FLAGS_generate_flags);
+  if (predicate.empty() + flags_path.empty() + !keep_fraction.has_value() != 2) {
+    return absl::InvalidArgumentError(
+        "give the criterion with exactly one of --predicate, --flags, --generate_flags");
+  }
+  if (!flags_path.empty()) {
+    absl::StatusOr<v1::Array> flags = ReadArrayFile(DType::kInt32, flags_path);
+    if (!flags.ok()) return flags.status();
+    *request->mutable_flags() = *std::move(flags);
+    return absl::OkStatus();
+  }
+  if (keep_fraction.has_value()) {
+    if (!(*keep_fraction >= 0 && *keep_fraction <= 1)) {
+      return absl::InvalidArgumentError("--generate_flags must be in [0, 1]");
+    }
+    std::mt19937_64 rng = Rng(2);
+    std::bernoulli_distribution keep(*keep_fraction);
+    std::vector<int64_t> flags(ElementCount(request->input()));
+    for (int64_t& flag : flags) flag = keep(rng);
+    *request->mutable_flags() = PackAs(DType::kInt32, flags);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<PredicateKind> kind =
+      Lookup<PredicateKind>("predicate", predicate,
+                            {{"nonzero", PredicateKind::kNonzero},
+                             {"eq", PredicateKind::kEq},
+                             {"ne", PredicateKind::kNe},
+                             {"lt", PredicateKind::kLt},
+                             {"le", PredicateKind::kLe},
+                             {"gt", PredicateKind::kGt},
+                             {"ge", PredicateKind::kGe},
+                             {"in_range", PredicateKind::kInRange}});
+  if (!kind.ok()) return kind.status();
+  v1::Predicate* p = request->mutable_predicate();
+  p->set_kind(static_cast<v1::Predicate::Kind>(*kind));
+  if (*kind == PredicateKind::kNonzero) return absl::OkStatus();
+  const std::string operand = absl::GetFlag(FLAGS_operand);
+  if (operand.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--predicate=", predicate, " needs --operand"));
+  }
+  if (absl::Status s = ParseScalar(dtype, "operand", operand, p->mutable_operand()); !s.ok()) {
+    return s;
+  }
+  if (*kind != PredicateKind::kInRange) return absl::OkStatus();
+  const std::string upper = absl::GetFlag(FLAGS_upper);
+  if (upper.empty()) return absl::InvalidArgumentError("--predicate=in_range needs --upper");
+  return ParseScalar(dtype, "upper", upper, p->mutable_upper());
+}
+
+template <typename T>
+std::string FormatNumber(T value) {
+  char buffer[32];
+  return std::string(buffer, std::to_chars(buffer, buffer + sizeof(buffer), value).ptr);
+}
+
+// The elements of `array` joined by `separator`; with `edge` > 0, only the
+// first and last `edge` of them, "..." between, when there are more.
+absl::StatusOr<std::string> FormatArray(const v1::Array& array, absl::string_view separator,
+                                        size_t edge) {
+  if (!v1::DType_IsValid(array.dtype()) || array.dtype() == v1::DTYPE_UNSPECIFIED) {
+    return absl::InternalError(absl::StrCat("response array has dtype ", array.dtype()));
+  }
+  return VisitDType(static_cast<DType>(array.dtype()), [&](auto zero) -> absl::StatusOr<std::string> {
+    using T = decltype(zero);
+    absl::StatusOr<std::vector<T>> values = UnpackArray<T>(array);
+    if (!values.ok()) return values.status();
+    const auto format = [](std::string* out, T value) { out->append(FormatNumber(value)); };
+    if (edge == 0 || values->size() <= 2 * edge) return absl::StrJoin(*values, separator, format);
+    return absl::StrCat(absl::StrJoin(values->begin(), values->begin() + edge, separator, format),
+                        separator, "...", separator,
+                        absl::StrJoin(values->end() - edge, values->end(), separator, format));
+  });
+}
+
+// What a response holds, for printing.
+struct Result {
+  std::vector<std::pair<absl::string_view, const v1::Array*>> arrays;
+  std::optional<uint64_t> count;
+};
+
+absl::Status Print(PrintMode mode, const Result& result, absl::Duration latency,
+                   size_t payload_bytes) {
+  if (mode == PrintMode::kNone) return absl::OkStatus();
+  std::string text;
+  for (const auto& [name, array] : result.arrays) {
+    if (mode == PrintMode::kAll) {
+      absl::StatusOr<std::string> elements = FormatArray(*array, ",", 0);
+      if (!elements.ok()) return elements.status();
+      absl::StrAppend(&text, *elements, "\n");
+    } else {
+      absl::StatusOr<std::string> elements = FormatArray(*array, ", ", kSummaryEdge);
+      if (!elements.ok()) return elements.status();
+      absl::StrAppend(&text, name, ": ", ElementCount(*array), " x ",
+                      DTypeName(static_cast<DType>(array->dtype())), " [", *elements, "]\n");
+    }
+  }
+  if (result.count.has_value()) {
+    absl::StrAppend(&text, mode == PrintMode::kAll ? "" : "count: ", *result.count, "\n");
+  }
+  if (mode == PrintMode::kSummary) {
+    const double megabytes = payload_bytes / 1e6;
+    absl::StrAppendFormat(&text, "latency %.3f ms, payload %.3f MB, %.1f MB/s\n",
+                          absl::ToDoubleMilliseconds(latency), megabytes,
+                          megabytes / absl::ToDoubleSeconds(latency));
+  }
+  std::cout << text;
+  return absl::OkStatus();
+}
+
+int RpcError(const absl::Status& status) {
+  std::cerr << "error: " << absl::StatusCodeToString(status.code()) << ": " << status.message()
+            << "\n";
+  return 1;
+}
+
+// Sends `request`, times it, and prints what `describe` finds in the response.
+template <typename Request, typename Describe>
+int Send(PrimitivesClient& client, PrintMode mode, const Request& request, Describe describe) {
+  const absl::Time start = absl::Now();
+  auto response = client.Call(request);
+  const absl::Duration latency = absl::Now() - start;
+  if (!response.ok()) return RpcError(response.status());
+  const absl::Status printed = Print(mode, describe(*response), latency,
+                                     request.ByteSizeLong() + response->ByteSizeLong());
+  return printed.ok() ? 0 : RpcError(printed);
+}
+
+int Scan(PrimitivesClient& client, PrintMode mode) {
+  absl::StatusOr<v1::Array> input = MainInput();
+  absl::StatusOr<Op> op = ParseOp();
+  absl::StatusOr<std::vector<uint64_t>> segments = ParseSegments();
+  if (absl::Status s = FirstError({input.status(), op.status(), segments.status()}); !s.ok()) {
+    return UsageError(s);
+  }
+  v1::ScanRequest request;
+  *request.mutable_input() = *std::move(input);
+  request.set_op(static_cast<v1::Op>(*op));
+  request.set_exclusive(absl::GetFlag(FLAGS_exclusive));
+  request.mutable_segment_offsets()->Add(segments->begin(), segments->end());
+  return Send(client, mode, request, [](const v1::ScanResponse& response) {
+    return Result{{{"output", &response.output()}}};
+  });
+}
+
+int Reduce(PrimitivesClient& client, PrintMode mode) {
+  absl::StatusOr<v1::Array> input = MainInput();
+  absl::StatusOr<Op> op = ParseOp();
+  absl::StatusOr<std::vector<uint64_t>> segments = ParseSegments();
+  if (absl::Status s = FirstError({input.status(), op.status(), segments.status()}); !s.ok()) {
+    return UsageError(s);
+  }
+  v1::ReduceRequest request;
+  *request.mutable_input() = *std::move(input);
+  request.set_op(static_cast<v1::Op>(*op));
+  request.mutable_segment_offsets()->Add(segments->begin(), segments->end());
+  return Send(client, mode, request, [](const v1::ReduceResponse& response) {
+    Result result{{{"values", &response.values()}}};
+    if (response.has_indices()) result.arrays.emplace_back("indices", &response.indices());
+    return result;
+  });
+}
+
+int Select(PrimitivesClient& client, PrintMode mode) {
+  absl::StatusOr<v1::Array> input = MainInput();
+  absl::StatusOr<v1::SelectRequest::Output> output = Lookup<v1::SelectRequest::Output>(
+      "output", absl::GetFlag(FLAGS_output),
+      {{"values", v1::SelectRequest::VALUES},
+       {"indices", v1::SelectRequest::INDICES},
+       {"values_and_indices", v1::SelectRequest::VALUES_AND_INDICES},
+       {"count", v1::SelectRequest::COUNT}});
+  if (absl::Status s = FirstError({input.status(), output.status()}); !s.ok()) {
+    return UsageError(s);
+  }
+  v1::SelectRequest request;
+  *request.mutable_input() = *std::move(input);
+  request.set_output(*output);
+  request.set_partition(absl::GetFlag(FLAGS_partition));
+  if (absl::Status s = SetCriterion(&request); !s.ok()) return UsageError(s);
+  return Send(client, mode, request, [](const v1::SelectResponse& response) {
+    Result result;
+    if (response.has_values()) result.arrays.emplace_back("values", &response.values());
+    if (response.has_indices()) result.arrays.emplace_back("indices", &response.indices());
+    result.count = response.count();
+    return result;
+  });
+}
+
+int Unique(PrimitivesClient& client, PrintMode mode) {
+  absl::StatusOr<v1::Array> input = MainInput();
+  if (!input.ok()) return UsageError(input.status());
+  v1::UniqueRequest request;
+  *request.mutable_input() = *std::move(input);
+  return Send(client, mode, request, [](const v1::UniqueResponse& response) {
+    return Result{{{"values", &response.values()}}};
+  });
+}
+
+int RunLengthEncode(PrimitivesClient& client, PrintMode mode) {
+  absl::StatusOr<v1::Array> input = MainInput();
+  if (!input.ok()) return UsageError(input.status());
+  v1::RunLengthEncodeRequest request;
+  *request.mutable_input() = *std::move(input);
+  return Send(client, mode, request, [](const v1::RunLengthEncodeResponse& response) {
+    return Result{{{"values", &response.values()}, {"lengths", &response.lengths()}}};
+  });
+}
+
+int ReduceByKey(PrimitivesClient& client, PrintMode mode) {
+  absl::StatusOr<v1::Array> values = MainInput();
+  if (!values.ok()) return UsageError(values.status());
+  absl::StatusOr<v1::Array> keys = KeysInput(ElementCount(*values));
+  absl::StatusOr<Op> op = ParseOp();
+  if (absl::Status s = FirstError({keys.status(), op.status()}); !s.ok()) return UsageError(s);
+  v1::ReduceByKeyRequest request;
+  *request.mutable_keys() = *std::move(keys);
+  *request.mutable_values() = *std::move(values);
+  request.set_op(static_cast<v1::Op>(*op));
+  return Send(client, mode, request, [](const v1::ReduceByKeyResponse& response) {
+    return Result{{{"keys", &response.keys()}, {"values", &response.values()}}};
+  });
+}
+
+int AggregateByKey(PrimitivesClient& client, PrintMode mode) {
+  absl::StatusOr<v1::Array> values = MainInput();
+  if (!values.ok()) return UsageError(values.status());
+  absl::StatusOr<v1::Array> keys = KeysInput(ElementCount(*values));
+  absl::StatusOr<Op> op = ParseOp();
+  if (absl::Status s = FirstError({keys.status(), op.status()}); !s.ok()) return UsageError(s);
+  v1::AggregateByKeyRequest request;
+  *request.mutable_keys() = *std::move(keys);
+  *request.mutable_values() = *std::move(values);
+  request.set_op(static_cast<v1::Op>(*op));
+  request.set_num_keys(absl::GetFlag(FLAGS_num_keys));
+  return Send(client, mode, request, [](const v1::AggregateByKeyResponse& response) {
+    return Result{{{"values", &response.values()}}};
+  });
+}
+
+int Health(PrimitivesClient& client) {
+  const bool serving = client.IsServing();
+  std::cout << (serving ? "SERVING" : "NOT_SERVING") << "\n";
+  return serving ? 0 : 1;
+}
+
+int Main(const std::vector<char*>& args) {
+  if (args.size() != 2) {
+    return UsageError(absl::InvalidArgumentError(
+        args.size() < 2 ? "no rpc given" : absl::StrCat("unexpected argument '", args[2], "'")));
+  }
+  const absl::string_view rpc = args[1];
+  absl::StatusOr<PrintMode> mode = Lookup<PrintMode>(
+      "print", absl::GetFlag(FLAGS_print),
+      {{"summary", PrintMode::kSummary}, {"all", PrintMode::kAll}, {"none", PrintMode::kNone}});
+  if (!mode.ok()) return UsageError(mode.status());
+  const int timeout_seconds = absl::GetFlag(FLAGS_timeout_seconds);
+  if (timeout_seconds <= 0) {
+    return UsageError(absl::InvalidArgumentError("--timeout_seconds must be positive"));
+  }
+  PrimitivesClient client(PrimitivesClient::Connect(absl::GetFlag(FLAGS_address)),
+                          absl::Seconds(timeout_seconds));
+  if (rpc == "scan") return Scan(client, *mode);
+  if (rpc == "reduce") return Reduce(client, *mode);
+  if (rpc == "select") return Select(client, *mode);
+  if (rpc == "unique") return Unique(client, *mode);
+  if (rpc == "rle") return RunLengthEncode(client, *mode);
+  if (rpc == "reduce_by_key") return ReduceByKey(client, *mode);
+  if (rpc == "aggregate_by_key") return AggregateByKey(client, *mode);
+  if (rpc == "health") return Health(client);
+  return UsageError(absl::InvalidArgumentError(absl::StrCat("unknown rpc '", rpc, "'")));
+}
+
+// absl::ParseCommandLine calls std::exit(1) when it rejects the command line
+// (and after --help); primctl keeps 1 for RPC errors, so such an exit becomes 2.
+bool parsing_flags = false;
+
+void ExitTwoWhileParsingFlags() {
+  if (!parsing_flags) return;
+  std::fflush(nullptr);
+  std::_Exit(2);
+}
+
+}  // namespace
+}  // namespace primserve
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(primserve::kUsage);
+  primserve::parsing_flags = true;
+  std::atexit(primserve::ExitTwoWhileParsingFlags);
+  const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  primserve::parsing_flags = false;
+  return primserve::Main(args);
+}

@@ -1,0 +1,144 @@
+#!/bin/bash
+# End-to-end test of primctl: starts a CPU primserve on a free loopback port,
+# checks primctl's exact output for each RPC and its exit codes on errors, then
+# stops the server with SIGTERM and checks that it exits 0.
+#
+# Usage: primctl_test.sh <primserve binary> <primctl binary>
+set -u
+
+readonly PRIMSERVE="$1"
+readonly PRIMCTL="$2"
+readonly TMP="${TEST_TMPDIR:-$(mktemp -d)}"
+
+fail() {
+  echo "FAIL: $*" >&2
+  [[ -f "$TMP/server.log" ]] && { echo "--- server log:" >&2; cat "$TMP/server.log" >&2; }
+  exit 1
+}
+
+PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')" ||
+  fail "cannot pick a free port"
+readonly ADDRESS="127.0.0.1:$PORT"
+
+"$PRIMSERVE" --backend=cpu --host=127.0.0.1 --port="$PORT" --shutdown_grace_seconds=5 \
+  >"$TMP/server.log" 2>&1 &
+readonly SERVER_PID=$!
+trap 'kill -KILL "$SERVER_PID" 2>/dev/null' EXIT
+
+primctl() {
+  "$PRIMCTL" --address="$ADDRESS" "$@"
+}
+
+for ((i = 0; ; i++)); do
+  primctl health >/dev/null && break
+  kill -0 "$SERVER_PID" 2>/dev/null || fail "server exited before serving"
+  ((i < 100)) || fail "server not SERVING after 10 s"
+  sleep 0.1
+done
+
+# expect <expected stdout> <primctl args...>: primctl must exit 0 printing exactly that.
+expect() {
+  local expected="$1" actual
+  shift
+  actual="$(primctl "$@" 2>"$TMP/stderr")" || fail "primctl $* exited $?: $(cat "$TMP/stderr")"
+  [[ "$actual" == "$expected" ]] ||
+    fail "primctl $*"$'\n'"printed:  ${actual//$'\n'/|}"$'\n'"expected: ${expected//$'\n'/|}"
+}
+
+# expect_exit <code> <stderr substring> <primctl args...>
+expect_exit() {
+  local code="$1" message="$2" status
+  shift 2
+  primctl "$@" >/dev/null 2>"$TMP/stderr"
+  status=$?
+  ((status == code)) || fail "primctl $* exited $status, expected $code: $(cat "$TMP/stderr")"
+  grep -qF -- "$message" "$TMP/stderr" ||
+    fail "primctl $* stderr lacks '$message': $(cat "$TMP/stderr")"
+}
+
+expect "SERVING" health
+
+# scan
+expect "1,3,6,10" scan --values=1,2,3,4 --print=all
+expect "0,1,3,6" scan --values=1,2,3,4 --exclusive --print=all
+expect "1,3,3,7,12" scan --values=1,2,3,4,5 --segments=0,2 --print=all
+expect "5,5,4,1" scan --values=5,7,4,1 --op=min --print=all
+expect "1.5,0.5,-1" scan --dtype=float32 --values="1.5 -1 -1.5" --print=all
+
+# reduce
+expect $'9\n1' reduce --values=3,9,2,9 --op=argmax --print=all
+expect $'3,-2147483648\n2,-1' reduce --values=1,2,3 --segments=0,3 --op=argmax --print=all
+expect "0" reduce --dtype=uint64 --values=18446744073709551615,1 --print=all
+expect "18446744073709551615" reduce --dtype=uint64 --values=18446744073709551615,1 --op=max --print=all
+expect "499500" reduce --generate=sequence --n=1000 --dtype=int64 --print=all
+
+# select
+expect $'5,7,9,1,3\n0,2,4,1,3\n3' select --values=5,1,7,3,9 --predicate=gt --operand=4 \
+  --output=values_and_indices --partition --print=all
+expect $'1,3\n2' select --values=0,1,0,3 --predicate=nonzero --output=indices --print=all
+expect "1" select --dtype=float64 --values=0.5,1.5,2.5,3 --predicate=in_range --operand=1 \
+  --upper=2.5 --output=count --print=all
+printf '1 0 0 1\n' >"$TMP/flags.txt"
+expect $'10,40\n2' select --dtype=uint64 --values=10,20,30,40 --flags="$TMP/flags.txt" --print=all
+
+# unique and rle (bit-pattern equality: -0 and 0 differ)
+expect "0.5,-0,0,nan" unique --dtype=float64 --values=0.5,0.5,-0,0,nan,nan --print=all
+expect $'1,2,3\n2,3,1' rle --values=1,1,2,2,2,3 --print=all
+
+# reduce_by_key and aggregate_by_key, keys from files, text and binary
+printf '7 7 8 8 8\n' >"$TMP/keys.txt"
+expect $'7,8\n2,5' reduce_by_key --keys="$TMP/keys.txt" --values=1,2,3,4,5 --op=max --print=all
+printf '\x00\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00' >"$TMP/keys.bin"
+expect "4,4,2" aggregate_by_key --keys="$TMP/keys.bin" --input_format=binary --values=1,2,3,4 \
+  --num_keys=3 --print=all
+printf '1,2,3,4 5\n' >"$TMP/values.txt"
+expect "-inf,-inf,-inf,-inf,-inf,-inf,-inf,2,5" aggregate_by_key --keys="$TMP/keys.txt" \
+  --key_dtype=uint32 --input="$TMP/values.txt" --dtype=float32 --num_keys=9 --op=max --print=all
+
+# generated data: seeded, so two runs agree
+first="$(primctl aggregate_by_key --generate=random --n=5000 --generate_keys=random --num_keys=8 \
+  --seed=3 --print=all)" || fail "aggregate_by_key with generated data failed"
+expect "$first" aggregate_by_key --generate=random --n=5000 --generate_keys=random --num_keys=8 \
+  --seed=3 --print=all
+[[ "$(tr ',' '\n' <<<"$first" | wc -l)" == 8 ]] || fail "expected 8 groups, got $first"
+expect "5000" select --generate=random --n=5000 --generate_flags=1 --output=count --print=all
+expect "0" select --generate=random --n=5000 --generate_flags=0 --output=count --print=all
+expect "0,1,2,3,4,5" unique --generate=sequence --n=6 --dtype=float32 --print=all
+keys="$(primctl reduce_by_key --generate=sequence --n=1000 --generate_keys=runs --run_length=1 \
+  --print=all | head -1)" || fail "reduce_by_key with generated keys failed"
+[[ "$keys" == "$(seq -s, 0 999)" ]] || fail "--run_length=1 keys are not 0..999: $keys"
+
+# summary and none
+summary="$(primctl scan --values=1,2,3,4)" || fail "scan summary failed"
+[[ "$(head -1 <<<"$summary")" == "output: 4 x INT32 [1, 3, 6, 10]" ]] || fail "summary: $summary"
+grep -qE '^latency [0-9.]+ ms, payload [0-9.]+ MB, [0-9.]+ MB/s$' <<<"$summary" ||
+  fail "summary lacks latency: $summary"
+summary="$(primctl scan --generate=sequence --n=100)" || fail "scan summary failed"
+[[ "$(head -1 <<<"$summary")" == "output: 100 x INT32 [0, 1, 3, 6, ..., 4656, 4753, 4851, 4950]" ]] ||
+  fail "long summary: $summary"
+expect "" scan --values=1,2 --print=none
+
+# RPC errors exit 1 with the status code; usage errors exit 2
+expect_exit 1 "error: INVALID_ARGUMENT: " scan --values=1,2,3 --segments=5
+expect_exit 1 "error: INVALID_ARGUMENT: " reduce_by_key --keys="$TMP/keys.txt" --values=1,2
+expect_exit 1 "error: INVALID_ARGUMENT: " scan --values=1,2 --op=argmin
+expect_exit 1 "error: INVALID_ARGUMENT: " aggregate_by_key --keys="$TMP/keys.txt" \
+  --values=1,2,3,4,5 --num_keys=3
+expect_exit 2 "unknown rpc 'scann'" scann --values=1
+expect_exit 2 "no rpc given" --values=1
+expect_exit 2 "--dtype=int8 is not one of" scan --dtype=int8 --values=1
+expect_exit 2 "not a valid INT32" scan --values=1,x
+expect_exit 2 "exactly one of --input, --values, --generate" scan --values=1 --generate=random
+expect_exit 2 "--predicate=lt needs --operand" select --values=1 --predicate=lt
+expect_exit 2 "exactly one of --predicate, --flags, --generate_flags" select --values=1
+expect_exit 2 "Unknown command line flag" scan --values=1 --segment=0
+
+# SIGTERM: the server drains and exits 0; then health reports NOT_SERVING
+kill -TERM "$SERVER_PID"
+wait "$SERVER_PID"
+status=$?
+((status == 0)) || fail "server exited $status after SIGTERM"
+[[ "$(primctl health)" == "NOT_SERVING" ]] || fail "health after shutdown is not NOT_SERVING"
+expect_exit 1 "error: UNAVAILABLE: " scan --values=1
+
+echo PASS
