@@ -15,13 +15,29 @@ absl::Status ToAbsl(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-}  // namespace
-
-std::shared_ptr<grpc::Channel> PrimitivesClient::Connect(const std::string& address) {
+grpc::ChannelArguments UnlimitedMessageSizes() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return args;
+}
+
+}  // namespace
+
+std::shared_ptr<grpc::Channel> PrimitivesClient::Connect(const std::string& address) {
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                   UnlimitedMessageSizes());
+}
+
+std::shared_ptr<grpc::Channel> PrimitivesClient::ConnectTls(const std::string& address,
+                                                            const std::string& ca_pem,
+                                                            const std::string& client_cert_pem,
+                                                            const std::string& client_key_pem) {
+  grpc::SslCredentialsOptions tls;
+  tls.pem_root_certs = ca_pem;
+  tls.pem_cert_chain = client_cert_pem;
+  tls.pem_private_key = client_key_pem;
+  return grpc::CreateCustomChannel(address, grpc::SslCredentials(tls), UnlimitedMessageSizes());
 }
 
 PrimitivesClient::PrimitivesClient(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout)

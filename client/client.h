@@ -91,6 +91,15 @@ class PrimitivesClient final {
   // A channel to `address` (host:port) that takes messages of any size.
   static std::shared_ptr<grpc::Channel> Connect(const std::string& address);
 
+  // As Connect, over TLS. The server's certificate must chain to a CA in
+  // `ca_pem` (PEM; empty: the system's roots) and name the host of `address`.
+  // For a server that requires client certificates (--tls_client_ca), pass
+  // this client's certificate chain and private key (PEM).
+  static std::shared_ptr<grpc::Channel> ConnectTls(const std::string& address,
+                                                   const std::string& ca_pem,
+                                                   const std::string& client_cert_pem = "",
+                                                   const std::string& client_key_pem = "");
+
   // Each call gets `timeout` as its deadline.
   explicit PrimitivesClient(std::shared_ptr<grpc::Channel> channel,
                             absl::Duration timeout = absl::Seconds(120));

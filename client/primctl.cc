@@ -16,6 +16,7 @@
 #include <initializer_list>
 #include <iostream>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -41,6 +42,14 @@
 #include "kernels/primitives.h"
 
 ABSL_FLAG(std::string, address, "localhost:50051", "The server, host:port.");
+ABSL_FLAG(bool, tls, false,
+          "Connect over TLS (implied by the other --tls_ flags), verifying the server against "
+          "--tls_ca or else the system's CAs.");
+ABSL_FLAG(std::string, tls_ca, "", "PEM file of the CA certificates that sign the server's.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM file of this client's certificate chain, for a server that requires one "
+          "(with --tls_key).");
+ABSL_FLAG(std::string, tls_key, "", "PEM file of --tls_cert's private key.");
 ABSL_FLAG(int, timeout_seconds, 60, "Deadline of the RPC, in seconds.");
 ABSL_FLAG(std::string, dtype, "int32",
           "Element type of the input: int32, int64, uint32, uint64, float32 or float64.");
@@ -112,6 +121,36 @@ absl::Status FirstError(std::initializer_list<absl::Status> statuses) {
     if (!status.ok()) return status;
   }
   return absl::OkStatus();
+}
+
+// The contents of the file at `path`; empty when `path` is.
+absl::StatusOr<std::string> ReadOptionalFile(const std::string& path) {
+  if (path.empty()) return std::string();
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return absl::InvalidArgumentError(absl::StrCat("cannot open ", path));
+  return std::string(std::istreambuf_iterator<char>(file), {});
+}
+
+// The channel --address and the --tls flags describe.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect() {
+  const std::string address = absl::GetFlag(FLAGS_address);
+  const std::string ca = absl::GetFlag(FLAGS_tls_ca);
+  const std::string cert = absl::GetFlag(FLAGS_tls_cert);
+  const std::string key = absl::GetFlag(FLAGS_tls_key);
+  if (!absl::GetFlag(FLAGS_tls) && ca.empty() && cert.empty() && key.empty()) {
+    return PrimitivesClient::Connect(address);
+  }
+  if (cert.empty() != key.empty()) {
+    return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
+  }
+  absl::StatusOr<std::string> ca_pem = ReadOptionalFile(ca);
+  absl::StatusOr<std::string> cert_pem = ReadOptionalFile(cert);
+  absl::StatusOr<std::string> key_pem = ReadOptionalFile(key);
+  if (absl::Status s = FirstError({ca_pem.status(), cert_pem.status(), key_pem.status()});
+      !s.ok()) {
+    return s;
+  }
+  return PrimitivesClient::ConnectTls(address, *ca_pem, *cert_pem, *key_pem);
 }
 
 // The value `table` pairs with the --`flag` value `name`.
@@ -596,8 +635,9 @@ int Main(const std::vector<char*>& args) {
   if (timeout_seconds <= 0) {
     return UsageError(absl::InvalidArgumentError("--timeout_seconds must be positive"));
   }
-  PrimitivesClient client(PrimitivesClient::Connect(absl::GetFlag(FLAGS_address)),
-                          absl::Seconds(timeout_seconds));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect();
+  if (!channel.ok()) return UsageError(channel.status());
+  PrimitivesClient client(*std::move(channel), absl::Seconds(timeout_seconds));
   if (rpc == "scan") return Scan(client, *mode);
   if (rpc == "reduce") return Reduce(client, *mode);
   if (rpc == "select") return Select(client, *mode);

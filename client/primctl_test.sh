@@ -20,7 +20,7 @@ PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
   fail "cannot pick a free port"
 readonly ADDRESS="127.0.0.1:$PORT"
 
-"$PRIMSERVE" --backend=cpu --host=127.0.0.1 --port="$PORT" --shutdown_grace_seconds=5 \
+"$PRIMSERVE" --backend=cpu --host=127.0.0.1 --port="$PORT" --metrics_port=0 --shutdown_grace_seconds=5 \
   >"$TMP/server.log" 2>&1 &
 readonly SERVER_PID=$!
 trap 'kill -KILL "$SERVER_PID" 2>/dev/null' EXIT

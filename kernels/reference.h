@@ -85,6 +85,10 @@ KeyedValues<K, V> ReduceByKey(absl::Span<const K> keys,
 // Aggregates values by integer key in [0, num_keys) with SUM, MIN or MAX;
 // keys absent from the input get the identity. INVALID_ARGUMENT naming the
 // first offending position if a key is out of range.
+// The error for keys[position] = key outside [0, num_keys).
+template <typename K>
+absl::Status KeyOutOfRange(uint64_t position, K key, uint64_t num_keys);
+
 template <typename K, typename V>
 absl::StatusOr<std::vector<V>> AggregateByKey(absl::Span<const K> keys,
                                               absl::Span<const V> values,

@@ -198,6 +198,12 @@ KeyedValues<K, V> ReduceByKey(absl::Span<const K> keys,
   return out;
 }
 
+template <typename K>
+absl::Status KeyOutOfRange(uint64_t position, K key, uint64_t num_keys) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "keys[", position, "] = ", key, " is outside [0, num_keys=", num_keys, ")"));
+}
+
 template <typename K, typename V>
 absl::StatusOr<std::vector<V>> AggregateByKey(absl::Span<const K> keys,
                                               absl::Span<const V> values,
@@ -217,9 +223,7 @@ absl::StatusOr<std::vector<V>> AggregateByKey(absl::Span<const K> keys,
     bool negative = false;
     if constexpr (std::is_signed_v<K>) negative = keys[i] < 0;
     if (negative || static_cast<uint64_t>(keys[i]) >= num_keys) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("keys[", i, "] = ", keys[i], " is outside [0, num_keys=",
-                       num_keys, ")"));
+      return KeyOutOfRange<K>(i, keys[i], num_keys);
     }
   }
   std::vector<V> out(static_cast<size_t>(num_keys), Identity<V>(op));

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "server/task.h"
 
 namespace primserve {
@@ -21,6 +22,10 @@ class ExecutionBackend {
   // fuse them into one launch) and completes every task's `done` before
   // returning. Called from several scheduler threads at once.
   virtual void Execute(std::vector<std::unique_ptr<Task>> batch) = 0;
+
+  // OK while the backend can serve; otherwise why not (e.g. a sticky CUDA
+  // error). The server reports it through the gRPC health service.
+  virtual absl::Status Health() const { return absl::OkStatus(); }
 };
 
 }  // namespace primserve

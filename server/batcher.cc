@@ -7,8 +7,9 @@
 
 namespace primserve {
 
-Batcher::Batcher(const BatcherOptions& options, ExecutionBackend* backend)
-    : options_(options), backend_(backend) {
+Batcher::Batcher(const BatcherOptions& options, ExecutionBackend* backend, Metrics* metrics)
+    : options_(options), backend_(backend), metrics_(metrics) {
+  if (metrics_ != nullptr) metrics_->SetQueueCapacity(options_.max_enqueued_tasks);
   for (int i = 0; i < std::max(1, options_.num_threads); ++i) {
     workers_.emplace_back([this] { WorkerLoop(); });
   }
@@ -23,11 +24,13 @@ absl::Status Batcher::Schedule(std::unique_ptr<Task>* task) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("server is shutting down");
   if (enqueued_ >= options_.max_enqueued_tasks) {
+    if (metrics_ != nullptr) metrics_->Rejected(RejectReason::kQueueFull);
     return absl::ResourceExhaustedError(
         absl::StrCat("queue full: ", enqueued_, " requests waiting (max_enqueued_tasks)"));
   }
   (*task)->enqueued_at = now;
   ++enqueued_;
+  if (metrics_ != nullptr) metrics_->SetQueueDepth(enqueued_);
   if (items >= options_.large_request_items || options_.batch_timeout_micros <= 0) {
     Batch alone;
     alone.push_back(std::move(*task));
@@ -92,14 +95,25 @@ Batcher::Batch Batcher::DropDead(Batch batch) {
   const absl::Time now = absl::Now();
   for (std::unique_ptr<Task>& task : batch) {
     if (task->is_cancelled && task->is_cancelled()) {
+      if (metrics_ != nullptr) metrics_->Rejected(RejectReason::kCancelled);
       task->done(absl::CancelledError("the caller cancelled the request"));
     } else if (task->deadline <= now) {
+      if (metrics_ != nullptr) metrics_->Rejected(RejectReason::kDeadline);
       task->done(absl::DeadlineExceededError("deadline passed while the request was queued"));
     } else {
       alive.push_back(std::move(task));
     }
   }
   return alive;
+}
+
+void Batcher::RecordLaunch(const Batch& batch, absl::Time now) {
+  uint64_t items = 0;
+  for (const std::unique_ptr<Task>& task : batch) {
+    metrics_->ObserveStage(task->operation.index(), Stage::kQueue, now - task->enqueued_at);
+    items += ItemCount(task->operation);
+  }
+  metrics_->BatchLaunched(batch.size(), items);
 }
 
 void Batcher::WorkerLoop() {
@@ -122,9 +136,12 @@ void Batcher::WorkerLoop() {
       batch = std::move(ready_.front());
       ready_.pop_front();
       enqueued_ -= batch.size();
+      if (metrics_ != nullptr) metrics_->SetQueueDepth(enqueued_);
     }
     batch = DropDead(std::move(batch));
-    if (!batch.empty()) backend_->Execute(std::move(batch));
+    if (batch.empty()) continue;
+    if (metrics_ != nullptr) RecordLaunch(batch, absl::Now());
+    backend_->Execute(std::move(batch));
   }
 }
 

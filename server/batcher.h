@@ -17,6 +17,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "server/backend.h"
+#include "server/metrics.h"
 #include "server/scheduler.h"
 
 namespace primserve {
@@ -39,7 +40,9 @@ struct BatcherOptions {
 
 class Batcher final : public Scheduler {
  public:
-  Batcher(const BatcherOptions& options, ExecutionBackend* backend);
+  // Records queue waits, batch sizes, queue depth and its rejections into
+  // `metrics` unless it is null.
+  Batcher(const BatcherOptions& options, ExecutionBackend* backend, Metrics* metrics = nullptr);
   ~Batcher() override;  // Shutdown()
 
   absl::Status Schedule(std::unique_ptr<Task>* task) override;
@@ -64,10 +67,13 @@ class Batcher final : public Scheduler {
   void CloseExpired(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time NextExpiry() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers tasks whose deadline passed or whose caller left; returns the rest.
-  static Batch DropDead(Batch batch);
+  Batch DropDead(Batch batch);
+  // Records how long each task waited and the batch handed to the backend.
+  void RecordLaunch(const Batch& batch, absl::Time now);
 
   const BatcherOptions options_;
   ExecutionBackend* const backend_;
+  Metrics* const metrics_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<BatchKey, OpenBatch> open_ ABSL_GUARDED_BY(mu_);

@@ -8,6 +8,7 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "server/cpu_backend.h"
+#include "tests/http_testing.h"
 
 namespace primserve {
 namespace {
@@ -285,6 +286,61 @@ TEST(BatcherTest, ShutdownRunsAcceptedTasksAndRefusesNewOnes) {
   late.input = RandomInts(rng, 10);
   std::unique_ptr<Task> late_task = late.MakeTask();
   EXPECT_EQ(batcher.Schedule(&late_task).code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(BatcherTest, RecordsQueueBatchesAndRejections) {
+  Metrics metrics;
+  ASSERT_TRUE(metrics.ServeHttp("127.0.0.1:0").ok());
+  auto sample = [&](const std::string& series) {
+    absl::StatusOr<testing::HttpResponse> scrape =
+        testing::HttpGet(metrics.http_port(), "/metrics");
+    EXPECT_TRUE(scrape.ok()) << scrape.status();
+    return scrape.ok() ? testing::SampleValue(scrape->body, series).value_or(-1) : -1;
+  };
+  RecordingBackend backend;
+  absl::Notification gate;
+  backend.HoldUntil(&gate);
+  BatcherOptions options;
+  options.num_threads = 1;
+  options.max_batch_size = 3;
+  options.max_enqueued_tasks = 3;
+  options.batch_timeout_micros = 10'000'000;  // only size closes a batch
+  Batcher batcher(options, &backend, &metrics);
+  std::mt19937 rng(8);
+  std::vector<Call> calls(6);
+  for (Call& call : calls) call.input = RandomInts(rng, 50);
+
+  // A batch of one live, one expired and one cancelled task: the worker drops
+  // two and is held at the gate with the third.
+  std::unique_ptr<Task> tasks[] = {calls[0].MakeTask(),
+                                   calls[1].MakeTask(Op::kSum, absl::Now() - absl::Seconds(1)),
+                                   calls[2].MakeTask()};
+  tasks[2]->is_cancelled = [] { return true; };
+  for (std::unique_ptr<Task>& task : tasks) ASSERT_TRUE(batcher.Schedule(&task).ok());
+  while (backend.batch_sizes().empty()) absl::SleepFor(absl::Milliseconds(1));
+  // Three more fill the queue; a fourth is refused.
+  for (int i = 3; i < 6; ++i) {
+    std::unique_ptr<Task> task = calls[i].MakeTask();
+    ASSERT_TRUE(batcher.Schedule(&task).ok());
+  }
+  Call refused;
+  refused.input = RandomInts(rng, 50);
+  std::unique_ptr<Task> extra = refused.MakeTask();
+  EXPECT_EQ(batcher.Schedule(&extra).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(sample("primserve_queue_depth"), 3);
+  EXPECT_EQ(sample("primserve_queue_capacity"), 3);
+  EXPECT_EQ(sample(R"(primserve_rejections_total{reason="deadline"})"), 1);
+  EXPECT_EQ(sample(R"(primserve_rejections_total{reason="cancelled"})"), 1);
+  EXPECT_EQ(sample(R"(primserve_rejections_total{reason="queue_full"})"), 1);
+  EXPECT_EQ(sample("primserve_batches_total"), 1);
+
+  gate.Notify();
+  batcher.Shutdown();
+  EXPECT_EQ(sample("primserve_queue_depth"), 0);
+  EXPECT_EQ(sample("primserve_batches_total"), 2);
+  EXPECT_EQ(sample("primserve_batch_size_requests_sum"), 4);
+  EXPECT_EQ(sample("primserve_batch_size_elements_sum"), 200);
+  EXPECT_EQ(sample(R"(primserve_request_duration_seconds_count{rpc="Scan",stage="queue"})"), 4);
 }
 
 }  // namespace

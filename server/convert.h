@@ -15,7 +15,8 @@
 namespace primserve {
 
 struct RequestLimits {
-  // Most elements in any array of a request, and most AggregateByKey groups.
+  // Most elements in any array of a request (segment_offsets included), and
+  // most AggregateByKey groups.
   uint64_t max_elements = uint64_t{1} << 31;
 };
 

@@ -111,7 +111,12 @@ absl::StatusOr<Result> RunOnCpu(const Operation& operation) {
 
 void CpuBackend::Execute(std::vector<std::unique_ptr<Task>> batch) {
   for (std::unique_ptr<Task>& task : batch) {
-    task->done(RunOnCpu(task->operation));
+    const absl::Time start = absl::Now();
+    absl::StatusOr<Result> result = RunOnCpu(task->operation);
+    if (metrics_ != nullptr) {
+      metrics_->ObserveStage(task->operation.index(), Stage::kCompute, absl::Now() - start);
+    }
+    task->done(std::move(result));
   }
 }
 

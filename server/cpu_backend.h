@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/backend.h"
+#include "server/metrics.h"
 
 namespace primserve {
 
@@ -14,8 +15,15 @@ absl::StatusOr<Result> RunOnCpu(const Operation& operation);
 
 class CpuBackend final : public ExecutionBackend {
  public:
+  // Records each task's run time as stage "compute" into `metrics` unless it
+  // is null.
+  explicit CpuBackend(Metrics* metrics = nullptr) : metrics_(metrics) {}
+
   std::string name() const override { return "cpu"; }
   void Execute(std::vector<std::unique_ptr<Task>> batch) override;
+
+ private:
+  Metrics* const metrics_;
 };
 
 }  // namespace primserve

@@ -7,10 +7,14 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "grpc/support/log.h"
 #include "server/cpu_backend.h"
+#include "server/cuda_backend.h"
+#include "server/metrics.h"
 #include "server/server.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on for gRPC.");
@@ -23,6 +27,12 @@ ABSL_FLAG(int, max_receive_message_bytes, 2147483647,
 ABSL_FLAG(uint64_t, max_request_elements, uint64_t{1} << 31,
           "Most elements in any array of a request (and most AggregateByKey groups); more get "
           "RESOURCE_EXHAUSTED.");
+ABSL_FLAG(std::string, cuda_devices, "",
+          "Comma-separated CUDA devices to serve (e.g. 0,1); empty serves every visible one.");
+ABSL_FLAG(int, cuda_streams_per_device, 4, "CUDA streams (concurrent batches) per device.");
+ABSL_FLAG(uint64_t, gpu_memory_budget_bytes, 0,
+          "Device memory all requests together may hold; a request that does not fit waits. "
+          "0 means 85% of the smallest served device's memory.");
 ABSL_FLAG(int, batch_threads, 4, "Threads handing batches to the backend.");
 ABSL_FLAG(uint64_t, max_batch_size, 256, "Most requests fused into one batch.");
 ABSL_FLAG(uint64_t, max_batch_items, uint64_t{1} << 22, "Most elements in one batch.");
@@ -34,19 +44,58 @@ ABSL_FLAG(uint64_t, large_request_items, uint64_t{1} << 18,
           "Requests of at least this many elements run alone, unbatched.");
 ABSL_FLAG(double, shutdown_grace_seconds, 30,
           "On SIGINT/SIGTERM, how long calls in flight get to finish.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain: serve gRPC over TLS (with --tls_key). Empty: plaintext.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA certificates: with TLS, require client certificates signed by one of them "
+          "(mutual TLS).");
+ABSL_FLAG(std::string, metrics_host, "0.0.0.0",
+          "Address to serve Prometheus metrics on (HTTP, path /metrics).");
+ABSL_FLAG(int, metrics_port, 9464,
+          "Port to serve Prometheus metrics on; 0 picks a free one, -1 serves none.");
 
 namespace primserve {
 namespace {
 
-absl::StatusOr<std::unique_ptr<ExecutionBackend>> MakeBackend(const std::string& name) {
-  if (name == "cpu") return std::unique_ptr<ExecutionBackend>(new CpuBackend());
-  if (name == "auto") {
-    gpr_log(GPR_INFO, "backend: cpu (this build has no CUDA backend yet)");
-    return std::unique_ptr<ExecutionBackend>(new CpuBackend());
+// primserve_build_info's version label.
+constexpr char kVersion[] = "0.1.0";
+
+absl::StatusOr<std::vector<int>> ParseDevices(const std::string& list) {
+  std::vector<int> devices;
+  for (absl::string_view item : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+    int device = 0;
+    if (!absl::SimpleAtoi(item, &device)) {
+      return absl::InvalidArgumentError(absl::StrCat("--cuda_devices: '", item, "' is not a number"));
+    }
+    devices.push_back(device);
   }
-  if (name == "cuda") return absl::UnimplementedError("this build has no CUDA backend yet");
-  return absl::InvalidArgumentError(
-      absl::StrCat("--backend=", name, " is not one of auto, cuda, cpu"));
+  return devices;
+}
+
+absl::StatusOr<std::unique_ptr<ExecutionBackend>> MakeBackend(const std::string& name,
+                                                               Metrics* metrics) {
+  if (name != "auto" && name != "cuda" && name != "cpu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--backend=", name, " is not one of auto, cuda, cpu"));
+  }
+  const int visible = VisibleCudaDevices();
+  if (name == "cpu" || (name == "auto" && visible == 0)) {
+    gpr_log(GPR_INFO, "backend: cpu (%s)",
+            name == "cpu" ? "--backend=cpu" : "no CUDA device is visible");
+    return std::unique_ptr<ExecutionBackend>(new CpuBackend(metrics));
+  }
+  CudaBackendOptions options;
+  absl::StatusOr<std::vector<int>> devices = ParseDevices(absl::GetFlag(FLAGS_cuda_devices));
+  if (!devices.ok()) return devices.status();
+  options.devices = *devices;
+  options.streams_per_device = absl::GetFlag(FLAGS_cuda_streams_per_device);
+  options.memory_budget_bytes = absl::GetFlag(FLAGS_gpu_memory_budget_bytes);
+  options.metrics = metrics;
+  absl::StatusOr<std::unique_ptr<CudaBackend>> cuda = CudaBackend::Create(options);
+  if (!cuda.ok()) return cuda.status();
+  gpr_log(GPR_INFO, "backend: cuda on %s (%d visible)", (*cuda)->device_names().c_str(), visible);
+  return std::unique_ptr<ExecutionBackend>(*std::move(cuda));
 }
 
 int Main() {
@@ -57,8 +106,19 @@ int Main() {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  // Outlives the server and the backend, which record into it.
+  Metrics metrics;
+  if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
+    const std::string metrics_address =
+        absl::StrCat(absl::GetFlag(FLAGS_metrics_host), ":", absl::GetFlag(FLAGS_metrics_port));
+    if (absl::Status served = metrics.ServeHttp(metrics_address); !served.ok()) {
+      gpr_log(GPR_ERROR, "%s", served.ToString().c_str());
+      return 1;
+    }
+  }
+
   absl::StatusOr<std::unique_ptr<ExecutionBackend>> backend =
-      MakeBackend(absl::GetFlag(FLAGS_backend));
+      MakeBackend(absl::GetFlag(FLAGS_backend), &metrics);
   if (!backend.ok()) {
     gpr_log(GPR_ERROR, "%s", backend.status().ToString().c_str());
     return 2;
@@ -73,16 +133,30 @@ int Main() {
   options.batcher.batch_timeout_micros = absl::GetFlag(FLAGS_batch_timeout_micros);
   options.batcher.max_enqueued_tasks = absl::GetFlag(FLAGS_max_enqueued_tasks);
   options.batcher.large_request_items = absl::GetFlag(FLAGS_large_request_items);
+  options.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key_path = absl::GetFlag(FLAGS_tls_key);
+  options.tls_client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);
+  options.metrics = &metrics;
 
   const std::string backend_name = (*backend)->name();
+  // The CPU backend's device is "cpu" too; a GPU backend's creator names its devices.
+  metrics.SetBuildInfo(kVersion, backend_name, /*device=*/backend_name);
   absl::StatusOr<std::unique_ptr<PrimServer>> server =
       PrimServer::Start(options, *std::move(backend));
   if (!server.ok()) {
     gpr_log(GPR_ERROR, "%s", server.status().ToString().c_str());
     return 1;
   }
-  gpr_log(GPR_INFO, "primserve listening on %s:%d (backend %s)",
-          absl::GetFlag(FLAGS_host).c_str(), (*server)->port(), backend_name.c_str());
+  const char* transport = options.tls_cert_path.empty()        ? "plaintext"
+                          : options.tls_client_ca_path.empty() ? "TLS"
+                                                               : "mutual TLS";
+  gpr_log(GPR_INFO, "primserve listening on %s:%d (backend %s, %s)",
+          absl::GetFlag(FLAGS_host).c_str(), (*server)->port(), backend_name.c_str(), transport);
+  // Logged once gRPC is up: gpr_log drops INFO lines before grpc_init.
+  if (metrics.http_port() != 0) {
+    gpr_log(GPR_INFO, "metrics at http://%s:%d/metrics", absl::GetFlag(FLAGS_metrics_host).c_str(),
+            metrics.http_port());
+  }
 
   int signal = 0;
   sigwait(&stop_signals, &signal);
@@ -100,5 +174,7 @@ int Main() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("primserve: GPU parallel primitives behind gRPC.");
   absl::ParseCommandLine(argc, argv);
+  // gRPC's log shows only errors by default; primserve's own lines are INFO.
+  if (std::getenv("GRPC_VERBOSITY") == nullptr) gpr_set_log_verbosity(GPR_LOG_SEVERITY_INFO);
   return primserve::Main();
 }

@@ -1,35 +1,93 @@
 #include "server/server.h"
 
+#include <fstream>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "grpc/support/log.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 
 namespace primserve {
+namespace {
+
+absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_view what) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot open the ", what, " file ", path));
+  }
+  std::string pem(std::istreambuf_iterator<char>(file), {});
+  if (pem.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("the ", what, " file ", path, " is empty"));
+  }
+  return pem;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const ServerOptions& options) {
+  if (options.tls_cert_path.empty() != options.tls_key_path.empty()) {
+    return absl::InvalidArgumentError("TLS needs both a certificate and its private key");
+  }
+  if (options.tls_cert_path.empty()) {
+    if (!options.tls_client_ca_path.empty()) {
+      return absl::InvalidArgumentError("a client CA (mutual TLS) needs TLS: set a certificate");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  absl::StatusOr<std::string> cert = ReadPemFile(options.tls_cert_path, "TLS certificate");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadPemFile(options.tls_key_path, "TLS private key");
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions tls(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  tls.pem_key_cert_pairs.push_back({*std::move(key), *std::move(cert)});
+  if (!options.tls_client_ca_path.empty()) {
+    absl::StatusOr<std::string> ca = ReadPemFile(options.tls_client_ca_path, "TLS client CA");
+    if (!ca.ok()) return ca.status();
+    tls.pem_root_certs = *std::move(ca);
+    tls.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(tls);
+}
+
+}  // namespace
 
 PrimServer::PrimServer(std::unique_ptr<ExecutionBackend> backend, const ServerOptions& options)
     : backend_(std::move(backend)),
-      batcher_(options.batcher, backend_.get()),
-      service_(&batcher_, options.limits) {}
+      batcher_(options.batcher, backend_.get(), options.metrics),
+      service_(&batcher_, options.limits, options.metrics) {}
 
 absl::StatusOr<std::unique_ptr<PrimServer>> PrimServer::Start(
     const ServerOptions& options, std::unique_ptr<ExecutionBackend> backend) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials(options);
+  if (!credentials.ok()) return credentials.status();
   std::unique_ptr<PrimServer> server(new PrimServer(std::move(backend), options));
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &server->port_);
+  builder.AddListeningPort(options.address, *credentials, &server->port_);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.SetMaxSendMessageSize(-1);
   builder.RegisterService(&server->service_);
+  builder.RegisterService(&server->echo_service_);
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.address));
   }
   server->server_->GetHealthCheckService()->SetServingStatus(true);
+  PrimServer* watched = server.get();
+  server->health_watch_ = std::thread([watched] {
+    bool serving = true;
+    while (!watched->stop_health_watch_.WaitForNotificationWithTimeout(absl::Seconds(1))) {
+      const absl::Status health = watched->backend_->Health();
+      if (serving && !health.ok()) {
+        gpr_log(GPR_ERROR, "health: NOT_SERVING: %s", health.ToString().c_str());
+        watched->server_->GetHealthCheckService()->SetServingStatus(false);
+        serving = false;
+      }
+    }
+  });
   return server;
 }
 
@@ -38,8 +96,13 @@ PrimServer::~PrimServer() { Shutdown(absl::ZeroDuration()); }
 void PrimServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
-  server_->GetHealthCheckService()->SetServingStatus(false);
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  stop_health_watch_.Notify();
+  // A server whose Start failed has no gRPC server and no health watch.
+  if (health_watch_.joinable()) health_watch_.join();
+  if (server_ != nullptr) {
+    server_->GetHealthCheckService()->SetServingStatus(false);
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  }
   batcher_.Shutdown();
 }
 

@@ -1,18 +1,23 @@
-// Assembles a running primserve: the gRPC server with the Primitives, health
-// and reflection services, over a batcher over an execution backend. Used by
-// main() and by the tests, which start it on an ephemeral loopback port.
+// Assembles a running primserve: the gRPC server with the Primitives, Echo,
+// health and reflection services, over a batcher over an execution backend.
+// Used by main() and by the tests, which start it on an ephemeral loopback
+// port.
 #ifndef PRIMSERVE_SERVER_SERVER_H_
 #define PRIMSERVE_SERVER_SERVER_H_
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
 #include "server/backend.h"
 #include "server/batcher.h"
 #include "server/convert.h"
+#include "server/echo_service.h"
+#include "server/metrics.h"
 #include "server/service.h"
 
 namespace primserve {
@@ -24,6 +29,15 @@ struct ServerOptions {
   int max_receive_message_bytes = 2147483647;
   RequestLimits limits;
   BatcherOptions batcher;
+  // Where the transport and the batcher record; not owned, outlives the
+  // server. Null records nothing. (The backend gets it from its creator.)
+  Metrics* metrics = nullptr;
+  // TLS: PEM files of the server's certificate chain and its private key;
+  // both empty serves plaintext. With a client CA file, clients must present
+  // a certificate that CA signed (mutual TLS).
+  std::string tls_cert_path;
+  std::string tls_key_path;
+  std::string tls_client_ca_path;
 };
 
 class PrimServer final {
@@ -45,9 +59,13 @@ class PrimServer final {
   std::unique_ptr<ExecutionBackend> backend_;
   Batcher batcher_;
   PrimitivesService service_;
+  EchoService echo_service_;  // no work: measures the transport
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool shut_down_ = false;
+  // Mirrors the backend's Health() into the gRPC health service.
+  absl::Notification stop_health_watch_;
+  std::thread health_watch_;
 };
 
 }  // namespace primserve

@@ -3,7 +3,9 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <variant>
 
 namespace primserve {
 namespace {
@@ -19,27 +21,102 @@ absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
   return absl::FromChrono(deadline);
 }
 
+// The index of `Alternative` among Operation's, which metrics use for the RPC.
+template <typename Alternative, size_t I = 0>
+constexpr size_t RpcIndex() {
+  if constexpr (std::is_same_v<std::variant_alternative_t<I, Operation>, Alternative>) {
+    return I;
+  } else {
+    return RpcIndex<Alternative, I + 1>();
+  }
+}
+
+// The metric labels of a call, read from the request as sent (they may be
+// invalid; Metrics maps unknown values to "none"). 0 is "no op".
+struct CallLabels {
+  size_t rpc;
+  int op;
+  int dtype;
+};
+CallLabels LabelsOf(const v1::ScanRequest& r) {
+  return {RpcIndex<ScanOperation>(), r.op(), r.input().dtype()};
+}
+CallLabels LabelsOf(const v1::ReduceRequest& r) {
+  return {RpcIndex<ReduceOperation>(), r.op(), r.input().dtype()};
+}
+CallLabels LabelsOf(const v1::SelectRequest& r) {
+  return {RpcIndex<SelectOperation>(), 0, r.input().dtype()};
+}
+CallLabels LabelsOf(const v1::UniqueRequest& r) {
+  return {RpcIndex<UniqueOperation>(), 0, r.input().dtype()};
+}
+CallLabels LabelsOf(const v1::RunLengthEncodeRequest& r) {
+  return {RpcIndex<RunLengthEncodeOperation>(), 0, r.input().dtype()};
+}
+CallLabels LabelsOf(const v1::ReduceByKeyRequest& r) {
+  return {RpcIndex<ReduceByKeyOperation>(), r.op(), r.keys().dtype()};
+}
+CallLabels LabelsOf(const v1::AggregateByKeyRequest& r) {
+  return {RpcIndex<AggregateByKeyOperation>(), r.op(), r.keys().dtype()};
+}
+
+// One call from receipt to answer, as the metrics see it.
+struct CallRecord {
+  Metrics* metrics;  // null: record nothing
+  CallLabels labels;
+  absl::Time received;
+  uint64_t bytes_in;
+};
+
+// Records the call, then answers it (after which the response is gone).
+// `response` is null unless `status` is OK; `elements` counts only then.
+void Answer(grpc::ServerUnaryReactor* reactor, const CallRecord& call, const absl::Status& status,
+            const google::protobuf::Message* response, uint64_t elements) {
+  if (call.metrics != nullptr) {
+    call.metrics->RequestDone(call.labels.rpc, call.labels.op, call.labels.dtype, status.code(),
+                              absl::Now() - call.received, call.bytes_in,
+                              response != nullptr ? response->ByteSizeLong() : 0,
+                              status.ok() ? elements : 0);
+    call.metrics->RequestFinished();
+  }
+  reactor->Finish(ToGrpc(status));
+}
+
 }  // namespace
 
 template <typename Request, typename Response>
 grpc::ServerUnaryReactor* PrimitivesService::Handle(grpc::CallbackServerContext* context,
                                                     const Request* request, Response* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  CallRecord call{metrics_, LabelsOf(*request), absl::Now(), 0};
+  if (metrics_ != nullptr) {
+    call.bytes_in = request->ByteSizeLong();
+    metrics_->RequestStarted();
+  }
   absl::StatusOr<Operation> operation = ToOperation(*request, limits_);
   if (!operation.ok()) {
-    reactor->Finish(ToGrpc(operation.status()));
+    if (metrics_ != nullptr) {
+      if (absl::IsInvalidArgument(operation.status())) metrics_->Rejected(RejectReason::kInvalid);
+      if (absl::IsResourceExhausted(operation.status())) {
+        metrics_->Rejected(RejectReason::kTooLarge);
+      }
+    }
+    Answer(reactor, call, operation.status(), nullptr, 0);
     return reactor;
   }
+  const uint64_t elements = ItemCount(*operation);
   auto task = std::make_unique<Task>();
   task->operation = *std::move(operation);
   task->deadline = DeadlineOf(*context);
   task->is_cancelled = [context] { return context->IsCancelled(); };
-  task->done = [reactor, response](absl::StatusOr<Result> result) {
-    reactor->Finish(ToGrpc(result.ok() ? ToResponse(*std::move(result), response)
-                                       : result.status()));
+  task->done = [reactor, response, call, elements](absl::StatusOr<Result> result) {
+    const absl::Status status =
+        result.ok() ? ToResponse(*std::move(result), response) : result.status();
+    Answer(reactor, call, status, status.ok() ? response : nullptr, elements);
   };
+  // On failure the scheduler recorded its own refusal (queue full).
   if (absl::Status scheduled = scheduler_->Schedule(&task); !scheduled.ok()) {
-    reactor->Finish(ToGrpc(scheduled));
+    Answer(reactor, call, scheduled, nullptr, 0);
   }
   return reactor;
 }

@@ -6,14 +6,18 @@
 
 #include "proto/primserve/v1/primitives.grpc.pb.h"
 #include "server/convert.h"
+#include "server/metrics.h"
 #include "server/scheduler.h"
 
 namespace primserve {
 
 class PrimitivesService final : public v1::Primitives::CallbackService {
  public:
-  PrimitivesService(Scheduler* scheduler, const RequestLimits& limits)
-      : scheduler_(scheduler), limits_(limits) {}
+  // Records every call (count, latency, payload, refusals) into `metrics`
+  // unless it is null.
+  PrimitivesService(Scheduler* scheduler, const RequestLimits& limits,
+                    Metrics* metrics = nullptr)
+      : scheduler_(scheduler), limits_(limits), metrics_(metrics) {}
 
   grpc::ServerUnaryReactor* Scan(grpc::CallbackServerContext* context,
                                  const v1::ScanRequest* request,
@@ -44,6 +48,7 @@ class PrimitivesService final : public v1::Primitives::CallbackService {
 
   Scheduler* const scheduler_;
   const RequestLimits limits_;
+  Metrics* const metrics_;
 };
 
 }  // namespace primserve

@@ -1,0 +1,235 @@
+// AggregateByKey: see kernels/aggregate.h.
+#include "kernels/aggregate.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/detail/atomic_combine.cuh"
+#include "kernels/detail/device_info.cuh"
+#include "kernels/primitives.h"
+
+namespace primserve::gpu {
+namespace {
+
+constexpr int kAggBlock = 256;
+constexpr int kAggUnroll = 4;  // elements per lane per iteration (ILP)
+constexpr size_t kAggSharedMaxBytes = 48 * 1024;
+constexpr uint64_t kWarpAggregateMaxSharedKeys = 256;
+
+// Keys arrive as int32/int64/uint32/uint64; each is widened to a uint64 key
+// index, and an out-of-range key (negative or >= num_keys) becomes invalid.
+template <typename K>
+__device__ __forceinline__ bool KeyIndex(K key, uint64_t num_keys,
+                                         uint64_t* index) {
+  if constexpr (std::is_signed_v<K>) {
+    if (key < 0) return false;
+  }
+  *index = static_cast<uint64_t>(key);
+  return *index < num_keys;
+}
+
+template <typename V>
+__global__ void AggInitKernel(V* out, uint64_t num_keys, Op op,
+                              unsigned long long* bad) {
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  const V id = Identity<V>(op);
+  for (uint64_t k = blockIdx.x * static_cast<uint64_t>(blockDim.x) +
+                    threadIdx.x;
+       k < num_keys; k += stride) {
+    out[k] = id;
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) *bad = ~0ull;  // -1 as int64
+}
+
+// kPath 1: warp-aggregated global atomics; 2: shared-memory privatized
+// (num_keys values in dynamic shared memory), warp-aggregated shared atomics,
+// then one global atomic per key per block; 3: plain per-element global
+// atomics (benchmark baseline).
+template <typename K, typename V, int kPath>
+__global__ void __launch_bounds__(kAggBlock)
+    AggKernel(const K* __restrict__ keys, const V* __restrict__ values,
+              uint64_t n, Op op, uint64_t num_keys, V* out,
+              unsigned long long* bad) {
+  extern __shared__ __align__(16) unsigned char agg_smem[];
+  V* bins = reinterpret_cast<V*>(agg_smem);
+  if constexpr (kPath == 2) {
+    const V id = Identity<V>(op);
+    for (uint64_t k = threadIdx.x; k < num_keys; k += kAggBlock) bins[k] = id;
+    __syncthreads();
+  }
+  V* target = kPath == 2 ? bins : out;
+
+  const unsigned lane = threadIdx.x & 31u;
+  const uint64_t warp_global =
+      (static_cast<uint64_t>(blockIdx.x) * kAggBlock + threadIdx.x) / 32;
+  const uint64_t num_warps = static_cast<uint64_t>(gridDim.x) * kAggBlock / 32;
+  constexpr uint64_t kWarpChunk = 32 * kAggUnroll;
+  unsigned long long first_bad = ~0ull;
+  // Shared-memory path: warp aggregation pays when lanes of a warp often
+  // share a key (few keys); with many keys, plain shared atomics are faster
+  // than finding peers. The global path always aggregates (one atomic per
+  // key per warp).
+  const bool warp_aggregate = num_keys <= kWarpAggregateMaxSharedKeys;
+
+  for (uint64_t base = warp_global * kWarpChunk; base < n;
+       base += num_warps * kWarpChunk) {
+    K k[kAggUnroll];
+    V v[kAggUnroll];
+#pragma unroll
+    for (int u = 0; u < kAggUnroll; ++u) {
+      const uint64_t i = base + u * 32 + lane;
+      if (i < n) {
+        k[u] = keys[i];
+        v[u] = values[i];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kAggUnroll; ++u) {
+      const uint64_t i = base + u * 32 + lane;
+      uint64_t key = 0;
+      bool valid = false;
+      if (i < n) {
+        valid = KeyIndex(k[u], num_keys, &key);
+        if (!valid && first_bad == ~0ull) first_bad = i;
+      }
+      if (kPath == 3 || (kPath == 2 && !warp_aggregate)) {
+        if (valid) detail::AtomicCombine(op, target + key, v[u]);
+      } else {
+        const unsigned mask = __ballot_sync(0xffffffffu, valid);
+        if (valid) {
+          V x = v[u];
+          // 32-bit peer matching when every key index fits (the usual case).
+          const bool leader =
+              num_keys <= 0xffffffffull
+                  ? detail::WarpAggregateByKey(
+                        mask, static_cast<unsigned>(key), op, &x)
+                  : detail::WarpAggregateByKey(
+                        mask, static_cast<unsigned long long>(key), op, &x);
+          if (leader) {
+            detail::AtomicCombine(op, target + key, x);
+          }
+        }
+      }
+    }
+  }
+  if (first_bad != ~0ull) atomicMin(bad, first_bad);
+
+  if constexpr (kPath == 2) {
+    __syncthreads();
+    for (uint64_t k = threadIdx.x; k < num_keys; k += kAggBlock) {
+      detail::AtomicCombine(op, out + k, bins[k]);
+    }
+  }
+}
+
+template <typename K, typename V>
+int LaunchAgg(const void* d_keys, const void* d_values, uint64_t n, Op op,
+              uint64_t num_keys, void* d_out, int64_t* d_bad,
+              AggregatePath path, cudaStream_t stream) {
+  const K* keys = static_cast<const K*>(d_keys);
+  const V* values = static_cast<const V*>(d_values);
+  V* out = static_cast<V*>(d_out);
+  auto* bad = reinterpret_cast<unsigned long long*>(d_bad);
+
+  int sms = 0;
+  if (int err = detail::MultiprocessorCount(&sms)) return err;
+
+  {
+    uint64_t blocks = (num_keys + kAggBlock - 1) / kAggBlock;
+    const uint64_t cap = static_cast<uint64_t>(sms) * 8;
+    if (blocks > cap) blocks = cap;
+    if (blocks == 0) blocks = 1;
+    AggInitKernel<V><<<static_cast<unsigned>(blocks), kAggBlock, 0, stream>>>(
+        out, num_keys, op, bad);
+    if (cudaError_t e = cudaGetLastError()) return static_cast<int>(e);
+  }
+  if (n == 0) return 0;
+
+  const size_t shared_bytes = num_keys * sizeof(V);
+  if (path == AggregatePath::kAuto) {
+    path = shared_bytes <= kAggSharedMaxBytes
+               ? AggregatePath::kSharedPrivatized
+               : AggregatePath::kGlobalWarpAggregated;
+  }
+  if (path == AggregatePath::kSharedPrivatized &&
+      shared_bytes > kAggSharedMaxBytes) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+
+  const uint64_t per_block = static_cast<uint64_t>(kAggBlock) * kAggUnroll;
+  uint64_t blocks = (n + per_block - 1) / per_block;
+  // Grid-stride: enough resident blocks to fill the chip. The privatized
+  // path merges num_keys values per block, so it uses fewer, fuller blocks.
+  const uint64_t cap = static_cast<uint64_t>(sms) *
+                       (path == AggregatePath::kSharedPrivatized ? 4 : 8);
+  if (blocks > cap) blocks = cap;
+  const unsigned grid = static_cast<unsigned>(blocks);
+
+  switch (path) {
+    case AggregatePath::kSharedPrivatized:
+      AggKernel<K, V, 2><<<grid, kAggBlock, shared_bytes, stream>>>(
+          keys, values, n, op, num_keys, out, bad);
+      break;
+    case AggregatePath::kGlobalPlain:
+      AggKernel<K, V, 3><<<grid, kAggBlock, 0, stream>>>(keys, values, n, op,
+                                                          num_keys, out, bad);
+      break;
+    default:
+      AggKernel<K, V, 1><<<grid, kAggBlock, 0, stream>>>(keys, values, n, op,
+                                                          num_keys, out, bad);
+      break;
+  }
+  return static_cast<int>(cudaGetLastError());
+}
+
+}  // namespace
+
+int AggregateByKeyWithPath(void* d_temp_storage, size_t* temp_storage_bytes,
+                           const void* d_keys, DType key_dtype,
+                           const void* d_values, DType value_dtype,
+                           uint64_t n, Op op, uint64_t num_keys, void* d_out,
+                           int64_t* d_bad_position, AggregatePath path,
+                           CUstream_st* stream) {
+  constexpr int kInvalid = static_cast<int>(cudaErrorInvalidValue);
+  if (temp_storage_bytes == nullptr) return kInvalid;
+  if (d_temp_storage == nullptr) {
+    *temp_storage_bytes = 16;  // nothing needed; never report zero bytes
+    return 0;
+  }
+  if (!IsIntegerDType(key_dtype)) return kInvalid;
+  if (op != Op::kSum && op != Op::kMin && op != Op::kMax) return kInvalid;
+  if (d_bad_position == nullptr) return kInvalid;
+  if (num_keys > 0 && d_out == nullptr) return kInvalid;
+  if (n > 0 && (d_keys == nullptr || d_values == nullptr)) return kInvalid;
+  if (static_cast<int>(value_dtype) < 1 || static_cast<int>(value_dtype) > 6)
+    return kInvalid;
+  cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
+  auto with_key = [&](auto key_tag) {
+    using K = decltype(key_tag);
+    return VisitDType(value_dtype, [&](auto value_tag) {
+      using V = decltype(value_tag);
+      return LaunchAgg<K, V>(d_keys, d_values, n, op, num_keys, d_out,
+                             d_bad_position, path, s);
+    });
+  };
+  switch (key_dtype) {
+    case DType::kInt32: return with_key(int32_t{});
+    case DType::kInt64: return with_key(int64_t{});
+    case DType::kUint32: return with_key(uint32_t{});
+    default: return with_key(uint64_t{});
+  }
+}
+
+int AggregateByKey(void* d_temp_storage, size_t* temp_storage_bytes,
+                   const void* d_keys, DType key_dtype, const void* d_values,
+                   DType value_dtype, uint64_t n, Op op, uint64_t num_keys,
+                   void* d_out, int64_t* d_bad_position, CUstream_st* stream) {
+  return AggregateByKeyWithPath(d_temp_storage, temp_storage_bytes, d_keys,
+                                key_dtype, d_values, value_dtype, n, op,
+                                num_keys, d_out, d_bad_position,
+                                AggregatePath::kAuto, stream);
+}
+
+}  // namespace primserve::gpu

@@ -1,0 +1,280 @@
+// Decoupled look-back (Merrill & Garland, "Single-pass Parallel Prefix Scan
+// with Decoupled Look-back", 2016): the tile-status machinery that lets a
+// single kernel pass carry a running prefix from tile to tile.
+//
+// Each tile (a block's chunk of the input) publishes its status in a slot:
+//   X (kInvalid)   nothing yet,
+//   A (kAggregate) the reduction of this tile alone,
+//   P (kPrefix)    the reduction of everything up to and including this tile.
+// A tile publishes A as soon as it knows its own aggregate, then looks back
+// over its predecessors, one warp reading a window of 32 slots at a time,
+// combining A values until it meets a P; it then publishes P. Tiles take
+// their index from an atomic counter in the order blocks start running, so
+// every predecessor of a running tile has already started: the look-back
+// cannot deadlock whatever order the hardware schedules blocks in.
+//
+// Status and value share one 64-bit word when sizeof(V) <= 4, so a single
+// store publishes both and readers need no fence. Larger V keeps a status
+// array plus separate aggregate and inclusive arrays (a reader that saw A
+// must not read a value that its tile is overwriting with P), ordered by
+// __threadfence() between value and status on both sides.
+//
+// ---------------------------------------------------------------------------
+// Usage (for kernels built on this, e.g. the compaction family):
+//
+//   using Status = primserve::detail::TileStatus<V>;  // V: the scan value
+//   // Host, temp-storage sizing (part of the caller's two-phase temp):
+//   size_t bytes = Status::StorageBytes(num_tiles);    // 16-byte aligned
+//   Status status(d_storage, num_tiles);               // d_storage: 16-B aligned
+//   // Before EVERY launch that uses it (slots to X, counter to 0):
+//   err = InitTileStatusAsync(status, stream);         // one small kernel
+//   //   (or fuse: call status.InitSlot(t) for each t in [0, num_tiles) and
+//   //   status.ResetCounter() once from your own init kernel)
+//   // Device, in the main kernel (pass `status` by value):
+//   __shared__ int64_t tile_slot;
+//   if (threadIdx.x == 0) tile_slot = status.AcquireTileIndex();
+//   __syncthreads();
+//   const int64_t tile = tile_slot;        // process THIS tile, not blockIdx
+//   ... block-reduce the tile to `aggregate` (known to warp 0) ...
+//   V prefix;                              // exclusive prefix of the tile
+//   if (tile == 0) { if (threadIdx.x == 0) status.PublishInclusive(0, aggregate); }
+//   else if (threadIdx.x < 32) prefix = status.TileExclusivePrefix(tile, aggregate, op);
+//   // broadcast `prefix` through shared memory + __syncthreads()
+//   // (BlockExclusivePrefix below does these steps for a whole block).
+//
+// `op` is any associative functor V op(V, V) (need not be commutative: the
+// left operand always covers earlier tiles); no identity element is needed.
+// V must be trivially copyable with sizeof(V) a multiple of 4 (or <= 4).
+// ---------------------------------------------------------------------------
+#ifndef PRIMSERVE_KERNELS_DETAIL_LOOKBACK_CUH_
+#define PRIMSERVE_KERNELS_DETAIL_LOOKBACK_CUH_
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/detail/tuning.cuh"
+#include "kernels/detail/warp.cuh"
+
+namespace primserve::detail {
+
+enum TileState : uint32_t { kInvalid = 0, kAggregate = 1, kPrefix = 2 };
+
+__host__ __device__ inline constexpr size_t AlignUp16(size_t bytes) {
+  return (bytes + 15) / 16 * 16;
+}
+
+// Word-wise loads/stores that bypass L1 (.cg): L1 is not coherent across SMs.
+template <typename V>
+__device__ __forceinline__ V LoadCg(const V* ptr) {
+  constexpr int kWords = sizeof(V) / 4;
+  uint32_t words[kWords];
+  const uint32_t* src = reinterpret_cast<const uint32_t*>(ptr);
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) words[i] = __ldcg(src + i);
+  V value;
+  memcpy(&value, words, sizeof(V));
+  return value;
+}
+
+template <typename V>
+__device__ __forceinline__ void StoreCg(V* ptr, const V& value) {
+  constexpr int kWords = sizeof(V) / 4;
+  uint32_t words[kWords];
+  memcpy(words, &value, sizeof(V));
+  uint32_t* dst = reinterpret_cast<uint32_t*>(ptr);
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) __stcg(dst + i, words[i]);
+}
+
+template <typename V>
+class TileStatus {
+ public:
+  static constexpr bool kPacked = sizeof(V) <= 4;
+  static_assert(kPacked || sizeof(V) % 4 == 0,
+                "look-back values are <= 4 bytes or 4-byte multiples");
+
+  // Temp-storage bytes for num_tiles tiles (a multiple of 16).
+  __host__ __device__ static size_t StorageBytes(int64_t num_tiles) {
+    const size_t tiles = static_cast<size_t>(num_tiles);
+    if constexpr (kPacked) {
+      return kCounterBytes + AlignUp16(tiles * sizeof(uint64_t));
+    } else {
+      return kCounterBytes + AlignUp16(tiles * sizeof(uint32_t)) +
+             2 * AlignUp16(tiles * sizeof(V));
+    }
+  }
+
+  TileStatus() = default;
+  __host__ __device__ TileStatus(void* storage, int64_t num_tiles)
+      : num_tiles_(num_tiles) {
+    char* base = static_cast<char*>(storage);
+    counter_ = reinterpret_cast<unsigned long long*>(base);
+    base += kCounterBytes;
+    const size_t tiles = static_cast<size_t>(num_tiles);
+    if constexpr (kPacked) {
+      words_ = reinterpret_cast<uint64_t*>(base);
+    } else {
+      states_ = reinterpret_cast<uint32_t*>(base);
+      base += AlignUp16(tiles * sizeof(uint32_t));
+      aggregates_ = reinterpret_cast<V*>(base);
+      base += AlignUp16(tiles * sizeof(V));
+      inclusives_ = reinterpret_cast<V*>(base);
+    }
+  }
+
+  __host__ __device__ int64_t num_tiles() const { return num_tiles_; }
+
+  // Initialization, before each launch: every slot to X, the counter to 0.
+  __device__ void InitSlot(int64_t tile) const {
+    if constexpr (kPacked) {
+      words_[tile] = 0;
+    } else {
+      states_[tile] = kInvalid;
+    }
+  }
+  __device__ void ResetCounter() const { *counter_ = 0; }
+
+  // One thread per block: the next tile index, in block start order.
+  __device__ int64_t AcquireTileIndex() const {
+    return static_cast<int64_t>(atomicAdd(counter_, 1ull));
+  }
+
+  // One thread: publish this tile's own reduction (state A).
+  __device__ void PublishAggregate(int64_t tile, const V& aggregate) const {
+    Publish(tile, kAggregate, aggregate);
+  }
+
+  // One thread: publish the reduction through this tile (state P).
+  __device__ void PublishInclusive(int64_t tile, const V& inclusive) const {
+    Publish(tile, kPrefix, inclusive);
+  }
+
+  // Whole warp, tile > 0: the reduction of tiles [0, tile), in every lane.
+  template <typename ScanOp>
+  __device__ V WarpLookback(int64_t tile, ScanOp op) const {
+    const int lane = LaneId();
+    V prefix{};
+    bool have_prefix = false;
+    // Window [window_end - 32, window_end); lane 31 is the nearest tile.
+    for (int64_t window_end = tile;; window_end -= kWarpThreads) {
+      const int64_t pred = window_end - kWarpThreads + lane;
+      uint32_t state;
+      V value{};
+      WaitForWindow(pred, state, value);
+      // Combine lanes from the nearest P (tile 0 always is one) to lane 31.
+      const unsigned prefix_lanes = __ballot_sync(kFullMask, state == kPrefix);
+      const int first_lane = prefix_lanes ? 31 - __clz(prefix_lanes) : 0;
+      const V window = ShuffleIdx(WarpSuffixReduce(value, op), first_lane);
+      prefix = have_prefix ? op(window, prefix) : window;
+      have_prefix = true;
+      if (prefix_lanes) return prefix;
+    }
+  }
+
+  // Whole warp, tile > 0: publishes A, looks back, publishes P; returns the
+  // tile's exclusive prefix in every lane.
+  template <typename ScanOp>
+  __device__ V TileExclusivePrefix(int64_t tile, const V& aggregate,
+                                   ScanOp op) const {
+    if (LaneId() == 0) PublishAggregate(tile, aggregate);
+    const V prefix = WarpLookback(tile, op);
+    if (LaneId() == 0) PublishInclusive(tile, op(prefix, aggregate));
+    return prefix;
+  }
+
+ private:
+  // The counter gets a 16-byte slot so that the arrays stay 16-B aligned.
+  static constexpr size_t kCounterBytes = 16;
+
+  __device__ void Publish(int64_t tile, TileState state, const V& value) const {
+    if constexpr (kPacked) {
+      uint32_t bits = 0;
+      memcpy(&bits, &value, sizeof(V));
+      const uint64_t word = (static_cast<uint64_t>(state) << 32) | bits;
+      *reinterpret_cast<volatile uint64_t*>(words_ + tile) = word;
+    } else {
+      StoreCg((state == kPrefix ? inclusives_ : aggregates_) + tile, value);
+      __threadfence();  // the value is visible before the state says so
+      *reinterpret_cast<volatile uint32_t*>(states_ + tile) = state;
+    }
+  }
+
+  // Spins (with back-off) until no slot of the window is X. Lanes before
+  // tile 0 read as P and are never combined (tile 0 is P and comes later).
+  __device__ void WaitForWindow(int64_t pred, uint32_t& state, V& value) const {
+    unsigned sleep_ns = kLookbackFirstSleepNs;
+    for (;;) {
+      uint64_t word = static_cast<uint64_t>(kPrefix) << 32;
+      if (pred >= 0) {
+        word = kPacked ? *reinterpret_cast<volatile uint64_t*>(words_ + pred)
+                       : static_cast<uint64_t>(*reinterpret_cast<volatile uint32_t*>(
+                             states_ + pred))
+                             << 32;
+      }
+      state = static_cast<uint32_t>(word >> 32);
+      if (__all_sync(kFullMask, state != kInvalid)) {
+        if constexpr (kPacked) {
+          const uint32_t bits = static_cast<uint32_t>(word);
+          memcpy(&value, &bits, sizeof(V));
+        } else {
+          __threadfence();  // read the value only after seeing the state
+          if (pred >= 0) {
+            value = LoadCg((state == kPrefix ? inclusives_ : aggregates_) + pred);
+          }
+        }
+        return;
+      }
+      __nanosleep(sleep_ns);
+      sleep_ns = sleep_ns * 2 < kLookbackMaxSleepNs ? sleep_ns * 2
+                                                    : kLookbackMaxSleepNs;
+    }
+  }
+
+  int64_t num_tiles_ = 0;
+  unsigned long long* counter_ = nullptr;
+  uint64_t* words_ = nullptr;     // packed: state << 32 | value bits
+  uint32_t* states_ = nullptr;    // separate: state
+  V* aggregates_ = nullptr;       // separate: A values
+  V* inclusives_ = nullptr;       // separate: P values
+};
+
+template <typename V>
+__global__ void InitTileStatusKernel(TileStatus<V> status) {
+  const int64_t tile = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (tile == 0) status.ResetCounter();
+  if (tile < status.num_tiles()) status.InitSlot(tile);
+}
+
+// Resets every slot to X and the tile counter to 0 (one launch).
+template <typename V>
+cudaError_t InitTileStatusAsync(const TileStatus<V>& status, cudaStream_t stream) {
+  constexpr int kThreads = 256;
+  const int64_t blocks = (status.num_tiles() + kThreads - 1) / kThreads;
+  InitTileStatusKernel<V><<<static_cast<unsigned>(blocks > 0 ? blocks : 1), kThreads, 0,
+                            stream>>>(status);
+  return cudaGetLastError();
+}
+
+// Whole block, after warp 0 knows the tile's aggregate: returns the tile's
+// exclusive prefix in every thread; for tile 0 (empty prefix) the return
+// value is unspecified. `slot` is a __shared__ V; ends with __syncthreads().
+template <typename V, typename ScanOp>
+__device__ __forceinline__ V BlockExclusivePrefix(const TileStatus<V>& status,
+                                                 int64_t tile, const V& aggregate,
+                                                 ScanOp op, V& slot) {
+  if (tile == 0) {
+    if (threadIdx.x == 0) status.PublishInclusive(0, aggregate);
+  } else if (threadIdx.x < kWarpThreads) {
+    const V prefix = status.TileExclusivePrefix(tile, aggregate, op);
+    if (threadIdx.x == 0) slot = prefix;
+  }
+  __syncthreads();
+  return slot;
+}
+
+}  // namespace primserve::detail
+
+#endif  // PRIMSERVE_KERNELS_DETAIL_LOOKBACK_CUH_

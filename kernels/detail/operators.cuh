@@ -1,0 +1,80 @@
+// Device functors over the shared semantics of kernels/primitives.h, plus the
+// value types the kernels scan or reduce: (value, index) pairs for
+// ARGMIN/ARGMAX and head-flagged values for segmented scans.
+#ifndef PRIMSERVE_KERNELS_DETAIL_OPERATORS_CUH_
+#define PRIMSERVE_KERNELS_DETAIL_OPERATORS_CUH_
+
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "kernels/primitives.h"
+
+namespace primserve::detail {
+
+// SUM, PROD, MIN or MAX with the op fixed at compile time.
+template <typename T, Op kOp>
+struct CombineOp {
+  __host__ __device__ __forceinline__ T operator()(T a, T b) const {
+    return Combine(kOp, a, b);
+  }
+};
+
+// A two-sided identity that is exact bit for bit, used to pad partial tiles
+// and to seed prefixes: Identity(op), except that float SUM uses -0.0
+// (+0.0 + -0.0 is +0.0, while -0.0 + x is x for every x). Outputs that the
+// semantics define as the identity still use Identity(op).
+template <typename T, Op kOp>
+__host__ __device__ __forceinline__ T Neutral() {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (kOp == Op::kSum) return -T(0);
+  }
+  return Identity<T>(kOp);
+}
+
+// ARGMIN/ARGMAX candidate. The empty candidate is (Identity, kNoIndex).
+template <typename T>
+struct ArgItem {
+  T value;
+  int64_t index;
+};
+
+inline constexpr int64_t kNoIndex = std::numeric_limits<int64_t>::max();
+
+// Picks the ARGMIN/ARGMAX winner of two candidates in ANY order: b wins if
+// it replaces a by ArgReplaces (a first NaN, or a strictly better value), or
+// if neither replaces the other (tie, or both NaN) and b comes first. So the
+// op is commutative and associative, and (Identity, kNoIndex) is its exact
+// identity.
+template <typename T, bool kIsMin>
+struct ArgCombineOp {
+  __host__ __device__ __forceinline__ ArgItem<T> operator()(
+      const ArgItem<T>& a, const ArgItem<T>& b) const {
+    const bool b_wins =
+        ArgReplaces(kIsMin, a.value, b.value) ||
+        (!ArgReplaces(kIsMin, b.value, a.value) && b.index < a.index);
+    return b_wins ? b : a;
+  }
+};
+
+// A value with a segment-head flag; the segmented op restarts at heads.
+template <typename V>
+struct Flagged {
+  uint32_t head;
+  V value;
+};
+
+// (fa, a) op (fb, b) = (fa | fb, fb ? b : a op b): associative, so a
+// segmented scan is a plain scan of flagged values (Blelloch's trick).
+template <typename V, typename BaseOp>
+struct SegmentedOp {
+  BaseOp base;
+  __host__ __device__ __forceinline__ Flagged<V> operator()(
+      const Flagged<V>& a, const Flagged<V>& b) const {
+    return b.head ? b : Flagged<V>{a.head, base(a.value, b.value)};
+  }
+};
+
+}  // namespace primserve::detail
+
+#endif  // PRIMSERVE_KERNELS_DETAIL_OPERATORS_CUH_

@@ -1,0 +1,447 @@
+// Reductions. Reduce: a grid-stride pass (one block per SM slot), each
+// block's partial result into temp storage, and the last block to finish
+// (atomic ticket) combines the partials: one read of the input, one kernel.
+// SegmentedReduce: a segmented scan pass (look-back) that writes only each
+// segment's last inclusive value, so the work per tile is the same whether
+// segments are tiny or huge.
+#include "kernels/reduce.h"
+
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "kernels/detail/block.cuh"
+#include "kernels/detail/dispatch.cuh"
+#include "kernels/detail/lookback.cuh"
+#include "kernels/detail/operators.cuh"
+#include "kernels/detail/segments.cuh"
+#include "kernels/detail/tuning.cuh"
+
+namespace primserve::gpu {
+namespace {
+
+using namespace primserve::detail;
+
+// What a reduction with kOp carries per element: the value itself, or a
+// (value, index) candidate for ARGMIN/ARGMAX.
+template <typename T, Op kOp>
+struct ReduceConfig {
+  static constexpr bool kArg = kOp == Op::kArgMin || kOp == Op::kArgMax;
+  using R = std::conditional_t<kArg, ArgItem<T>, T>;
+  using ReduceOp =
+      std::conditional_t<kArg, ArgCombineOp<T, kOp == Op::kArgMin>, CombineOp<T, kOp>>;
+
+  __device__ static R Lift(T x, uint64_t index) {
+    if constexpr (kArg) {
+      return R{x, static_cast<int64_t>(index)};
+    } else {
+      return x;
+    }
+  }
+  // Folds element x at `index` into acc, where every index folded into acc
+  // so far is smaller (a thread walking its elements in order): ARG ops then
+  // need ArgReplaces only, not the order-free tie-break of ArgCombineOp.
+  __device__ static void Accumulate(R& acc, T x, uint64_t index) {
+    if constexpr (kArg) {
+      if (acc.index == kNoIndex || ArgReplaces(kOp == Op::kArgMin, acc.value, x)) {
+        acc = R{x, static_cast<int64_t>(index)};
+      }
+    } else {
+      acc = CombineOp<T, kOp>{}(acc, x);
+    }
+  }
+  __device__ static R NeutralValue() {
+    if constexpr (kArg) {
+      return R{Identity<T>(kOp), kNoIndex};
+    } else {
+      return Neutral<T, kOp>();
+    }
+  }
+  // Writes a result; ARG results of empty ranges become (Identity, -1).
+  __device__ static void Write(const R& r, T* value_out, int64_t* index_out) {
+    if constexpr (kArg) {
+      const bool empty = r.index == kNoIndex;
+      *value_out = empty ? Identity<T>(kOp) : r.value;
+      *index_out = empty ? -1 : r.index;
+    } else {
+      *value_out = r;
+    }
+  }
+  __device__ static void WriteEmpty(T* value_out, int64_t* index_out) {
+    *value_out = Identity<T>(kOp);
+    if constexpr (kArg) *index_out = -1;
+  }
+};
+
+// ---------------------------------------------------------------- Reduce
+
+template <typename T>
+inline constexpr int kReduceItems = kBytesPerThread / sizeof(T);
+template <typename T>
+inline constexpr int kReduceTileItems = kBlockThreads * kReduceItems<T>;
+
+template <typename T, Op kOp>
+struct ReduceParams {
+  using R = typename ReduceConfig<T, kOp>::R;
+  const T* in;
+  uint64_t n;
+  R* partials;              // one per block (grid > 1)
+  unsigned int* ticket;     // zeroed before the launch (grid > 1)
+  T* value_out;
+  int64_t* index_out;
+};
+
+template <typename T, Op kOp>
+__global__ void __launch_bounds__(kBlockThreads) ReduceKernel(const ReduceParams<T, kOp> p) {
+  using Config = ReduceConfig<T, kOp>;
+  using R = typename Config::R;
+  constexpr int kItems = kReduceItems<T>;
+  constexpr int kVec = 16 / sizeof(T);
+  constexpr int kTileItems = kReduceTileItems<T>;
+  const typename Config::ReduceOp op{};
+  __shared__ BlockScanStorage<R> storage;
+  __shared__ bool is_last_block;
+
+  R acc = Config::NeutralValue();
+  const uint64_t full_tiles = p.n / kTileItems;
+  const bool vector_ok = IsVectorAligned(p.in);
+  for (uint64_t tile = blockIdx.x; tile < full_tiles; tile += gridDim.x) {
+    const uint64_t tile_begin = tile * kTileItems;
+    T x[kItems];
+    if (vector_ok) {
+      const uint4* vectors = reinterpret_cast<const uint4*>(p.in + tile_begin);
+#pragma unroll
+      for (int k = 0; k < kItems / kVec; ++k) {
+        const uint4 vector = vectors[k * kBlockThreads + threadIdx.x];
+        memcpy(x + k * kVec, &vector, 16);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kItems / kVec; ++k) {
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) {
+          x[k * kVec + v] = p.in[tile_begin + (k * kBlockThreads + threadIdx.x) * kVec + v];
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kItems / kVec; ++k) {
+#pragma unroll
+      for (int v = 0; v < kVec; ++v) {
+        const uint64_t index = tile_begin + (k * kBlockThreads + threadIdx.x) * kVec + v;
+        Config::Accumulate(acc, x[k * kVec + v], index);
+      }
+    }
+  }
+  // The partial last tile, spread over all blocks.
+  for (uint64_t i = full_tiles * kTileItems + static_cast<uint64_t>(blockIdx.x) * kBlockThreads +
+                    threadIdx.x;
+       i < p.n; i += static_cast<uint64_t>(gridDim.x) * kBlockThreads) {
+    Config::Accumulate(acc, p.in[i], i);
+  }
+  acc = BlockReduce(acc, op, storage);
+  if (gridDim.x == 1) {
+    if (threadIdx.x == 0) {
+      if (p.n == 0) {
+        Config::WriteEmpty(p.value_out, p.index_out);  // Identity, not Neutral
+      } else {
+        Config::Write(acc, p.value_out, p.index_out);
+      }
+    }
+    return;
+  }
+
+  if (threadIdx.x == 0) {
+    StoreCg(p.partials + blockIdx.x, acc);
+    __threadfence();  // partial visible before the ticket counts it
+    is_last_block = atomicAdd(p.ticket, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!is_last_block) return;
+  __threadfence();  // see every other block's partial
+  R total = Config::NeutralValue();
+  for (unsigned b = threadIdx.x; b < gridDim.x; b += kBlockThreads) {
+    total = op(total, LoadCg(p.partials + b));
+  }
+  __syncthreads();  // storage reuse
+  total = BlockReduce(total, op, storage);
+  if (threadIdx.x == 0) Config::Write(total, p.value_out, p.index_out);
+}
+
+int ReduceGridLimit() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    return -1;
+  }
+  return sms * kReduceBlocksPerSm;
+}
+
+template <typename T, Op kOp>
+int LaunchReduce(void* temp_storage, size_t* temp_bytes, const T* in, uint64_t n, T* value_out,
+                 int64_t* index_out, cudaStream_t stream) {
+  using R = typename ReduceConfig<T, kOp>::R;
+  const int grid_limit = ReduceGridLimit();
+  if (grid_limit <= 0) return cudaErrorInvalidDevice;
+  const int64_t tiles = CeilDiv(n, kReduceTileItems<T>);
+  const bool single_block = n * sizeof(T) <= static_cast<uint64_t>(kReduceSingleBlockMaxBytes);
+  const int grid = single_block ? 1 : static_cast<int>(tiles < grid_limit ? tiles : grid_limit);
+  const size_t ticket_bytes = 16;
+  const size_t bytes = ticket_bytes + AlignUp16(static_cast<size_t>(grid_limit) * sizeof(R));
+  if (temp_storage == nullptr) {
+    *temp_bytes = bytes;
+    return cudaSuccess;
+  }
+  if (*temp_bytes < bytes) return cudaErrorInvalidValue;
+  ReduceParams<T, kOp> params{};
+  params.in = in;
+  params.n = n;
+  params.ticket = static_cast<unsigned int*>(temp_storage);
+  params.partials = reinterpret_cast<R*>(static_cast<char*>(temp_storage) + ticket_bytes);
+  params.value_out = value_out;
+  params.index_out = index_out;
+  if (grid > 1) {
+    if (const cudaError_t err = cudaMemsetAsync(params.ticket, 0, sizeof(unsigned int), stream);
+        err != cudaSuccess) {
+      return err;
+    }
+  }
+  ReduceKernel<T, kOp><<<grid, kBlockThreads, 0, stream>>>(params);
+  return cudaGetLastError();
+}
+
+// ------------------------------------------------------- SegmentedReduce
+
+template <typename T, Op kOp>
+struct SegmentedReduceConfig {
+  using R = typename ReduceConfig<T, kOp>::R;
+  using V = Flagged<R>;
+  using ScanOp = SegmentedOp<R, typename ReduceConfig<T, kOp>::ReduceOp>;
+  static constexpr int kItems = kItemsPerThread<T, V>;
+  static constexpr int kTileItems = kBlockThreads * kItems;
+  static constexpr int kWarpItems = kWarpThreads * kItems;
+};
+
+template <typename T, Op kOp>
+struct SegmentedReduceParams {
+  using Config = SegmentedReduceConfig<T, kOp>;
+  const T* in;
+  uint64_t n;
+  const uint64_t* segment_starts;
+  uint64_t num_segments;
+  int64_t num_tiles;
+  TileStatus<typename Config::V> status;  // several tiles
+  const uint64_t* tile_first_segment;     // several tiles
+  T* values_out;
+  int64_t* indices_out;
+};
+
+// Segment s is written by the tile holding its last element (an empty one:
+// the tile holding its start; the last tile also takes those starting at n).
+template <typename T, Op kOp>
+__global__ void __launch_bounds__(kBlockThreads)
+    SegmentedReduceKernel(const SegmentedReduceParams<T, kOp> p) {
+  using Config = SegmentedReduceConfig<T, kOp>;
+  using Reduce = ReduceConfig<T, kOp>;
+  using R = typename Config::R;
+  using V = typename Config::V;
+  constexpr int kItems = Config::kItems;
+  constexpr int kTileItems = Config::kTileItems;
+  constexpr int kWarpItems = Config::kWarpItems;
+  const typename Config::ScanOp op{};
+
+  __shared__ WarpTransposeStorage<T, kItems> transpose;
+  __shared__ BlockScanStorage<V> scan_storage;
+  __shared__ V tile_prefix_slot;
+  __shared__ int64_t tile_slot;
+  __shared__ uint8_t heads[kTileItems];
+  __shared__ R inclusive[kTileItems + kTileItems / kWarpThreads];  // Padded()
+
+  int64_t tile = 0;
+  if (p.num_tiles > 1) {
+    if (threadIdx.x == 0) tile_slot = p.status.AcquireTileIndex();
+    __syncthreads();
+    tile = tile_slot;
+  }
+  const uint64_t tile_begin = static_cast<uint64_t>(tile) * kTileItems;
+  const int tile_valid =
+      p.n > tile_begin ? static_cast<int>(min(p.n - tile_begin, uint64_t{kTileItems})) : 0;
+  const int warp_offset = WarpId() * kWarpItems;
+  const int warp_valid = max(0, min(tile_valid - warp_offset, kWarpItems));
+  const int thread_offset = warp_offset + LaneId() * kItems;
+
+  T x[kItems];
+  WarpLoadBlocked(p.in + tile_begin + warp_offset, warp_valid, IsVectorAligned(p.in),
+                  Identity<T>(kOp), x, transpose.items[WarpId()]);
+
+  const uint64_t first = p.num_tiles > 1 ? p.tile_first_segment[tile] : 0;
+  const uint64_t last = p.num_tiles > 1 ? p.tile_first_segment[tile + 1] : p.num_segments;
+  BlockMarkHeads<kTileItems>(p.segment_starts, first, last, tile_begin, tile_valid, heads);
+  V values[kItems];
+#pragma unroll
+  for (int j = 0; j < kItems; ++j) {
+    values[j] = V{heads[thread_offset + j], Reduce::Lift(x[j], tile_begin + thread_offset + j)};
+  }
+
+  V thread_total = values[0];
+#pragma unroll
+  for (int j = 1; j < kItems; ++j) thread_total = op(thread_total, values[j]);
+  V running, tile_total;
+  BlockExclusiveScan(thread_total, op, V{0, Reduce::NeutralValue()}, running, tile_total,
+                     scan_storage);
+  if (p.num_tiles > 1) {
+    const V tile_prefix = BlockExclusivePrefix(p.status, tile, tile_total, op, tile_prefix_slot);
+    if (tile > 0) running = op(tile_prefix, running);
+  }
+#pragma unroll
+  for (int j = 0; j < kItems; ++j) {
+    running = op(running, values[j]);
+    inclusive[Padded(thread_offset + j)] = running.value;
+  }
+  __syncthreads();
+
+  // Candidates: the segment running into this tile, and those starting in it.
+  const bool last_tile = tile == p.num_tiles - 1;
+  for (uint64_t s = (first > 0 ? first - 1 : 0) + threadIdx.x; s < last; s += kBlockThreads) {
+    const uint64_t start = p.segment_starts[s];
+    const uint64_t end = s + 1 < p.num_segments ? p.segment_starts[s + 1] : p.n;
+    const uint64_t owner_pos = end > start ? end - 1 : start;
+    if (owner_pos < tile_begin || (!last_tile && owner_pos >= tile_begin + kTileItems)) continue;
+    if (end > start) {
+      Reduce::Write(inclusive[Padded(static_cast<int>(end - 1 - tile_begin))], p.values_out + s,
+                    p.indices_out + s);
+    } else {
+      Reduce::WriteEmpty(p.values_out + s, p.indices_out + s);
+    }
+  }
+}
+
+// Many small segments: one warp per segment, no look-back and no tile
+// bookkeeping (the scan-based kernel above pays those per tile, which only
+// amortizes over long segments). Each lane folds its elements in index order.
+inline constexpr int kWarpSegmentUnroll = 8;
+
+template <typename T, Op kOp>
+__global__ void __launch_bounds__(kBlockThreads)
+    WarpPerSegmentReduceKernel(const T* in, uint64_t n, const uint64_t* starts,
+                               uint64_t num_segments, T* values_out, int64_t* indices_out) {
+  using Config = ReduceConfig<T, kOp>;
+  const uint64_t s = (static_cast<uint64_t>(blockIdx.x) * kBlockThreads + threadIdx.x) / kWarpThreads;
+  if (s >= num_segments) return;  // whole warps leave together
+  const uint64_t begin = starts[s];
+  const uint64_t end = s + 1 < num_segments ? starts[s + 1] : n;
+  const int lane = LaneId();
+  typename Config::R acc = Config::NeutralValue();
+  for (uint64_t base = begin; base < end; base += kWarpThreads * kWarpSegmentUnroll) {
+    T x[kWarpSegmentUnroll];
+#pragma unroll
+    for (int k = 0; k < kWarpSegmentUnroll; ++k) {
+      const uint64_t i = base + k * kWarpThreads + lane;
+      if (i < end) x[k] = in[i];
+    }
+#pragma unroll
+    for (int k = 0; k < kWarpSegmentUnroll; ++k) {
+      const uint64_t i = base + k * kWarpThreads + lane;
+      if (i < end) Config::Accumulate(acc, x[k], i);
+    }
+  }
+  acc = WarpSuffixReduce(acc, typename Config::ReduceOp{});
+  if (lane == 0) {
+    if (begin == end) {
+      Config::WriteEmpty(values_out + s, indices_out + s);
+    } else {
+      Config::Write(acc, values_out + s, indices_out + s);
+    }
+  }
+}
+
+template <typename T, Op kOp>
+int LaunchSegmentedReduce(void* temp_storage, size_t* temp_bytes, const T* in, uint64_t n,
+                          const uint64_t* starts, uint64_t num_segments, T* values_out,
+                          int64_t* indices_out, cudaStream_t stream) {
+  using Config = SegmentedReduceConfig<T, kOp>;
+  using Status = TileStatus<typename Config::V>;
+  const int64_t num_tiles = n == 0 ? 1 : CeilDiv(n, Config::kTileItems);
+  const size_t status_bytes = num_tiles > 1 ? Status::StorageBytes(num_tiles) : 0;
+  const size_t map_bytes = num_tiles > 1 ? AlignUp16((num_tiles + 1) * sizeof(uint64_t)) : 0;
+  const size_t bytes = status_bytes + map_bytes > kMinTempBytes ? status_bytes + map_bytes
+                                                                : kMinTempBytes;
+  if (temp_storage == nullptr) {
+    *temp_bytes = bytes;
+    return cudaSuccess;
+  }
+  if (*temp_bytes < bytes) return cudaErrorInvalidValue;
+
+  if (n <= kWarpPerSegmentMaxAverage * num_segments) {
+    const uint64_t blocks = CeilDiv(num_segments, kBlockThreads / kWarpThreads);
+    WarpPerSegmentReduceKernel<T, kOp><<<static_cast<unsigned>(blocks), kBlockThreads, 0, stream>>>(
+        in, n, starts, num_segments, values_out, indices_out);
+    return cudaGetLastError();
+  }
+  SegmentedReduceParams<T, kOp> params{};
+  params.in = in;
+  params.n = n;
+  params.segment_starts = starts;
+  params.num_segments = num_segments;
+  params.num_tiles = num_tiles;
+  params.values_out = values_out;
+  params.indices_out = indices_out;
+  if (num_tiles > 1) {
+    params.status = Status(temp_storage, num_tiles);
+    uint64_t* map = reinterpret_cast<uint64_t*>(static_cast<char*>(temp_storage) + status_bytes);
+    params.tile_first_segment = map;
+    const int64_t blocks = CeilDiv(num_tiles + 1, 256);
+    InitSegmentedTilesKernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+        params.status, starts, num_segments, Config::kTileItems, map);
+    if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
+  }
+  SegmentedReduceKernel<T, kOp>
+      <<<static_cast<unsigned>(num_tiles), kBlockThreads, 0, stream>>>(params);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+int Reduce(void* temp_storage, size_t* temp_bytes, const void* d_in, uint64_t n, DType dtype,
+           Op op, void* d_value_out, int64_t* d_index_out, CUstream_st* stream) {
+  if (temp_bytes == nullptr || !IsValidDType(dtype)) return cudaErrorInvalidValue;
+  if (temp_storage != nullptr &&
+      ((n > 0 && d_in == nullptr) || d_value_out == nullptr ||
+       (IsArgOp(op) && d_index_out == nullptr))) {
+    return cudaErrorInvalidValue;
+  }
+  return VisitDType(dtype, [&](auto type_tag) {
+    using T = decltype(type_tag);
+    return VisitOp(op, [&](auto op_tag) {
+      return LaunchReduce<T, decltype(op_tag)::value>(temp_storage, temp_bytes,
+                                                      static_cast<const T*>(d_in), n,
+                                                      static_cast<T*>(d_value_out), d_index_out,
+                                                      stream);
+    });
+  });
+}
+
+int SegmentedReduce(void* temp_storage, size_t* temp_bytes, const void* d_in, uint64_t n,
+                    const uint64_t* d_segment_starts, uint64_t num_segments, DType dtype, Op op,
+                    void* d_values_out, int64_t* d_indices_out, CUstream_st* stream) {
+  if (num_segments == 0) {
+    return Reduce(temp_storage, temp_bytes, d_in, n, dtype, op, d_values_out, d_indices_out,
+                  stream);
+  }
+  if (temp_bytes == nullptr || !IsValidDType(dtype)) return cudaErrorInvalidValue;
+  if (temp_storage != nullptr &&
+      ((n > 0 && d_in == nullptr) || d_values_out == nullptr || d_segment_starts == nullptr ||
+       (IsArgOp(op) && d_indices_out == nullptr))) {
+    return cudaErrorInvalidValue;
+  }
+  return VisitDType(dtype, [&](auto type_tag) {
+    using T = decltype(type_tag);
+    return VisitOp(op, [&](auto op_tag) {
+      return LaunchSegmentedReduce<T, decltype(op_tag)::value>(
+          temp_storage, temp_bytes, static_cast<const T*>(d_in), n, d_segment_starts,
+          num_segments, static_cast<T*>(d_values_out), d_indices_out, stream);
+    });
+  });
+}
+
+}  // namespace primserve::gpu

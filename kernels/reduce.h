@@ -1,0 +1,34 @@
+// Host API of the GPU reductions. Same conventions as kernels/scan.h: plain
+// C++, CUstream_st* streams, cudaError_t results as int, two-phase temporary
+// storage (temp_storage == nullptr: set *temp_bytes and return 0).
+#ifndef PRIMSERVE_KERNELS_REDUCE_H_
+#define PRIMSERVE_KERNELS_REDUCE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/primitives.h"
+
+struct CUstream_st;
+
+namespace primserve::gpu {
+
+// Reduces n elements with any of the six ops into *d_value_out (device).
+// ARGMIN/ARGMAX also write the index into *d_index_out (required for them,
+// ignored otherwise); n == 0 gives Identity(op) and index -1. One pass.
+int Reduce(void* temp_storage, size_t* temp_bytes, const void* d_in, uint64_t n,
+           DType dtype, Op op, void* d_value_out, int64_t* d_index_out,
+           CUstream_st* stream);
+
+// One result per segment (segment starts as in SegmentedScan; num_segments
+// == 0 means one segment): d_values_out[s] and, for ARGMIN/ARGMAX,
+// d_indices_out[s] (-1 for an empty segment). One balanced pass over the
+// data whatever the segment sizes: many tiny segments and a few huge ones
+// cost the same per element.
+int SegmentedReduce(void* temp_storage, size_t* temp_bytes, const void* d_in, uint64_t n,
+                    const uint64_t* d_segment_starts, uint64_t num_segments, DType dtype,
+                    Op op, void* d_values_out, int64_t* d_indices_out, CUstream_st* stream);
+
+}  // namespace primserve::gpu
+
+#endif  // PRIMSERVE_KERNELS_REDUCE_H_

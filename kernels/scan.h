@@ -1,0 +1,37 @@
+// Host API of the GPU scans. Plain C++ (no CUDA headers needed): streams are
+// passed as CUstream_st* (cudaStream_t), results are cudaError_t values as
+// int (0 = success, 1 = cudaErrorInvalidValue for bad arguments).
+//
+// Temporary storage is two-phase, as in CUB: call with temp_storage ==
+// nullptr to get *temp_bytes (and nothing else happens), then again with at
+// least that much device memory. Nothing here allocates. All pointers are
+// device pointers; work is enqueued on `stream` and not waited for.
+#ifndef PRIMSERVE_KERNELS_SCAN_H_
+#define PRIMSERVE_KERNELS_SCAN_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/primitives.h"
+
+struct CUstream_st;
+
+namespace primserve::gpu {
+
+// Inclusive or exclusive scan of n elements with SUM, PROD, MIN or MAX (see
+// primitives.h for the semantics); an exclusive scan starts with
+// Identity(op). d_out may equal d_in (in place). One pass over the data.
+int Scan(void* temp_storage, size_t* temp_bytes, const void* d_in, void* d_out,
+         uint64_t n, DType dtype, Op op, bool exclusive, CUstream_st* stream);
+
+// Scan that restarts at each segment start. d_segment_starts (device) holds
+// num_segments starts, validated by the caller as in kernels/reference.h:
+// the first is 0, they are non-decreasing and <= n; empty segments are
+// allowed; num_segments == 0 means one segment (a plain Scan).
+int SegmentedScan(void* temp_storage, size_t* temp_bytes, const void* d_in, void* d_out,
+                  uint64_t n, const uint64_t* d_segment_starts, uint64_t num_segments,
+                  DType dtype, Op op, bool exclusive, CUstream_st* stream);
+
+}  // namespace primserve::gpu
+
+#endif  // PRIMSERVE_KERNELS_SCAN_H_

@@ -1,0 +1,527 @@
+// GPU tests of kernels/scan.h and kernels/reduce.h against the CPU reference
+// (kernels/reference.h, the oracle) and against CUB. Needs a CUDA device.
+// Fresh random data every run: the seed is printed, and PRIMSERVE_TEST_SEED
+// replays it. Integers must match exactly; float SUM/PROD are checked
+// against a float64 reference on the upcast input:
+//   SUM:  |got - ref| <= SumTolerance * (the same scan/reduce of |x|)
+//   PROD: |got - ref| <= ProdTolerance * (number of factors) * |ref|
+// MIN/MAX/ARG results must match exactly (NaN matches NaN).
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/gpu_baseline.h"
+#include "kernels/primitives.h"
+#include "kernels/reduce.h"
+#include "kernels/reference.h"
+#include "kernels/scan.h"
+
+namespace primserve {
+namespace {
+
+uint64_t g_seed = 0;
+
+template <typename T>
+double SumTolerance() { return std::is_same_v<T, float> ? 1e-4 : 1e-12; }
+// Per factor: a product of k rounded factors is within about k units of
+// roundoff of the exact product, in any association order.
+template <typename T>
+double ProdTolerance() { return std::numeric_limits<T>::epsilon(); }
+
+#define CUDA_ASSERT(expr)                                                       \
+  do {                                                                          \
+    const int cuda_assert_err = static_cast<int>(expr);                         \
+    ASSERT_EQ(cuda_assert_err, 0) << #expr << ": "                              \
+                                  << cudaGetErrorString(static_cast<cudaError_t>(cuda_assert_err)); \
+  } while (0)
+
+// Device memory that frees itself; poisoned on request.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    if (cudaMalloc(&ptr_, std::max<size_t>(bytes, 16)) != cudaSuccess) ptr_ = nullptr;
+  }
+  ~DeviceBuffer() { cudaFree(ptr_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  template <typename T = void>
+  T* get() const { return static_cast<T*>(ptr_); }
+  bool ok() const { return ptr_ != nullptr; }
+  int Poison() const { return cudaMemset(ptr_, 0xAB, std::max<size_t>(bytes_, 16)); }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_;
+};
+
+template <typename T>
+std::vector<T> ToHost(const void* d, size_t count) {
+  std::vector<T> h(count);
+  if (count) EXPECT_EQ(cudaMemcpy(h.data(), d, count * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  return h;
+}
+
+template <typename T>
+int ToDevice(void* d, const std::vector<T>& h) {
+  return h.empty() ? 0 : cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
+}
+
+template <typename T>
+DType DTypeOf() {
+  if constexpr (std::is_same_v<T, int32_t>) return DType::kInt32;
+  if constexpr (std::is_same_v<T, int64_t>) return DType::kInt64;
+  if constexpr (std::is_same_v<T, uint32_t>) return DType::kUint32;
+  if constexpr (std::is_same_v<T, uint64_t>) return DType::kUint64;
+  if constexpr (std::is_same_v<T, float>) return DType::kFloat32;
+  return DType::kFloat64;
+}
+
+std::mt19937_64 Rng(uint64_t salt) { return std::mt19937_64(g_seed * 0x9e3779b97f4a7c15ull + salt); }
+
+// Random input suited to op: odd integers for PROD (products never collapse
+// to 0), floats near 1 for float PROD, small ranges with ties for ARG ops,
+// and (nan_count) NaNs sprinkled into float inputs.
+template <typename T>
+std::vector<T> RandomInput(size_t n, Op op, uint64_t salt, int nan_count = 0) {
+  std::mt19937_64 rng = Rng(salt);
+  std::vector<T> v(n);
+  const bool ties = op == Op::kArgMin || op == Op::kArgMax;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t bits = rng();
+    if constexpr (std::is_floating_point_v<T>) {
+      const double u = static_cast<double>(bits >> 11) * 0x1.0p-53;  // [0, 1)
+      if (op == Op::kProd) v[i] = static_cast<T>(0.9999 + 0.0002 * u);
+      else if (ties) v[i] = static_cast<T>(static_cast<int>(u * 16) - 8);
+      else v[i] = static_cast<T>(2 * u - 1);
+    } else {
+      T x = static_cast<T>(bits);
+      if (op == Op::kProd) x = static_cast<T>(x | 1);
+      if (ties) x = static_cast<T>(bits % 16);
+      v[i] = x;
+    }
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    for (int k = 0; k < nan_count && n > 0; ++k) v[rng() % n] = std::numeric_limits<T>::quiet_NaN();
+  }
+  return v;
+}
+
+// Random segment starts over n: first 0, non-decreasing, <= n; sizes drawn
+// from [0, max_size] (0 gives empty segments), plus empty segments at n.
+std::vector<uint64_t> RandomStarts(uint64_t n, uint64_t max_size, uint64_t salt) {
+  std::mt19937_64 rng = Rng(salt);
+  std::vector<uint64_t> starts{0};
+  uint64_t pos = 0;
+  while (true) {
+    pos += rng() % (max_size + 1);
+    if (pos >= n) break;
+    starts.push_back(pos);
+  }
+  starts.push_back(n);
+  starts.push_back(n);
+  return starts;
+}
+
+std::vector<uint64_t> EvenStarts(uint64_t n, uint64_t size) {
+  std::vector<uint64_t> starts;
+  for (uint64_t s = 0; s < n || starts.empty(); s += size) starts.push_back(s);
+  return starts;
+}
+
+template <typename T>
+bool SameValue(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  }
+  return a == b;
+}
+
+template <typename T>
+std::vector<double> Upcast(const std::vector<T>& v, bool absolute) {
+  std::vector<double> d(v.size());
+  for (size_t i = 0; i < v.size(); ++i) d[i] = absolute ? std::fabs(double(v[i])) : double(v[i]);
+  return d;
+}
+
+// Compares got with the expected values of a scan or a per-segment reduce
+// (as the reference computes them), reporting the first mismatches.
+// `reference(input, op)` must produce the reference results for any input type.
+template <typename T, typename Reference>
+void ExpectMatchesReference(const std::vector<T>& input, const std::vector<T>& got, Op op,
+                            Reference reference, const std::string& what) {
+  size_t bad = 0;
+  auto report = [&](size_t i, const std::string& detail) {
+    if (++bad <= 5) ADD_FAILURE() << what << ": element " << i << ": " << detail;
+  };
+  const bool approximate = std::is_floating_point_v<T> && (op == Op::kSum || op == Op::kProd);
+  if (!approximate) {
+    const std::vector<T> expected = reference(absl::MakeConstSpan(input), op);
+    ASSERT_EQ(expected.size(), got.size()) << what;
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (!SameValue(expected[i], got[i])) {
+        report(i, "got " + std::to_string(got[i]) + ", want " + std::to_string(expected[i]));
+      }
+    }
+  } else {
+    const std::vector<double> up = Upcast(input, false);
+    const std::vector<double> expected = reference(absl::MakeConstSpan(up), op);
+    // SUM: the same sums of |x|; PROD: the number of factors (sums of ones).
+    std::vector<double> scale_input = Upcast(input, true);
+    if (op == Op::kProd) std::fill(scale_input.begin(), scale_input.end(), 1.0);
+    const std::vector<double> scale = reference(absl::MakeConstSpan(scale_input), Op::kSum);
+    ASSERT_EQ(expected.size(), got.size()) << what;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double tolerance = op == Op::kSum ? SumTolerance<T>() * scale[i] + 1e-30
+                                              : ProdTolerance<T>() * scale[i] * std::fabs(expected[i]);
+      if (!(std::fabs(double(got[i]) - expected[i]) <= tolerance)) {
+        report(i, "got " + std::to_string(got[i]) + ", want " + std::to_string(expected[i]));
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " mismatches of " << got.size();
+}
+
+template <typename T>
+void ExpectSameAsCub(const std::vector<T>& ours, const std::vector<T>& cub, Op op,
+                     const std::vector<T>& input, const std::string& what) {
+  // Integers and MIN/MAX: bit-exact (modulo NaN payloads / zero signs);
+  // float SUM/PROD: CUB's association differs, so both must be within the
+  // reference tolerance (checked separately); here just the same NaN-ness.
+  const bool approximate = std::is_floating_point_v<T> && (op == Op::kSum || op == Op::kProd);
+  size_t bad = 0;
+  for (size_t i = 0; i < ours.size(); ++i) {
+    const bool same = approximate ? std::isnan(double(ours[i])) == std::isnan(double(cub[i]))
+                                  : SameValue(ours[i], cub[i]);
+    if (!same && ++bad <= 5) {
+      ADD_FAILURE() << what << " vs CUB: element " << i << ": ours " << ours[i] << ", cub " << cub[i];
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what << " vs CUB";
+  (void)input;
+}
+
+std::string Describe(const char* kind, DType dtype, Op op, bool exclusive, uint64_t n) {
+  return std::string(kind) + " " + DTypeName(dtype) + " " + OpName(op) +
+         (exclusive ? " exclusive" : " inclusive") + " n=" + std::to_string(n);
+}
+
+// ------------------------------------------------------------------- Scan
+
+// Runs ours and CUB on the same input; offset (elements) shifts the input
+// and output off 16-byte alignment; in_place scans into the input buffer.
+template <typename T>
+void CheckScan(uint64_t n, Op op, bool exclusive, const std::vector<uint64_t>& starts,
+               uint64_t salt, int offset = 0, bool in_place = false, int nan_count = 0) {
+  const DType dtype = DTypeOf<T>();
+  const std::string what = Describe(starts.empty() ? "Scan" : "SegmentedScan", dtype, op,
+                                    exclusive, n) +
+                           " segments=" + std::to_string(starts.size()) +
+                           " offset=" + std::to_string(offset) + (in_place ? " in-place" : "");
+  SCOPED_TRACE(what);
+  const std::vector<T> input = RandomInput<T>(n, op, salt, nan_count);
+  DeviceBuffer d_in((n + offset) * sizeof(T)), d_out((n + offset) * sizeof(T));
+  DeviceBuffer d_starts(starts.size() * sizeof(uint64_t));
+  ASSERT_TRUE(d_in.ok() && d_out.ok() && d_starts.ok());
+  T* in = d_in.get<T>() + offset;
+  T* out = in_place ? in : d_out.get<T>() + offset;
+  CUDA_ASSERT(d_out.Poison());
+  CUDA_ASSERT(ToDevice(in, input));
+  CUDA_ASSERT(ToDevice(d_starts.get(), starts));
+
+  size_t temp_bytes = 0;
+  CUDA_ASSERT(gpu::SegmentedScan(nullptr, &temp_bytes, in, out, n, d_starts.get<uint64_t>(),
+                                 starts.size(), dtype, op, exclusive, nullptr));
+  DeviceBuffer temp(temp_bytes);
+  CUDA_ASSERT(temp.Poison());  // the kernels must initialize what they use
+  CUDA_ASSERT(gpu::SegmentedScan(temp.get(), &temp_bytes, in, out, n, d_starts.get<uint64_t>(),
+                                 starts.size(), dtype, op, exclusive, nullptr));
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  const std::vector<T> got = ToHost<T>(out, n);
+  ExpectMatchesReference(input, got, op,
+                         [&](auto span, Op o) {
+                           return reference::Scan(span, o, exclusive,
+                                                  absl::MakeConstSpan(starts));
+                         },
+                         what);
+
+  if (starts.empty() && !in_place) {
+    CUDA_ASSERT(d_out.Poison());
+    size_t cub_bytes = 0;
+    CUDA_ASSERT(baseline::CubScan(nullptr, &cub_bytes, in, out, n, dtype, op, exclusive, nullptr));
+    DeviceBuffer cub_temp(cub_bytes);
+    CUDA_ASSERT(baseline::CubScan(cub_temp.get(), &cub_bytes, in, out, n, dtype, op, exclusive,
+                                  nullptr));
+    CUDA_ASSERT(cudaDeviceSynchronize());
+    ExpectSameAsCub(got, ToHost<T>(out, n), op, input, what);
+  }
+}
+
+const std::vector<uint64_t> kSizes = {0,    1,    31,   32,   33,    2047,  2048,
+                                      2049, 4095, 4096, 4097, 65537, 300001};
+
+template <typename T>
+void ScanAllCases() {
+  uint64_t salt = 1;
+  for (const Op op : {Op::kSum, Op::kProd, Op::kMin, Op::kMax}) {
+    for (const bool exclusive : {false, true}) {
+      for (const uint64_t n : kSizes) CheckScan<T>(n, op, exclusive, {}, salt++);
+      if (std::is_floating_point_v<T> && (op == Op::kMin || op == Op::kMax)) {
+        CheckScan<T>(300001, op, exclusive, {}, salt++, 0, false, /*nan_count=*/3);
+      }
+    }
+  }
+  // Large: many tiles, every look-back path.
+  for (const bool exclusive : {false, true}) {
+    CheckScan<T>((1u << 24) + 7, Op::kSum, exclusive, {}, salt++);
+  }
+  CheckScan<T>((1u << 24) + 7, Op::kMax, false, {}, salt++);
+  // Misaligned and in place.
+  CheckScan<T>(100003, Op::kSum, false, {}, salt++, /*offset=*/1);
+  CheckScan<T>(100003, Op::kSum, true, {}, salt++, /*offset=*/1, /*in_place=*/true);
+  CheckScan<T>(100000, Op::kMin, false, {}, salt++, 0, /*in_place=*/true);
+}
+
+TEST(ScanGpuTest, Int32) { ScanAllCases<int32_t>(); }
+TEST(ScanGpuTest, Int64) { ScanAllCases<int64_t>(); }
+TEST(ScanGpuTest, Uint32) { ScanAllCases<uint32_t>(); }
+TEST(ScanGpuTest, Uint64) { ScanAllCases<uint64_t>(); }
+TEST(ScanGpuTest, Float32) { ScanAllCases<float>(); }
+TEST(ScanGpuTest, Float64) { ScanAllCases<double>(); }
+
+template <typename T>
+void SegmentedScanAllCases() {
+  uint64_t salt = 1000;
+  for (const Op op : {Op::kSum, Op::kProd, Op::kMin, Op::kMax}) {
+    for (const bool exclusive : {false, true}) {
+      CheckScan<T>(200003, op, exclusive, RandomStarts(200003, 40, salt), salt);  // many small
+      ++salt;
+      CheckScan<T>(1 << 20, op, exclusive, EvenStarts(1 << 20, 1000), salt++);   // batched 1K
+      CheckScan<T>(5000, op, exclusive, RandomStarts(5000, 3, salt), salt);       // tiny + empty
+      ++salt;
+      CheckScan<T>(3000001, op, exclusive, {0, 0, 5, 1500000, 3000001}, salt++);  // few huge
+      CheckScan<T>(33, op, exclusive, {0, 1, 1, 2, 31}, salt++);                  // one tile
+    }
+  }
+}
+
+TEST(SegmentedScanGpuTest, Int32) { SegmentedScanAllCases<int32_t>(); }
+TEST(SegmentedScanGpuTest, Int64) { SegmentedScanAllCases<int64_t>(); }
+TEST(SegmentedScanGpuTest, Uint32) { SegmentedScanAllCases<uint32_t>(); }
+TEST(SegmentedScanGpuTest, Uint64) { SegmentedScanAllCases<uint64_t>(); }
+TEST(SegmentedScanGpuTest, Float32) { SegmentedScanAllCases<float>(); }
+TEST(SegmentedScanGpuTest, Float64) { SegmentedScanAllCases<double>(); }
+
+// ----------------------------------------------------------------- Reduce
+
+// Reduce (starts empty) or SegmentedReduce, ours vs reference and vs CUB.
+template <typename T>
+void CheckReduce(uint64_t n, Op op, const std::vector<uint64_t>& starts, uint64_t salt,
+                 int offset = 0, int nan_count = 0) {
+  const DType dtype = DTypeOf<T>();
+  const bool is_arg = op == Op::kArgMin || op == Op::kArgMax;
+  const std::string what = Describe(starts.empty() ? "Reduce" : "SegmentedReduce", dtype, op,
+                                    false, n) +
+                           " segments=" + std::to_string(starts.size()) +
+                           " offset=" + std::to_string(offset) +
+                           " nans=" + std::to_string(nan_count);
+  SCOPED_TRACE(what);
+  const std::vector<T> input = RandomInput<T>(n, op, salt, nan_count);
+  const size_t results = starts.empty() ? 1 : starts.size();
+  DeviceBuffer d_in((n + offset) * sizeof(T)), d_values(results * sizeof(T)),
+      d_indices(results * sizeof(int64_t)), d_starts(starts.size() * sizeof(uint64_t));
+  ASSERT_TRUE(d_in.ok() && d_values.ok() && d_indices.ok() && d_starts.ok());
+  T* in = d_in.get<T>() + offset;
+  CUDA_ASSERT(ToDevice(in, input));
+  CUDA_ASSERT(ToDevice(d_starts.get(), starts));
+  CUDA_ASSERT(d_values.Poison());
+  CUDA_ASSERT(d_indices.Poison());
+
+  size_t temp_bytes = 0;
+  CUDA_ASSERT(gpu::SegmentedReduce(nullptr, &temp_bytes, in, n, d_starts.get<uint64_t>(),
+                                   starts.size(), dtype, op, d_values.get(),
+                                   d_indices.get<int64_t>(), nullptr));
+  DeviceBuffer temp(temp_bytes);
+  CUDA_ASSERT(temp.Poison());
+  CUDA_ASSERT(gpu::SegmentedReduce(temp.get(), &temp_bytes, in, n, d_starts.get<uint64_t>(),
+                                   starts.size(), dtype, op, d_values.get(),
+                                   d_indices.get<int64_t>(), nullptr));
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  const std::vector<T> got = ToHost<T>(d_values.get(), results);
+  const auto span_starts = absl::MakeConstSpan(starts);
+  if (is_arg) {
+    const reference::ReduceResult<T> expected =
+        reference::Reduce(absl::MakeConstSpan(input), op, span_starts);
+    const std::vector<int64_t> got_indices = ToHost<int64_t>(d_indices.get(), results);
+    size_t bad = 0;
+    for (size_t s = 0; s < results; ++s) {
+      if ((got_indices[s] != expected.indices[s] || !SameValue(got[s], expected.values[s])) &&
+          ++bad <= 5) {
+        ADD_FAILURE() << what << ": segment " << s << ": got (" << got[s] << ", "
+                      << got_indices[s] << "), want (" << expected.values[s] << ", "
+                      << expected.indices[s] << ")";
+      }
+    }
+    EXPECT_EQ(bad, 0u) << what;
+    return;
+  }
+  ExpectMatchesReference(input, got, op,
+                         [&](auto span, Op o) { return reference::Reduce(span, o, span_starts).values; },
+                         what);
+
+  CUDA_ASSERT(d_values.Poison());
+  size_t cub_bytes = 0;
+  if (starts.empty()) {
+    CUDA_ASSERT(baseline::CubReduce(nullptr, &cub_bytes, in, n, dtype, op, d_values.get(),
+                                    nullptr, nullptr));
+    DeviceBuffer cub_temp(cub_bytes);
+    CUDA_ASSERT(baseline::CubReduce(cub_temp.get(), &cub_bytes, in, n, dtype, op,
+                                    d_values.get(), nullptr, nullptr));
+  } else {
+    CUDA_ASSERT(baseline::CubSegmentedReduce(nullptr, &cub_bytes, in, n,
+                                             d_starts.get<uint64_t>(), starts.size(), dtype,
+                                             op, d_values.get(), nullptr));
+    DeviceBuffer cub_temp(cub_bytes);
+    CUDA_ASSERT(baseline::CubSegmentedReduce(cub_temp.get(), &cub_bytes, in, n,
+                                             d_starts.get<uint64_t>(), starts.size(), dtype,
+                                             op, d_values.get(), nullptr));
+  }
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  ExpectSameAsCub(got, ToHost<T>(d_values.get(), results), op, input, what);
+}
+
+constexpr Op kAllOps[] = {Op::kSum, Op::kProd, Op::kMin, Op::kMax, Op::kArgMin, Op::kArgMax};
+
+template <typename T>
+void ReduceAllCases() {
+  uint64_t salt = 2000;
+  for (const Op op : kAllOps) {
+    for (const uint64_t n : kSizes) CheckReduce<T>(n, op, {}, salt++);
+    CheckReduce<T>((1u << 24) + 7, op, {}, salt++);
+    CheckReduce<T>(100003, op, {}, salt++, /*offset=*/1);
+    if (std::is_floating_point_v<T> && op != Op::kSum && op != Op::kProd) {
+      CheckReduce<T>(1000003, op, {}, salt++, 0, /*nan_count=*/2);
+      CheckReduce<T>(1000003, op, {}, salt++, 0, /*nan_count=*/1);
+    }
+  }
+}
+
+TEST(ReduceGpuTest, Int32) { ReduceAllCases<int32_t>(); }
+TEST(ReduceGpuTest, Int64) { ReduceAllCases<int64_t>(); }
+TEST(ReduceGpuTest, Uint32) { ReduceAllCases<uint32_t>(); }
+TEST(ReduceGpuTest, Uint64) { ReduceAllCases<uint64_t>(); }
+TEST(ReduceGpuTest, Float32) { ReduceAllCases<float>(); }
+TEST(ReduceGpuTest, Float64) { ReduceAllCases<double>(); }
+
+template <typename T>
+void SegmentedReduceAllCases() {
+  uint64_t salt = 3000;
+  for (const Op op : kAllOps) {
+    const int nans = std::is_floating_point_v<T> && op != Op::kSum && op != Op::kProd ? 5 : 0;
+    CheckReduce<T>(200003, op, RandomStarts(200003, 40, salt), salt, 0, nans);  // many small
+    ++salt;
+    CheckReduce<T>(1 << 20, op, EvenStarts(1 << 20, 1024), salt++);       // batched 1K requests
+    CheckReduce<T>(5000, op, RandomStarts(5000, 3, salt), salt);          // tiny + empty
+    ++salt;
+    CheckReduce<T>(1 << 20, op, EvenStarts(1 << 20, 1), salt++);          // all single elements
+    CheckReduce<T>(3000001, op, {0, 0, 5, 1500000, 3000001}, salt++, 1);  // few huge, misaligned
+    CheckReduce<T>(0, op, {0, 0, 0}, salt++);                             // all empty, n = 0
+    CheckReduce<T>(33, op, {0, 1, 1, 2, 31, 33}, salt++);                 // one tile
+  }
+}
+
+TEST(SegmentedReduceGpuTest, Int32) { SegmentedReduceAllCases<int32_t>(); }
+TEST(SegmentedReduceGpuTest, Int64) { SegmentedReduceAllCases<int64_t>(); }
+TEST(SegmentedReduceGpuTest, Uint32) { SegmentedReduceAllCases<uint32_t>(); }
+TEST(SegmentedReduceGpuTest, Uint64) { SegmentedReduceAllCases<uint64_t>(); }
+TEST(SegmentedReduceGpuTest, Float32) { SegmentedReduceAllCases<float>(); }
+TEST(SegmentedReduceGpuTest, Float64) { SegmentedReduceAllCases<double>(); }
+
+// ---------------------------------------------------------- Argument checks
+
+TEST(ApiGpuTest, TwoPhaseAndBadArguments) {
+  size_t bytes = 0;
+  EXPECT_EQ(gpu::Scan(nullptr, &bytes, nullptr, nullptr, 1000, DType::kInt32, Op::kSum, false,
+                      nullptr), 0);
+  EXPECT_GT(bytes, 0u);
+  EXPECT_EQ(gpu::Scan(nullptr, &bytes, nullptr, nullptr, 10, DType::kInt32, Op::kArgMin, false,
+                      nullptr), 1);
+  EXPECT_EQ(gpu::Scan(nullptr, &bytes, nullptr, nullptr, 10, static_cast<DType>(99), Op::kSum,
+                      false, nullptr), 1);
+  EXPECT_EQ(gpu::Scan(nullptr, nullptr, nullptr, nullptr, 10, DType::kInt32, Op::kSum, false,
+                      nullptr), 1);
+  EXPECT_EQ(gpu::Reduce(nullptr, &bytes, nullptr, 10, DType::kFloat32, static_cast<Op>(0),
+                        nullptr, nullptr, nullptr), 1);
+  DeviceBuffer temp(1 << 20), data(1 << 20);
+  bytes = 16;
+  EXPECT_EQ(gpu::Scan(temp.get(), &bytes, data.get(), data.get(), 1 << 16, DType::kInt32,
+                      Op::kSum, false, nullptr), 1);  // temp too small
+  bytes = 1 << 20;
+  EXPECT_EQ(gpu::Reduce(temp.get(), &bytes, data.get(), 100, DType::kInt32, Op::kArgMax,
+                        data.get(), nullptr, nullptr), 1);  // ARG needs an index output
+}
+
+// ---------------------------------------------------------- 64-bit counts
+
+// An int32 SUM scan (and reduce) over more than 2^31 elements, compared
+// with CUB on the device: 3 x 8.6 GB of device memory.
+TEST(HugeGpuTest, Int32SumOver2Pow31) {
+  const uint64_t n = (uint64_t{1} << 31) + 4099;
+  DeviceBuffer in(n * 4), ours(n * 4), cub(n * 4);
+  ASSERT_TRUE(in.ok() && ours.ok() && cub.ok()) << "needs ~26 GB of device memory";
+  CUDA_ASSERT(baseline::FillRandomInt32(in.get<int32_t>(), n, g_seed, 32, nullptr));
+  CUDA_ASSERT(ours.Poison());
+  CUDA_ASSERT(cub.Poison());
+  size_t ours_bytes = 0, cub_bytes = 0;
+  CUDA_ASSERT(gpu::Scan(nullptr, &ours_bytes, in.get(), ours.get(), n, DType::kInt32, Op::kSum,
+                        false, nullptr));
+  CUDA_ASSERT(baseline::CubScan(nullptr, &cub_bytes, in.get(), cub.get(), n, DType::kInt32,
+                                Op::kSum, false, nullptr));
+  {
+    DeviceBuffer temp(std::max(ours_bytes, cub_bytes));
+    CUDA_ASSERT(gpu::Scan(temp.get(), &ours_bytes, in.get(), ours.get(), n, DType::kInt32,
+                          Op::kSum, false, nullptr));
+    CUDA_ASSERT(baseline::CubScan(temp.get(), &cub_bytes, in.get(), cub.get(), n,
+                                  DType::kInt32, Op::kSum, false, nullptr));
+    CUDA_ASSERT(cudaDeviceSynchronize());
+  }
+  uint64_t mismatches = 1;
+  CUDA_ASSERT(baseline::CountMismatchedWords(ours.get(), cub.get(), n, &mismatches));
+  EXPECT_EQ(mismatches, 0u);
+
+  // Reduce over the same input: must equal the scan's last element.
+  size_t reduce_bytes = 0;
+  CUDA_ASSERT(gpu::Reduce(nullptr, &reduce_bytes, in.get(), n, DType::kInt32, Op::kSum,
+                          ours.get(), nullptr, nullptr));
+  int32_t last = 0;
+  CUDA_ASSERT(cudaMemcpy(&last, cub.get<int32_t>() + n - 1, 4, cudaMemcpyDeviceToHost));
+  DeviceBuffer temp(reduce_bytes);
+  CUDA_ASSERT(gpu::Reduce(temp.get(), &reduce_bytes, in.get(), n, DType::kInt32, Op::kSum,
+                          ours.get(), nullptr, nullptr));
+  int32_t total = 0;
+  CUDA_ASSERT(cudaMemcpy(&total, ours.get(), 4, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(total, last);
+}
+
+}  // namespace
+}  // namespace primserve
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  const char* env = std::getenv("PRIMSERVE_TEST_SEED");
+  primserve::g_seed = env ? std::strtoull(env, nullptr, 10)
+                         : static_cast<uint64_t>(
+                               std::chrono::steady_clock::now().time_since_epoch().count());
+  std::printf("PRIMSERVE_TEST_SEED=%llu\n", static_cast<unsigned long long>(primserve::g_seed));
+  return RUN_ALL_TESTS();
+}

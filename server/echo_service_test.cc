@@ -1,0 +1,109 @@
+// The Echo service over a real loopback gRPC connection.
+#include "server/echo_service.h"
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "gtest/gtest.h"
+
+namespace primserve {
+namespace {
+
+class EchoServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.SetMaxReceiveMessageSize(-1);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(port, 0);
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);
+    stub_ = v1::Echo::NewStub(grpc::CreateCustomChannel(
+        absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials(), args));
+  }
+  void TearDown() override { server_->Shutdown(); }
+
+  grpc::Status Echo(const v1::EchoRequest& request, v1::EchoResponse* response) {
+    grpc::ClientContext context;
+    return stub_->Echo(&context, request, response);
+  }
+
+  EchoService service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::Echo::Stub> stub_;
+};
+
+v1::Array Int32Array(const std::string& data) {
+  v1::Array array;
+  array.set_dtype(v1::INT32);
+  array.set_data(data);
+  return array;
+}
+
+// Bytes that differ from one position to the next, so a shuffle would show.
+std::string Pattern(size_t size, char first) {
+  std::string bytes(size, '\0');
+  for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>(first + i * 7);
+  return bytes;
+}
+
+// Larger than gRPC's default 4 MB message limit, which both ends lift.
+TEST_F(EchoServiceTest, ReturnsThePayloadByDefault) {
+  v1::EchoRequest request;
+  const std::string data = Pattern(5 << 20, 1);
+  *request.add_arrays() = Int32Array(data);
+  v1::EchoResponse response;
+  ASSERT_TRUE(Echo(request, &response).ok());
+  EXPECT_EQ(response.payload(), data);
+}
+
+TEST_F(EchoServiceTest, ConcatenatesSeveralArrays) {
+  v1::EchoRequest request;
+  *request.add_arrays() = Int32Array(Pattern(8, 1));
+  *request.add_arrays() = Int32Array(Pattern(12, 50));
+  v1::EchoResponse response;
+  ASSERT_TRUE(Echo(request, &response).ok());
+  EXPECT_EQ(response.payload(), Pattern(8, 1) + Pattern(12, 50));
+}
+
+TEST_F(EchoServiceTest, CutsOrPadsToResponseBytes) {
+  v1::EchoRequest request;
+  *request.add_arrays() = Int32Array(Pattern(8, 1));
+  *request.add_arrays() = Int32Array(Pattern(12, 50));
+  request.set_response_bytes(10);
+  v1::EchoResponse response;
+  ASSERT_TRUE(Echo(request, &response).ok());
+  EXPECT_EQ(response.payload(), Pattern(8, 1) + Pattern(2, 50));
+
+  request.set_response_bytes(30);
+  ASSERT_TRUE(Echo(request, &response).ok());
+  EXPECT_EQ(response.payload(), Pattern(8, 1) + Pattern(12, 50) + std::string(10, '\0'));
+
+  request.clear_arrays();
+  request.set_response_bytes(0);
+  ASSERT_TRUE(Echo(request, &response).ok());
+  EXPECT_EQ(response.payload(), "");
+}
+
+TEST_F(EchoServiceTest, RefusesResponsesOverTheMessageLimit) {
+  v1::EchoRequest request;
+  request.set_response_bytes(uint64_t{1} << 31);
+  v1::EchoResponse response;
+  const grpc::Status status = Echo(request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("response_bytes"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace primserve

@@ -1,0 +1,303 @@
+// The CUDA backend through the real gRPC path, with batching on and many
+// concurrent callers: every answer is checked against the CPU reference
+// backend served the same way. Needs a GPU (tagged "gpu").
+#include <atomic>
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "client/client.h"
+#include "gtest/gtest.h"
+#include "server/cpu_backend.h"
+#include "server/cuda_backend.h"
+#include "server/server.h"
+
+namespace primserve {
+namespace {
+
+struct Servers {
+  std::unique_ptr<PrimServer> gpu, cpu;
+  std::unique_ptr<PrimitivesClient> gpu_client, cpu_client;
+};
+
+Servers* StartServers() {
+  auto* servers = new Servers;
+  ServerOptions options;
+  options.address = "127.0.0.1:0";
+  options.batcher.batch_timeout_micros = 300;
+  options.batcher.max_batch_size = 64;
+  options.batcher.num_threads = 4;
+  absl::StatusOr<std::unique_ptr<CudaBackend>> cuda = CudaBackend::Create({});
+  EXPECT_TRUE(cuda.ok()) << cuda.status();
+  if (!cuda.ok()) return nullptr;
+  std::printf("GPU: %s\n", (*cuda)->device_names().c_str());
+  servers->gpu = *PrimServer::Start(options, *std::move(cuda));
+  servers->cpu = *PrimServer::Start(options, std::make_unique<CpuBackend>());
+  servers->gpu_client = std::make_unique<PrimitivesClient>(
+      PrimitivesClient::Connect(absl::StrCat("127.0.0.1:", servers->gpu->port())));
+  servers->cpu_client = std::make_unique<PrimitivesClient>(
+      PrimitivesClient::Connect(absl::StrCat("127.0.0.1:", servers->cpu->port())));
+  return servers;
+}
+
+// Random arrays with repeats (so runs and ties occur) and, for floats, a few
+// NaNs and signed zeros.
+class Generator {
+ public:
+  explicit Generator(uint64_t seed) : rng_(seed) {}
+
+  uint64_t Below(uint64_t n) { return rng_() % n; }
+
+  uint64_t Size() {
+    switch (Below(8)) {
+      case 0: return Below(3);                       // 0, 1, 2
+      case 1: return (uint64_t{1} << 20) + Below(5000);  // large: runs alone
+      default: return 1 + Below(4000);
+    }
+  }
+
+  v1::Array Array(DType dtype, uint64_t n, uint64_t distinct) {
+    return VisitDType(dtype, [&](auto zero) {
+      using T = decltype(zero);
+      std::vector<T> values(n);
+      for (T& v : values) {
+        if constexpr (std::is_floating_point_v<T>) {
+          const uint64_t pick = Below(1000);
+          v = pick == 0 ? NAN : pick == 1 ? T(-0.0) : T(Below(distinct)) * T(0.25) - T(3);
+        } else {
+          v = static_cast<T>(Below(distinct)) - (std::is_signed_v<T> ? T(distinct / 2) : T(0));
+        }
+      }
+      return PackArray<T>(values);
+    });
+  }
+
+  std::vector<uint64_t> Segments(uint64_t n) {
+    std::vector<uint64_t> starts;
+    if (Below(2) == 0) return starts;
+    starts.push_back(0);
+    const uint64_t count = Below(20);
+    for (uint64_t i = 0; i < count; ++i) starts.push_back(Below(n + 1));
+    std::sort(starts.begin(), starts.end());
+    return starts;
+  }
+
+ private:
+  std::mt19937_64 rng_;
+};
+
+constexpr DType kDTypes[] = {DType::kInt32,  DType::kInt64,   DType::kUint32,
+                             DType::kUint64, DType::kFloat32, DType::kFloat64};
+
+// Float SUM/PROD may associate differently, and AggregateByKey's atomics may
+// pick either zero when +0.0 and -0.0 tie: those compare within a relative
+// tolerance (equal values, zeros of either sign, pass); everything else must
+// match bit for bit (any NaN matches any NaN).
+::testing::AssertionResult SameArray(const v1::Array& gpu, const v1::Array& cpu, bool tolerant) {
+  if (gpu.dtype() != cpu.dtype() || gpu.data().size() != cpu.data().size()) {
+    return ::testing::AssertionFailure()
+           << "dtype/size " << gpu.dtype() << "/" << gpu.data().size() << " vs " << cpu.dtype()
+           << "/" << cpu.data().size();
+  }
+  const auto dtype = static_cast<DType>(cpu.dtype());
+  return VisitDType(dtype, [&](auto zero) -> ::testing::AssertionResult {
+    using T = decltype(zero);
+    const size_t n = cpu.data().size() / sizeof(T);
+    const auto* g = reinterpret_cast<const T*>(gpu.data().data());
+    const auto* c = reinterpret_cast<const T*>(cpu.data().data());
+    for (size_t i = 0; i < n; ++i) {
+      if constexpr (std::is_floating_point_v<T>) {
+        if (std::isnan(g[i]) && std::isnan(c[i])) continue;
+        if (tolerant) {
+          if (g[i] == c[i]) continue;  // equal infinities, or zeros of either sign
+          const double tolerance = (sizeof(T) == 4 ? 1e-3 : 1e-9) * std::max(1.0, std::fabs(double(c[i])));
+          if (std::fabs(double(g[i]) - double(c[i])) <= tolerance) continue;
+        } else if (std::memcmp(&g[i], &c[i], sizeof(T)) == 0) {
+          continue;
+        }
+      } else if (g[i] == c[i]) {
+        continue;
+      }
+      return ::testing::AssertionFailure() << "element " << i << ": gpu " << g[i] << ", cpu " << c[i];
+    }
+    return ::testing::AssertionSuccess();
+  });
+}
+
+bool Tolerant(v1::Op op, DType dtype) {
+  return !IsIntegerDType(dtype) && (op == v1::SUM || op == v1::PROD);
+}
+
+class CudaServiceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { servers_ = StartServers(); }
+  static void TearDownTestSuite() { delete servers_; }
+
+  // One random request of the given RPC, sent to both servers and compared.
+  static ::testing::AssertionResult CheckOne(Generator& gen, int rpc) {
+    const DType dtype = kDTypes[gen.Below(6)];
+    const uint64_t n = gen.Size();
+    const uint64_t distinct = 1 + gen.Below(2) * 1000 + gen.Below(4);
+    auto status_mismatch = [](const absl::Status& g, const absl::Status& c) {
+      return ::testing::AssertionFailure() << "status gpu " << g << " vs cpu " << c;
+    };
+#define PRIMSERVE_COMPARE(request, check)                                        \
+  {                                                                              \
+    auto g = servers_->gpu_client->Call(request);                                \
+    auto c = servers_->cpu_client->Call(request);                                \
+    if (g.ok() != c.ok() || (!g.ok() && g.status() != c.status()))               \
+      return status_mismatch(g.status(), c.status());                            \
+    if (!g.ok()) return ::testing::AssertionSuccess();                           \
+    check;                                                                       \
+    return ::testing::AssertionSuccess();                                        \
+  }
+#define PRIMSERVE_EXPECT_SAME(field, tolerant)                                   \
+  if (auto r = SameArray(g->field(), c->field(), tolerant); !r) return r << " in " #field;
+    switch (rpc) {
+      case 0: {
+        v1::ScanRequest request;
+        *request.mutable_input() = gen.Array(dtype, n, distinct);
+        request.set_op(static_cast<v1::Op>(1 + gen.Below(4)));
+        request.set_exclusive(gen.Below(2));
+        for (uint64_t s : gen.Segments(n)) request.add_segment_offsets(s);
+        PRIMSERVE_COMPARE(request, PRIMSERVE_EXPECT_SAME(output, Tolerant(request.op(), dtype)));
+      }
+      case 1: {
+        v1::ReduceRequest request;
+        *request.mutable_input() = gen.Array(dtype, n, distinct);
+        request.set_op(static_cast<v1::Op>(1 + gen.Below(6)));
+        for (uint64_t s : gen.Segments(n)) request.add_segment_offsets(s);
+        PRIMSERVE_COMPARE(request, PRIMSERVE_EXPECT_SAME(values, Tolerant(request.op(), dtype));
+                          PRIMSERVE_EXPECT_SAME(indices, false));
+      }
+      case 2: {
+        v1::SelectRequest request;
+        *request.mutable_input() = gen.Array(dtype, n, distinct);
+        if (gen.Below(2)) {
+          *request.mutable_flags() = gen.Array(kDTypes[gen.Below(4)], n, 2);
+        } else {
+          v1::Predicate* p = request.mutable_predicate();
+          p->set_kind(static_cast<v1::Predicate::Kind>(1 + gen.Below(8)));
+          if (IsIntegerDType(dtype)) {
+            p->mutable_operand()->set_uint_value(gen.Below(distinct / 2 + 1));
+            p->mutable_upper()->set_uint_value(distinct / 2 + 1 + gen.Below(distinct));
+          } else {
+            p->mutable_operand()->set_float_value(-1.0);
+            p->mutable_upper()->set_float_value(2.5);
+          }
+        }
+        request.set_output(static_cast<v1::SelectRequest::Output>(1 + gen.Below(4)));
+        request.set_partition(gen.Below(3) == 0);
+        PRIMSERVE_COMPARE(request, PRIMSERVE_EXPECT_SAME(values, false);
+                          PRIMSERVE_EXPECT_SAME(indices, false);
+                          if (g->count() != c->count()) return ::testing::AssertionFailure()
+                                                               << "count " << g->count()
+                                                               << " vs " << c->count());
+      }
+      case 3: {
+        v1::UniqueRequest request;
+        *request.mutable_input() = gen.Array(dtype, n, 1 + gen.Below(3));
+        PRIMSERVE_COMPARE(request, PRIMSERVE_EXPECT_SAME(values, false));
+      }
+      case 4: {
+        v1::RunLengthEncodeRequest request;
+        *request.mutable_input() = gen.Array(dtype, n, 1 + gen.Below(3));
+        PRIMSERVE_COMPARE(request, PRIMSERVE_EXPECT_SAME(values, false);
+                          PRIMSERVE_EXPECT_SAME(lengths, false));
+      }
+      case 5: {
+        v1::ReduceByKeyRequest request;
+        *request.mutable_keys() = gen.Array(dtype, n, 1 + gen.Below(3));
+        const DType value_dtype = kDTypes[gen.Below(6)];
+        *request.mutable_values() = gen.Array(value_dtype, n, distinct);
+        request.set_op(static_cast<v1::Op>(1 + gen.Below(4)));
+        PRIMSERVE_COMPARE(request, PRIMSERVE_EXPECT_SAME(keys, false);
+                          PRIMSERVE_EXPECT_SAME(values, Tolerant(request.op(), value_dtype)));
+      }
+      default: {
+        v1::AggregateByKeyRequest request;
+        const uint64_t num_keys = 1 + gen.Below(2) * gen.Below(100000) + gen.Below(300);
+        const DType key_dtype = kDTypes[gen.Below(4)];
+        v1::Array keys = gen.Array(key_dtype, n, num_keys);
+        if (key_dtype == DType::kInt32 || key_dtype == DType::kInt64) {
+          keys = gen.Array(key_dtype == DType::kInt32 ? DType::kUint32 : DType::kUint64, n,
+                           num_keys);
+          keys.set_dtype(static_cast<v1::DType>(key_dtype));
+        }
+        *request.mutable_keys() = keys;
+        const DType value_dtype = kDTypes[gen.Below(6)];
+        *request.mutable_values() = gen.Array(value_dtype, n, distinct);
+        const v1::Op ops[] = {v1::SUM, v1::MIN, v1::MAX};
+        request.set_op(ops[gen.Below(3)]);
+        request.set_num_keys(num_keys - (gen.Below(10) == 0 ? 1 : 0));  // sometimes a key is out of range
+        PRIMSERVE_COMPARE(request,
+                          PRIMSERVE_EXPECT_SAME(values, !IsIntegerDType(value_dtype)));
+      }
+    }
+#undef PRIMSERVE_COMPARE
+#undef PRIMSERVE_EXPECT_SAME
+  }
+
+  static Servers* servers_;
+};
+
+Servers* CudaServiceTest::servers_ = nullptr;
+
+TEST_F(CudaServiceTest, EveryRpcMatchesTheCpuBackendUnderConcurrency) {
+  ASSERT_NE(servers_, nullptr);
+  ASSERT_TRUE(servers_->gpu_client->IsServing());
+  const uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  constexpr int kThreads = 16, kCallsPerThread = 60;
+  std::atomic<int> checked{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      Generator gen(seed + t);
+      for (int i = 0; i < kCallsPerThread; ++i) {
+        const int rpc = (t + i) % 7;
+        ::testing::AssertionResult same = CheckOne(gen, rpc);
+        ++checked;
+        if (!same) {
+          ++failed;
+          ADD_FAILURE() << "rpc " << rpc << " thread " << t << " call " << i << ": "
+                        << same.message();
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  std::printf("checked %d answers, %d wrong\n", checked.load(), failed.load());
+  EXPECT_EQ(failed, 0);
+  EXPECT_EQ(checked, kThreads * kCallsPerThread);
+}
+
+TEST_F(CudaServiceTest, SmallScansAreBatchedAndRoutedToTheirCallers) {
+  ASSERT_NE(servers_, nullptr);
+  constexpr int kThreads = 64;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<int32_t> input(1024);
+      for (int round = 0; round < 20; ++round) {
+        for (size_t i = 0; i < input.size(); ++i) input[i] = t * 1000 + round + int(i % 7);
+        absl::StatusOr<std::vector<int32_t>> out =
+            servers_->gpu_client->Scan<int32_t>(input, Op::kSum);
+        int32_t sum = 0;
+        bool ok = out.ok() && out->size() == input.size();
+        for (size_t i = 0; ok && i < input.size(); ++i) {
+          sum += input[i];
+          ok = (*out)[i] == sum;
+        }
+        if (!ok) ++wrong;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(wrong, 0);
+}
+
+}  // namespace
+}  // namespace primserve
