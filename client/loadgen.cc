@@ -83,8 +83,9 @@ ABSL_FLAG(int, distinct_requests, 4,
           "with the reference's answer.");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of the generated requests.");
 ABSL_FLAG(int, segments, 1, "scan, reduce: equal segments per request.");
-ABSL_FLAG(std::string, predicate, "gt",
-          "select: keep the elements x passing nonzero, eq, ne, lt, le, gt or ge (x op --operand).");
+ABSL_FLAG(
+    std::string, predicate, "gt",
+    "select: keep the elements x passing nonzero, eq, ne, lt, le, gt or ge (x op --operand).");
 ABSL_FLAG(double, operand, 0, "select: the predicate's operand (a whole number for integers).");
 ABSL_FLAG(std::string, output, "values",
           "select: what to return: values, indices, values_and_indices or count.");
@@ -140,7 +141,10 @@ const std::vector<RpcInfo>& Rpcs() {
       {Rpc::kSelect, "select", "Select", {}},
       {Rpc::kUnique, "unique", "Unique", {}},
       {Rpc::kRle, "rle", "RunLengthEncode", {}},
-      {Rpc::kReduceByKey, "reduce_by_key", "ReduceByKey", {Op::kSum, Op::kProd, Op::kMin, Op::kMax}},
+      {Rpc::kReduceByKey,
+       "reduce_by_key",
+       "ReduceByKey",
+       {Op::kSum, Op::kProd, Op::kMin, Op::kMax}},
       {Rpc::kAggregateByKey, "aggregate_by_key", "AggregateByKey", {Op::kSum, Op::kMin, Op::kMax}},
   };
   return *rpcs;
@@ -165,7 +169,7 @@ struct Options {
   RequestSpec spec;
   int distinct_requests = 0;
   uint64_t seed = 0;
-  bool open_loop = false;     // levels are rates, else concurrencies
+  bool open_loop = false;  // levels are rates, else concurrencies
   std::vector<double> levels;
   int max_outstanding = 0;
   int channels = 0;
@@ -193,8 +197,8 @@ absl::StatusOr<T> Lookup(absl::string_view flag, absl::string_view name,
     if (key == name) return value;
     names.push_back(key);
   }
-  return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", name, " is not one of ",
-                                                 absl::StrJoin(names, ", ")));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, "=", name, " is not one of ", absl::StrJoin(names, ", ")));
 }
 
 absl::StatusOr<RpcInfo> ParseRpc(absl::string_view name) {
@@ -217,7 +221,8 @@ absl::StatusOr<Op> ParseOp(const RpcInfo& rpc, absl::string_view name) {
                                       {"argmax", Op::kArgMax}});
   if (!op.ok() || rpc.ops.empty()) return op;
   if (std::find(rpc.ops.begin(), rpc.ops.end(), *op) == rpc.ops.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("--rpc=", rpc.flag, " does not take --op=", name));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rpc=", rpc.flag, " does not take --op=", name));
   }
   return op;
 }
@@ -229,9 +234,8 @@ absl::StatusOr<std::vector<double>> ParseLevels(absl::string_view flag, absl::st
   for (absl::string_view token : absl::StrSplit(text, ',', absl::SkipEmpty())) {
     double level;
     if (!absl::SimpleAtod(token, &level) || !(level > 0) || (whole && level != std::floor(level))) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, ": '", token, "' is not a positive", whole ? " whole" : "",
-                       " number"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flag, ": '", token, "' is not a positive", whole ? " whole" : "", " number"));
     }
     levels.push_back(level);
   }
@@ -285,8 +289,8 @@ absl::Status ParseSpec(const RpcInfo& rpc, RequestSpec* spec) {
   spec->predicate = *predicate;
   spec->operand = absl::GetFlag(FLAGS_operand);
   if (!OperandFits(spec->dtype, spec->operand)) {
-    return absl::InvalidArgumentError(absl::StrCat("--operand=", spec->operand, " is not a valid ",
-                                                   DTypeName(spec->dtype)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--operand=", spec->operand, " is not a valid ", DTypeName(spec->dtype)));
   }
   absl::StatusOr<v1::SelectRequest::Output> output = Lookup<v1::SelectRequest::Output>(
       "output", absl::GetFlag(FLAGS_output),
@@ -297,7 +301,9 @@ absl::Status ParseSpec(const RpcInfo& rpc, RequestSpec* spec) {
   if (!output.ok()) return output.status();
   spec->output = *output;
   spec->run_length = absl::GetFlag(FLAGS_run_length);
-  if (!(spec->run_length >= 1)) return absl::InvalidArgumentError("--run_length must be at least 1");
+  if (!(spec->run_length >= 1)) {
+    return absl::InvalidArgumentError("--run_length must be at least 1");
+  }
   spec->num_keys = absl::GetFlag(FLAGS_num_keys);
   if (spec->num_keys < 1 || spec->num_keys > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError("--num_keys must be in [1, 2^31)");
@@ -310,9 +316,9 @@ absl::StatusOr<Options> ParseOptions() {
   absl::StatusOr<RpcInfo> rpc = ParseRpc(absl::GetFlag(FLAGS_rpc));
   if (!rpc.ok()) return rpc.status();
   options.rpc = *rpc;
-  absl::StatusOr<Mode> mode = Lookup<Mode>(
-      "mode", absl::GetFlag(FLAGS_mode),
-      {{"primitive", Mode::kPrimitive}, {"echo", Mode::kEcho}, {"both", Mode::kBoth}});
+  absl::StatusOr<Mode> mode =
+      Lookup<Mode>("mode", absl::GetFlag(FLAGS_mode),
+                   {{"primitive", Mode::kPrimitive}, {"echo", Mode::kEcho}, {"both", Mode::kBoth}});
   if (!mode.ok()) return mode.status();
   options.mode = *mode;
   if (absl::Status s = ParseSpec(options.rpc, &options.spec); !s.ok()) return s;
@@ -381,7 +387,9 @@ class Target {
   Target(std::string name, std::string method,
          const std::vector<std::shared_ptr<grpc::Channel>>& channels, absl::Duration timeout)
       : name_(std::move(name)), method_(std::move(method)), timeout_(timeout) {
-    for (const auto& channel : channels) stubs_.push_back(std::make_unique<grpc::GenericStub>(channel));
+    for (const auto& channel : channels) {
+      stubs_.push_back(std::make_unique<grpc::GenericStub>(channel));
+    }
   }
 
   const std::string& name() const { return name_; }
@@ -470,13 +478,13 @@ class Workload {
     if (options.mode != Mode::kEcho) {
       primitive_ = std::make_unique<Target>(
           std::string(options.rpc.flag),
-          absl::StrCat("/", v1::Primitives::service_full_name(), "/", options.rpc.method),
-          channels, options.timeout);
+          absl::StrCat("/", v1::Primitives::service_full_name(), "/", options.rpc.method), channels,
+          options.timeout);
     }
     if (options.mode != Mode::kPrimitive) {
-      echo_ = std::make_unique<Target>(
-          "echo", absl::StrCat("/", v1::Echo::service_full_name(), "/Echo"), channels,
-          options.timeout);
+      echo_ = std::make_unique<Target>("echo",
+                                       absl::StrCat("/", v1::Echo::service_full_name(), "/Echo"),
+                                       channels, options.timeout);
     }
   }
 
@@ -503,8 +511,8 @@ class Workload {
     if (echo_ != nullptr) {
       const v1::EchoRequest echo = EchoOf(request, expected.ByteSizeLong());
       echo_->Add(echo, verify_ ? Parsed<v1::EchoResponse>([echo](const v1::EchoResponse& r) {
-        return EchoMatches(echo, r);
-      })
+                   return EchoMatches(echo, r);
+                 })
                                : nullptr);
     }
   }
@@ -543,7 +551,8 @@ template <typename T>
 std::vector<T> RandomRuns(size_t n, double mean_run_length, std::mt19937_64& rng) {
   std::bernoulli_distribution new_run(1 / mean_run_length);
   std::vector<T> values(n);
-  for (size_t i = 0; i < n; ++i) values[i] = i == 0 || new_run(rng) ? RandomValue<T>(rng) : values[i - 1];
+  for (size_t i = 0; i < n; ++i)
+    values[i] = i == 0 || new_run(rng) ? RandomValue<T>(rng) : values[i - 1];
   return values;
 }
 
@@ -584,7 +593,9 @@ ArrayCheck Approximately(std::vector<T> want, std::vector<double> tolerance) {
     absl::StatusOr<std::vector<T>> values = UnpackArray<T>(got);
     if (!values.ok() || values->size() != want.size()) return false;
     for (size_t i = 0; i < want.size(); ++i) {
-      if (!(std::fabs(static_cast<double>((*values)[i]) - static_cast<double>(want[i])) <= tolerance[i])) return false;
+      if (!(std::fabs(static_cast<double>((*values)[i]) - static_cast<double>(want[i])) <=
+            tolerance[i]))
+        return false;
     }
     return true;
   };
@@ -601,7 +612,8 @@ ArrayCheck ResultCheck(const std::vector<T>& input, Op op, const std::vector<T>&
   if constexpr (std::is_floating_point_v<T>) {
     if (op == Op::kSum) {
       std::vector<double> magnitudes(input.size());
-      for (size_t i = 0; i < input.size(); ++i) magnitudes[i] = std::fabs(static_cast<double>(input[i]));
+      for (size_t i = 0; i < input.size(); ++i)
+        magnitudes[i] = std::fabs(static_cast<double>(input[i]));
       std::vector<double> tolerance = compute(absl::MakeConstSpan(magnitudes));
       for (double& t : tolerance) t *= kTolerance<T>;
       return Approximately<T>(want, std::move(tolerance));
@@ -609,7 +621,8 @@ ArrayCheck ResultCheck(const std::vector<T>& input, Op op, const std::vector<T>&
     if (op == Op::kProd) {
       std::vector<double> tolerance(want.size());
       for (size_t i = 0; i < want.size(); ++i) {
-        tolerance[i] = kTolerance<T> * std::fabs(static_cast<double>(want[i])) + std::numeric_limits<T>::min();
+        tolerance[i] =
+            kTolerance<T> * std::fabs(static_cast<double>(want[i])) + std::numeric_limits<T>::min();
       }
       return Approximately<T>(want, std::move(tolerance));
     }
@@ -648,7 +661,9 @@ void AddReduce(const RequestSpec& spec, std::mt19937_64& rng, Workload* workload
   *request.mutable_input() = PackArray<T>(input);
   request.set_op(static_cast<v1::Op>(spec.op));
   request.mutable_segment_offsets()->Add(segments.begin(), segments.end());
-  const auto reduce = [&](auto values) { return reference::Reduce(values, spec.op, segments).values; };
+  const auto reduce = [&](auto values) {
+    return reference::Reduce(values, spec.op, segments).values;
+  };
   const reference::ReduceResult<T> want = reference::Reduce<T>(input, spec.op, segments);
   v1::ReduceResponse expected;
   *expected.mutable_values() = PackArray<T>(want.values);
@@ -787,13 +802,20 @@ void AddRequest(const Options& options, uint32_t index, Workload* workload) {
   VisitDType(options.spec.dtype, [&](auto zero) {
     using T = decltype(zero);
     switch (options.rpc.rpc) {
-      case Rpc::kScan: return AddScan<T>(options.spec, rng, workload);
-      case Rpc::kReduce: return AddReduce<T>(options.spec, rng, workload);
-      case Rpc::kSelect: return AddSelect<T>(options.spec, rng, workload);
-      case Rpc::kUnique: return AddUnique<T>(options.spec, rng, workload);
-      case Rpc::kRle: return AddRunLengthEncode<T>(options.spec, rng, workload);
-      case Rpc::kReduceByKey: return AddReduceByKey<T>(options.spec, rng, workload);
-      case Rpc::kAggregateByKey: return AddAggregateByKey<T>(options.spec, rng, workload);
+      case Rpc::kScan:
+        return AddScan<T>(options.spec, rng, workload);
+      case Rpc::kReduce:
+        return AddReduce<T>(options.spec, rng, workload);
+      case Rpc::kSelect:
+        return AddSelect<T>(options.spec, rng, workload);
+      case Rpc::kUnique:
+        return AddUnique<T>(options.spec, rng, workload);
+      case Rpc::kRle:
+        return AddRunLengthEncode<T>(options.spec, rng, workload);
+      case Rpc::kReduceByKey:
+        return AddReduceByKey<T>(options.spec, rng, workload);
+      case Rpc::kAggregateByKey:
+        return AddAggregateByKey<T>(options.spec, rng, workload);
     }
   });
 }
@@ -880,7 +902,8 @@ class InFlight {
   }
   void Wait() {
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(+[](int* count) { return *count == 0; }, &count_));
+    mu_.Await(absl::Condition(
+        +[](int* count) { return *count == 0; }, &count_));
   }
 
  private:
@@ -901,8 +924,8 @@ LevelStats RunClosedLoop(const Target& target, int concurrency, const Options& o
   std::function<void(int)> send = [&](int slot) {
     const uint64_t call = next_call++;
     const absl::Time sent = absl::Now();
-    target.Start(slot % options.channels, call % target.num_requests(),
-                 ShouldVerify(options, call), [&, slot, sent](const CallOutcome& outcome) {
+    target.Start(slot % options.channels, call % target.num_requests(), ShouldVerify(options, call),
+                 [&, slot, sent](const CallOutcome& outcome) {
                    const absl::Time ended = absl::Now();
                    recorder.Record(sent, ended, outcome);
                    if (ended < recorder.end()) return send(slot);
@@ -981,8 +1004,12 @@ Summary Summarize(LevelStats& stats, const Options& options) {
 }
 
 std::vector<std::string> Columns(const Options& options) {
-  return {"target", options.open_loop ? "rate" : "concurrency", "requests/s", "items/s", "GB/s",
-          "p50_ms", "p90_ms", "p99_ms", "ok", "verified", "mismatches", "errors"};
+  std::vector<std::string> columns = {"target", options.open_loop ? "rate" : "concurrency"};
+  for (const char* column : {"requests/s", "items/s", "GB/s", "p50_ms", "p90_ms", "p99_ms", "ok",
+                             "verified", "mismatches", "errors"}) {
+    columns.push_back(column);
+  }
+  return columns;
 }
 
 std::string Milliseconds(double ms) { return std::isnan(ms) ? "-" : absl::StrFormat("%.3f", ms); }
@@ -1039,7 +1066,9 @@ class Table {
 
   void Print(const std::vector<std::string>& row) {
     std::string line = absl::StrFormat("%-*s", widths_[0], row[0]);
-    for (size_t i = 1; i + 1 < row.size(); ++i) absl::StrAppendFormat(&line, " %*s", widths_[i], row[i]);
+    for (size_t i = 1; i + 1 < row.size(); ++i) {
+      absl::StrAppendFormat(&line, " %*s", widths_[i], row[i]);
+    }
     absl::StrAppend(&line, "  ", row.back());
     std::cout << line << std::endl;
     if (csv_.is_open()) csv_ << absl::StrJoin(row, ",") << std::endl;
@@ -1065,9 +1094,8 @@ void PrintHeader(const Options& options, const Workload& workload) {
       options.rpc.ops.empty() ? "" : absl::StrCat(" ", OpName(options.spec.op)), options.spec.n,
       options.distinct_requests, FormatBytes(workload.first_request_bytes()),
       FormatBytes(workload.first_response_bytes()), options.channels,
-      options.channels == 1 ? "" : "s",
-      absl::GetFlag(FLAGS_address), absl::ToDoubleSeconds(options.warmup),
-      absl::ToDoubleSeconds(options.measure));
+      options.channels == 1 ? "" : "s", absl::GetFlag(FLAGS_address),
+      absl::ToDoubleSeconds(options.warmup), absl::ToDoubleSeconds(options.measure));
 }
 
 // ---------------------------------------------------------------------------
@@ -1081,7 +1109,8 @@ std::vector<std::shared_ptr<grpc::Channel>> Connect(const std::string& address, 
     args.SetMaxReceiveMessageSize(-1);
     args.SetMaxSendMessageSize(-1);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    channels.push_back(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+    channels.push_back(
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
   }
   return channels;
 }
@@ -1092,7 +1121,9 @@ int Main() {
   std::ofstream csv;
   if (!options->csv.empty()) {
     csv.open(options->csv);
-    if (!csv) return UsageError(absl::InvalidArgumentError(absl::StrCat("cannot write ", options->csv)));
+    if (!csv) {
+      return UsageError(absl::InvalidArgumentError(absl::StrCat("cannot write ", options->csv)));
+    }
   }
   const std::string address = absl::GetFlag(FLAGS_address);
   const std::vector<std::shared_ptr<grpc::Channel>> channels = Connect(address, options->channels);

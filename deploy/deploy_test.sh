@@ -43,7 +43,7 @@ done
 "$PRIMCTL" --address="127.0.0.1:$GRPC_PORT" scan --values=1,2,3 --print=none ||
   fail "primctl scan failed"
 curl -sSf "http://127.0.0.1:$METRICS_PORT/metrics" >"$TMP/metrics" || fail "cannot scrape /metrics"
-# absl's --help lists only main's flags when the file is named after the binary.
+# --helpfull: absl's --help lists only flags of a file named after the binary.
 "$PRIMSERVE" --helpfull >"$TMP/server_help"
 "$PRIMCTL" --helpfull >"$TMP/client_help"
 

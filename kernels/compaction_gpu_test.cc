@@ -21,6 +21,7 @@
 #include "absl/types/span.h"
 #include "kernels/aggregate.h"
 #include "kernels/compaction_test_util.h"
+#include "kernels/detail/range_keep.cuh"
 #include "kernels/primitives.h"
 #include "kernels/reference.h"
 #include "kernels/select.h"
@@ -148,10 +149,12 @@ size_t FirstBitDiff(const std::vector<T>& a, const std::vector<T>& b) {
   return std::min(a.size(), b.size());
 }
 
-// Sizes around the tiles (Select: 4096 items of 4 bytes, 2048 of 8 bytes;
-// runs/segmented: 2048) and many tiles.
+// Sizes around the tiles (Select: 8192 items of 4 bytes, 4096 of 8 bytes;
+// RLE/ReduceByKey: 4096 with 4-byte keys and values, else 2048; segmented:
+// 2048) and many tiles.
 std::vector<uint64_t> SmallSizes() {
-  return {0, 1, 31, 32, 33, 2047, 2048, 2049, 4095, 4096, 4097, 3 * 4096 + 5, 100003};
+  return {0, 1, 31, 32, 33, 2047, 2048, 2049, 4095, 4096, 4097, 8191, 8192, 8193,
+          3 * 8192 + 5, 100003};
 }
 constexpr uint64_t kBig = (1ull << 24) + 7;
 
@@ -295,6 +298,57 @@ void SelectFlaggedAll() {
   }
 }
 
+
+// The kernels evaluate every predicate kind as one range test on an ordered
+// key (kernels/detail/range_keep.cuh); it must agree with Predicate<T> on
+// every pair of operands and element drawn from the edge values (NaNs of
+// both signs, infinities, signed zeros, denormals, integer limits). Host
+// only.
+template <typename T>
+std::vector<T> EdgeValues() {
+  std::vector<T> v = {T(0), T(1), T(2), T(3), T(100)};
+  if constexpr (std::is_floating_point_v<T>) {
+    using L = std::numeric_limits<T>;
+    for (T x : {-T(0), T(-1), T(2.5), T(-7), L::infinity(), -L::infinity(), L::quiet_NaN(),
+                -L::quiet_NaN(), L::min(), -L::min(), L::denorm_min(), -L::denorm_min(), L::max(),
+                L::lowest()}) {
+      v.push_back(x);
+    }
+    T all_ones;
+    std::memset(&all_ones, 0xff, sizeof(T));  // a negative NaN with every bit set
+    v.push_back(all_ones);
+  } else {
+    using L = std::numeric_limits<T>;
+    for (T x : {static_cast<T>(-1), L::min(), L::max(), static_cast<T>(L::min() + 1),
+                static_cast<T>(L::max() - 1)}) {
+      v.push_back(x);
+    }
+  }
+  return v;
+}
+
+template <typename T>
+void RangeKeepAgrees() {
+  const auto values = EdgeValues<T>();
+  for (PredicateKind kind : AllKinds()) {
+    for (T a : values) {
+      for (T b : values) {
+        Predicate<T> pred;
+        pred.kind = kind;
+        pred.operand = a;
+        pred.upper = b;
+        const auto range = detail::RangeKeep<T>::From(pred);
+        for (T x : values) {
+          ASSERT_EQ(range(x), pred(x))
+              << DTypeName(DTypeOf<T>()) << " " << PredicateKindName(kind) << " operand "
+              << static_cast<double>(a) << " upper " << static_cast<double>(b) << " x "
+              << static_cast<double>(x);
+        }
+      }
+    }
+  }
+}
+
 #define FOR_EACH_DTYPE(fn) \
   fn<int32_t>();           \
   if (HasFatalFailure()) return; \
@@ -308,6 +362,7 @@ void SelectFlaggedAll() {
   if (HasFatalFailure()) return; \
   fn<double>();
 
+TEST(CompactionGpu, RangeKeepMatchesPredicate) { FOR_EACH_DTYPE(RangeKeepAgrees); }
 TEST(CompactionGpu, SelectIfEveryPredicate) { FOR_EACH_DTYPE(SelectIfAllKinds); }
 TEST(CompactionGpu, SelectAndPartitionFlagged) { FOR_EACH_DTYPE(SelectFlaggedAll); }
 

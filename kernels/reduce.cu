@@ -75,6 +75,29 @@ struct ReduceConfig {
 
 // ---------------------------------------------------------------- Reduce
 
+// The better of a and b for ARGMIN (kIsMin) or ARGMAX, NaN if either is NaN
+// (float: one min.NaN / max.NaN instruction, sm_80+). Which of two equal
+// values (+0.0 / -0.0) it returns does not matter: callers then look for
+// the first item that compares equal.
+template <typename T, bool kIsMin>
+__device__ __forceinline__ T ArgBestOrNan(T a, T b) {
+  if constexpr (std::is_same_v<T, float>) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    float r;
+    if constexpr (kIsMin) {
+      asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    } else {
+      asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    }
+    return r;
+#else
+    return kIsMin ? PropagatingMin(a, b) : PropagatingMax(a, b);
+#endif
+  } else {
+    return kIsMin ? (b < a ? b : a) : (a < b ? b : a);
+  }
+}
+
 template <typename T>
 inline constexpr int kReduceItems = kBytesPerThread / sizeof(T);
 template <typename T>
@@ -122,6 +145,30 @@ __global__ void __launch_bounds__(kBlockThreads) ReduceKernel(const ReduceParams
         for (int v = 0; v < kVec; ++v) {
           x[k * kVec + v] = p.in[tile_begin + (k * kBlockThreads + threadIdx.x) * kVec + v];
         }
+      }
+    }
+    if constexpr (Config::kArg && !std::is_same_v<T, double>) {
+      // ARGMIN/ARGMAX: this thread's best of the tile by one NaN-propagating
+      // min/max per item, then the first item equal to it (one compare per
+      // item) joins acc through ArgReplaces, once per tile. A NaN in the
+      // tile (rare) takes the item-by-item path (first NaN wins).
+      T best = x[0];
+#pragma unroll
+      for (int j = 1; j < kItems; ++j) best = ArgBestOrNan<T, kOp == Op::kArgMin>(best, x[j]);
+      if (!IsNan(best)) {
+        int pos = kItems - 1;
+        T value = x[kItems - 1];
+#pragma unroll
+        for (int j = kItems - 2; j >= 0; --j) {
+          const bool hit = x[j] == best;
+          pos = hit ? j : pos;
+          value = hit ? x[j] : value;
+        }
+        const uint64_t index =
+            tile_begin + (static_cast<uint64_t>(pos / kVec) * kBlockThreads + threadIdx.x) * kVec +
+            pos % kVec;
+        Config::Accumulate(acc, value, index);
+        continue;
       }
     }
 #pragma unroll

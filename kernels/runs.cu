@@ -13,6 +13,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "kernels/detail/compaction.cuh"
 #include "kernels/detail/device_info.cuh"
@@ -27,8 +29,12 @@ using detail::kCompactBlock;
 using detail::kCompactWarps;
 namespace pd = ::primserve::detail;
 
-constexpr int kRunItems = 8;
-constexpr int kRunTile = kCompactBlock * kRunItems;
+// Items per thread: 16 when keys and values are 4 bytes (4096-item tiles, as
+// the scan), else 8; the staging arrays stay at 32 KB either way.
+template <typename KB, typename V>
+inline constexpr int kRunItemsFor = sizeof(KB) <= 4 && sizeof(V) <= 4 ? 16 : 8;
+template <typename KB, typename V>
+inline constexpr int kRunTileFor = kCompactBlock * kRunItemsFor<KB, V>;
 
 template <typename OffsetT, typename V>
 struct RunPair {
@@ -47,6 +53,170 @@ struct RunPairOp {
   }
 };
 
+// Tile status for 8-byte look-back values (the (heads, value) pair when the
+// offset and value are 4 bytes): state and value share one aligned 16-byte
+// word, published with one 16-byte store and read with one 16-byte load (as
+// CUB's 16-byte TxnWord), so neither side needs a __threadfence() -- the
+// generic TileStatus (lookback.cuh) fences twice per publish for values
+// over 4 bytes. Same protocol and window as TileStatus::WarpLookback.
+template <typename P>
+class WideTileStatus {
+ public:
+  static_assert(sizeof(P) == 8, "8-byte look-back values");
+  static size_t StorageBytes(int64_t num_tiles) {
+    return 16 + 16 * static_cast<size_t>(num_tiles);
+  }
+  WideTileStatus() = default;
+  WideTileStatus(void* storage, int64_t num_tiles)
+      : counter_(static_cast<unsigned long long*>(storage)),
+        words_(reinterpret_cast<ulonglong2*>(static_cast<char*>(storage) + 16)),
+        num_tiles_(num_tiles) {}
+  __host__ __device__ int64_t num_tiles() const { return num_tiles_; }
+  __device__ void InitSlot(int64_t tile) const { words_[tile] = make_ulonglong2(0, 0); }
+  __device__ void ResetCounter() const { *counter_ = 0; }
+  __device__ int64_t AcquireTileIndex() const {
+    return static_cast<int64_t>(atomicAdd(counter_, 1ull));
+  }
+  __device__ void Publish(int64_t tile, uint32_t state, const P& value) const {
+    unsigned long long bits;
+    memcpy(&bits, &value, 8);
+    asm volatile("st.global.cg.v2.u64 [%0], {%1, %2};" ::"l"(words_ + tile), "l"(bits),
+                 "l"(static_cast<unsigned long long>(state))
+                 : "memory");
+  }
+  __device__ uint32_t Load(int64_t tile, P& value) const {
+    unsigned long long bits, state;
+    asm volatile("ld.global.cg.v2.u64 {%0, %1}, [%2];"
+                 : "=l"(bits), "=l"(state)
+                 : "l"(words_ + tile)
+                 : "memory");
+    memcpy(&value, &bits, 8);
+    return static_cast<uint32_t>(state);
+  }
+
+  // Whole warp, tile > 0: the reduction of tiles [0, tile).
+  template <typename Policy, typename ScanOp>
+  __device__ P WarpLookback(int64_t tile, ScanOp op) const {
+    constexpr int kSlots = Policy::kSlotsPerLane;
+    constexpr int kWindow = 32 * kSlots;
+    const int lane = threadIdx.x % 32;
+    P prefix{};
+    bool have_prefix = false;
+    for (int64_t window_end = tile;; window_end -= kWindow) {
+      const int64_t first = window_end - kWindow + lane * kSlots;
+      P vals[kSlots];
+      int last_prefix;
+      unsigned prefix_lanes;
+      int first_lane;
+      unsigned sleep_ns = Policy::kFirstSleepNs;
+      for (;;) {
+        last_prefix = -1;
+        bool invalid_after = false;
+#pragma unroll
+        for (int s = 0; s < kSlots; ++s) {
+          // Slots before tile 0 read as P (never combined: tile 0 is a P
+          // after them).
+          uint32_t state = pd::kPrefix;
+          vals[s] = P{};
+          if (first + s >= 0) state = Load(first + s, vals[s]);
+          if (state == pd::kPrefix) {
+            last_prefix = s;
+            invalid_after = false;
+          } else if (state == pd::kInvalid) {
+            invalid_after = true;
+          }
+        }
+        prefix_lanes = __ballot_sync(0xffffffffu, last_prefix >= 0);
+        const unsigned invalid_lanes = __ballot_sync(0xffffffffu, invalid_after);
+        first_lane = prefix_lanes ? 31 - __clz(prefix_lanes) : 0;
+        if ((invalid_lanes >> first_lane) == 0) break;
+        __nanosleep(sleep_ns);
+        sleep_ns = sleep_ns * 2 < Policy::kMaxSleepNs ? sleep_ns * 2 : Policy::kMaxSleepNs;
+      }
+      const int from = last_prefix < 0 ? 0 : last_prefix;
+      P value = vals[kSlots - 1];
+#pragma unroll
+      for (int s = kSlots - 2; s >= 0; --s) {
+        if (s >= from) value = op(vals[s], value);
+      }
+      const P window = pd::ShuffleIdx(pd::WarpSuffixReduce(value, op), first_lane);
+      prefix = have_prefix ? op(window, prefix) : window;
+      have_prefix = true;
+      if (prefix_lanes) return prefix;
+    }
+  }
+
+ private:
+  unsigned long long* counter_ = nullptr;
+  ulonglong2* words_ = nullptr;
+  int64_t num_tiles_ = 0;
+};
+
+// Whole block: the tile's exclusive prefix (unspecified for tile 0), after
+// publishing its aggregate; ends with __syncthreads().
+template <typename Policy, typename P, typename ScanOp>
+__device__ __forceinline__ P TileExclusivePrefix(const pd::TileStatus<P>& status, int64_t tile,
+                                                 const P& aggregate, ScanOp op, P& slot) {
+  return pd::BlockExclusivePrefix<Policy>(status, tile, aggregate, op, slot);
+}
+template <typename Policy, typename P, typename ScanOp>
+__device__ __forceinline__ P TileExclusivePrefix(const WideTileStatus<P>& status, int64_t tile,
+                                                 const P& aggregate, ScanOp op, P& slot) {
+  if (tile == 0) {
+    if (threadIdx.x == 0) status.Publish(0, pd::kPrefix, aggregate);
+  } else if (threadIdx.x < 32) {
+    if (threadIdx.x == 0) status.Publish(tile, pd::kAggregate, aggregate);
+    const P prefix = status.template WarpLookback<Policy>(tile, op);
+    if (threadIdx.x == 0) {
+      status.Publish(tile, pd::kPrefix, op(prefix, aggregate));
+      slot = prefix;
+    }
+  }
+  __syncthreads();
+  return slot;
+}
+
+template <typename P>
+using RunStatus = std::conditional_t<sizeof(P) == 8, WideTileStatus<P>, pd::TileStatus<P>>;
+
+template <typename Status>
+__global__ void RunsInitKernel(Status status) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t == 0) status.ResetCounter();
+  if (t < status.num_tiles()) status.InitSlot(t);
+}
+
+// Block-wide exclusive scan of per-thread values (thread order) joined to
+// the look-back: as detail::BlockScanLookback, for either status type.
+template <typename Policy, typename P, typename ScanOp, typename Status>
+__device__ __forceinline__ bool RunBlockScanLookback(const P& thread_value, ScanOp op,
+                                                     const Status& status, int64_t tile,
+                                                     P* s_warp, P& s_slot, P* prefix) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const P inclusive = pd::WarpInclusiveScan(thread_value, op);
+  const P lane_before = pd::ShuffleUp(inclusive, 1);
+  if (lane == 31) s_warp[warp] = inclusive;
+  __syncthreads();
+  P warp_prefix = s_warp[0];
+  for (int w = 1; w < warp; ++w) warp_prefix = op(warp_prefix, s_warp[w]);
+  P tile_aggregate = s_warp[0];
+#pragma unroll
+  for (int w = 1; w < kCompactWarps; ++w) tile_aggregate = op(tile_aggregate, s_warp[w]);
+  const P tile_prefix = TileExclusivePrefix<Policy>(status, tile, tile_aggregate, op, s_slot);
+  bool have = tile > 0;
+  P acc = tile_prefix;
+  if (warp > 0) {
+    acc = have ? op(acc, warp_prefix) : warp_prefix;
+    have = true;
+  }
+  if (lane > 0) {
+    acc = have ? op(acc, lane_before) : lane_before;
+    have = true;
+  }
+  *prefix = acc;
+  return have;
+}
+
 template <typename KB, typename V, typename OffsetT>
 struct RunParams {
   const KB* keys;
@@ -59,12 +229,13 @@ struct RunParams {
   uint64_t* num_runs;
   bool keys_vector_ok;
   bool values_vector_ok;
-  pd::TileStatus<RunPair<OffsetT, V>> status;
+  RunStatus<RunPair<OffsetT, V>> status;
 };
 
 // One tile's inputs for one thread: its keys and values (blocked), and the
 // keys just before and after its items (warp edges need them from memory).
-template <typename KB, typename V, typename OffsetT, bool kRle>
+template <typename KB, typename V, typename OffsetT, bool kRle,
+          int kRunItems = kRunItemsFor<KB, V>, int kRunTile = kRunTileFor<KB, V>>
 __device__ __forceinline__ void LoadRunTile(const RunParams<KB, V, OffsetT>& p,
                                             int64_t tile, KB (&k)[kRunItems],
                                             V (&val)[kRunItems], KB& edge_prev,
@@ -80,13 +251,14 @@ __device__ __forceinline__ void LoadRunTile(const RunParams<KB, V, OffsetT>& p,
   if (lane == 31 && first + kRunItems < p.n) edge_next = p.keys[first + kRunItems];
 }
 
-// kRle: V = OffsetT counts, values implicit ones, op SUM. Persistent blocks
-// with the next tile's loads in flight during the look-back and the writes
-// (see SelectKernel in select.cu).
-template <typename KB, typename V, typename OffsetT, bool kRle>
-__global__ void __launch_bounds__(kCompactBlock, 2)
+// kRle: V = OffsetT counts, values implicit ones, op SUM. One tile per
+// block (see SelectKernel's launch in select.cu).
+template <typename KB, typename V, typename OffsetT, bool kRle, typename Lookback>
+__global__ void __launch_bounds__(kCompactBlock)
     RunsKernel(const RunParams<KB, V, OffsetT> p) {
   using P = RunPair<OffsetT, V>;
+  constexpr int kRunItems = kRunItemsFor<KB, V>;
+  constexpr int kRunTile = kRunTileFor<KB, V>;
   __shared__ __align__(16) KB s_keys[kRunTile];
   __shared__ __align__(16) V s_vals[kRunTile];
   __shared__ P s_warp[kCompactWarps];
@@ -99,22 +271,18 @@ __global__ void __launch_bounds__(kCompactBlock, 2)
   const int lane = threadIdx.x % 32;
   const Op op = kRle ? Op::kSum : p.op;
   const RunPairOp<P> pair_op{op};
-  const int64_t num_tiles = static_cast<int64_t>((n + kRunTile - 1) / kRunTile);
 
-  if (threadIdx.x == 0) s_tile = p.status.AcquireTileIndex();
+  if (threadIdx.x == 0) {
+    s_tile = p.status.AcquireTileIndex();
+    s_num_tails = 0;
+  }
   __syncthreads();
-  int64_t tile = s_tile;
+  const int64_t tile = s_tile;
   KB k[kRunItems];
   V val[kRunItems];
   KB edge_prev{}, edge_next{};
-  if (tile < num_tiles) LoadRunTile<KB, V, OffsetT, kRle>(p, tile, k, val, edge_prev, edge_next);
-
-  while (tile < num_tiles) {
-    __syncthreads();  // the previous tile's shared memory is free
-    if (threadIdx.x == 0) {
-      s_tile = p.status.AcquireTileIndex();
-      s_num_tails = 0;
-    }
+  LoadRunTile<KB, V, OffsetT, kRle>(p, tile, k, val, edge_prev, edge_next);
+  {
     const uint64_t tile_base = static_cast<uint64_t>(tile) * kRunTile;
     const uint64_t first = tile_base + threadIdx.x * kRunItems;
 
@@ -151,24 +319,9 @@ __global__ void __launch_bounds__(kCompactBlock, 2)
     }
     if (threadIdx.x == 0) s_first_head = head_bits & 1u;
 
-    // Block scan + look-back; the next tile's loads go out after its first
-    // barrier (the keys/values of this tile stay in k/val: copy first).
-    KB cur_k[kRunItems];
-    V cur_val[kRunItems];
-#pragma unroll
-    for (int e = 0; e < kRunItems; ++e) {
-      cur_k[e] = k[e];
-      cur_val[e] = val[e];
-    }
-    int64_t next_tile = 0;
+    // Block scan joined to the look-back.
     P run;
-    bool have = detail::BlockScanLookback(
-        acc, pair_op, p.status, tile, s_warp, s_slot, &run, [&]() {
-          next_tile = s_tile;
-          if (next_tile < num_tiles) {
-            LoadRunTile<KB, V, OffsetT, kRle>(p, next_tile, k, val, edge_prev, edge_next);
-          }
-        });
+    bool have = RunBlockScanLookback<Lookback>(acc, pair_op, p.status, tile, s_warp, s_slot, &run);
     // Global run index of the tile's first element.
     const uint64_t heads_before =
         tile > 0 ? static_cast<uint64_t>(s_slot.heads) : 0;
@@ -181,13 +334,13 @@ __global__ void __launch_bounds__(kCompactBlock, 2)
       if (g < n) {
         P item;
         item.heads = (head_bits >> e) & 1u;
-        item.agg = cur_val[e];
+        item.agg = val[e];
         run = have ? pair_op(run, item) : item;
         have = true;
         if ((tail_bits >> e) & 1u) {
           const uint64_t r = static_cast<uint64_t>(run.heads) - 1;
           const int local = static_cast<int>(r - r0);
-          s_keys[local] = cur_k[e];
+          s_keys[local] = k[e];
           s_vals[local] = run.agg;
           ++my_tails;
           if (g == n - 1 && p.num_runs != nullptr) *p.num_runs = r + 1;
@@ -206,14 +359,14 @@ __global__ void __launch_bounds__(kCompactBlock, 2)
         p.values_out[r0 + j] = s_vals[j];
       }
     }
-    tile = next_tile;
   }
 }
 
-template <typename OffsetT, typename V>
+template <typename KB, typename OffsetT, typename V>
 size_t RunsTempBytes(uint64_t n) {
+  constexpr int kRunTile = kRunTileFor<KB, V>;
   const int64_t tiles = static_cast<int64_t>((n + kRunTile - 1) / kRunTile);
-  return detail::CompactionTempBytes<RunPair<OffsetT, V>>(tiles);
+  return detail::kHeaderBytes + RunStatus<RunPair<OffsetT, V>>::StorageBytes(tiles);
 }
 
 template <typename KB, typename V, typename OffsetT, bool kRle>
@@ -221,10 +374,16 @@ int RunRuns(void* d_temp, const void* keys, const void* values, uint64_t n,
             Op op, void* keys_out, void* values_out, int64_t* lengths_out,
             uint64_t* num_runs, cudaStream_t stream) {
   using P = RunPair<OffsetT, V>;
+  constexpr int kRunTile = kRunTileFor<KB, V>;
   const int64_t tiles = static_cast<int64_t>((n + kRunTile - 1) / kRunTile);
-  auto* header = static_cast<unsigned long long*>(d_temp);
-  pd::TileStatus<P> status(static_cast<char*>(d_temp) + detail::kHeaderBytes, tiles);
-  if (int e = detail::LaunchCompactionInit(status, header, stream)) return e;
+  RunStatus<P> status(static_cast<char*>(d_temp) + detail::kHeaderBytes, tiles);
+  {
+    constexpr int kThreads = 256;
+    const int64_t blocks = (tiles + kThreads - 1) / kThreads;
+    RunsInitKernel<<<static_cast<unsigned>(blocks > 0 ? blocks : 1), kThreads, 0, stream>>>(
+        status);
+    PRIMSERVE_CUDA_TRY(cudaGetLastError());
+  }
   RunParams<KB, V, OffsetT> p{};
   p.keys = static_cast<const KB*>(keys);
   p.values = static_cast<const V*>(values);
@@ -237,19 +396,9 @@ int RunRuns(void* d_temp, const void* keys, const void* values, uint64_t n,
   p.keys_vector_ok = reinterpret_cast<uintptr_t>(keys) % 16 == 0;
   p.values_vector_ok = reinterpret_cast<uintptr_t>(values) % 16 == 0;
   p.status = status;
-  static int blocks_per_sm = 0;  // per instantiation
-  if (blocks_per_sm == 0) {
-    int b = 0;
-    PRIMSERVE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &b, RunsKernel<KB, V, OffsetT, kRle>, kCompactBlock, 0));
-    blocks_per_sm = b > 0 ? b : 1;
-  }
-  int sms = 0;
-  if (int e = detail::MultiprocessorCount(&sms)) return e;
-  const int64_t resident = static_cast<int64_t>(sms) * blocks_per_sm;
-  const int64_t grid = tiles < resident ? tiles : resident;
-  RunsKernel<KB, V, OffsetT, kRle>
-      <<<static_cast<unsigned>(grid), kCompactBlock, 0, stream>>>(p);
+  // One block per tile: see SelectKernel's launch for why not persistent.
+  RunsKernel<KB, V, OffsetT, kRle, detail::CompactLookback>
+      <<<static_cast<unsigned>(tiles), kCompactBlock, 0, stream>>>(p);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -265,7 +414,7 @@ int DispatchRuns(void* d_temp, size_t* temp_bytes, const void* keys,
   using V32 = std::conditional_t<kRle, uint32_t, V>;
   using V64 = std::conditional_t<kRle, uint64_t, V>;
   const size_t need =
-      small ? RunsTempBytes<uint32_t, V32>(n) : RunsTempBytes<uint64_t, V64>(n);
+      small ? RunsTempBytes<KB, uint32_t, V32>(n) : RunsTempBytes<KB, uint64_t, V64>(n);
   if (d_temp == nullptr) {
     *temp_bytes = need;
     return 0;

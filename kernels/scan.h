@@ -24,6 +24,20 @@ namespace primserve::gpu {
 int Scan(void* temp_storage, size_t* temp_bytes, const void* d_in, void* d_out,
          uint64_t n, DType dtype, Op op, bool exclusive, CUstream_st* stream);
 
+// Scan continuing a running prefix, for scanning a large array in chunks
+// (chunk k on the device while chunk k+1 is copied in) with no host round
+// trip. As Scan, except: d_carry_in (device, one element; nullable = the
+// identity) is combined in front of the first input, so an exclusive scan
+// starts with *d_carry_in and an inclusive one with (*d_carry_in op in[0]);
+// d_carry_out (device, one element; nullable = not wanted) gets *d_carry_in
+// op in[0] op ... op in[n-1] (just *d_carry_in, or the identity, if n == 0).
+// d_carry_out may equal d_carry_in (one running-prefix slot for all chunks).
+// Scanning chunks in order with the carry gives the same results as one
+// Scan of the whole array (float SUM/PROD: up to association).
+int ScanWithCarry(void* temp_storage, size_t* temp_bytes, const void* d_in, void* d_out,
+                  uint64_t n, DType dtype, Op op, bool exclusive, const void* d_carry_in,
+                  void* d_carry_out, CUstream_st* stream);
+
 // Scan that restarts at each segment start. d_segment_starts (device) holds
 // num_segments starts, validated by the caller as in kernels/reference.h:
 // the first is 0, they are non-decreasing and <= n; empty segments are

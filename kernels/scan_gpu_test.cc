@@ -292,6 +292,141 @@ void ScanAllCases() {
   CheckScan<T>(100000, Op::kMin, false, {}, salt++, 0, /*in_place=*/true);
 }
 
+// ---------------------------------------------------------- ScanWithCarry
+
+// Scans the input in chunks (sizes `chunks`, the last one taking the rest)
+// with ScanWithCarry, carrying the running prefix on the device (one slot
+// read and written by every chunk if `aliased`, else two slots in turn),
+// and checks: the chunked output equals the reference and (bit-exact where
+// the op is) one whole Scan; the final carry is the op over all n inputs.
+template <typename T>
+void CheckChunkedScan(uint64_t n, Op op, bool exclusive, const std::vector<uint64_t>& chunks,
+                      uint64_t salt, bool aliased) {
+  const DType dtype = DTypeOf<T>();
+  const std::string what = Describe("ScanWithCarry", dtype, op, exclusive, n) +
+                           " chunks=" + std::to_string(chunks.size() + 1) +
+                           (aliased ? " aliased" : " two-slots");
+  SCOPED_TRACE(what);
+  const std::vector<T> input = RandomInput<T>(n, op, salt, std::is_floating_point_v<T> &&
+                                                                   op != Op::kSum && op != Op::kProd
+                                                               ? 1
+                                                               : 0);
+  DeviceBuffer d_in(n * sizeof(T)), d_out(n * sizeof(T)), d_whole(n * sizeof(T)),
+      d_carry(2 * sizeof(T));
+  ASSERT_TRUE(d_in.ok() && d_out.ok() && d_whole.ok() && d_carry.ok());
+  CUDA_ASSERT(ToDevice(d_in.get(), input));
+  CUDA_ASSERT(d_out.Poison());
+  CUDA_ASSERT(d_carry.Poison());
+  std::vector<uint64_t> sizes;
+  uint64_t covered = 0;
+  for (const uint64_t c : chunks) {
+    const uint64_t size = std::min(c, n - covered);
+    sizes.push_back(size);
+    covered += size;
+  }
+  sizes.push_back(n - covered);
+  size_t temp_bytes = 0;
+  for (const uint64_t size : sizes) {
+    size_t bytes = 0;
+    CUDA_ASSERT(gpu::ScanWithCarry(nullptr, &bytes, nullptr, nullptr, size, dtype, op, exclusive,
+                                   nullptr, nullptr, nullptr));
+    temp_bytes = std::max(temp_bytes, bytes);
+  }
+  DeviceBuffer temp(temp_bytes);
+  CUDA_ASSERT(temp.Poison());
+  uint64_t offset = 0;
+  int slot = 0;  // the slot holding the running prefix
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const T* carry_in = k == 0 ? nullptr : d_carry.get<T>() + slot;
+    const int next = aliased ? slot : 1 - slot;
+    size_t bytes = temp_bytes;
+    CUDA_ASSERT(gpu::ScanWithCarry(temp.get(), &bytes, d_in.get<T>() + offset,
+                                   d_out.get<T>() + offset, sizes[k], dtype, op, exclusive,
+                                   carry_in, d_carry.get<T>() + next, nullptr));
+    slot = next;
+    offset += sizes[k];
+  }
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  // Output plus the final carry vs the reference over input ++ [Identity]:
+  // its element n is the op over all n inputs, for inclusive and exclusive.
+  std::vector<T> got = ToHost<T>(d_out.get(), n);
+  got.push_back(ToHost<T>(d_carry.get<T>() + slot, 1)[0]);
+  std::vector<T> input_ext = input;
+  input_ext.push_back(Identity<T>(op));
+  ExpectMatchesReference(input_ext, got, op,
+                         [&](auto span, Op o) {
+                           return reference::Scan(span, o, exclusive,
+                                                  absl::Span<const uint64_t>());
+                         },
+                         what);
+  size_t whole_bytes = 0;
+  CUDA_ASSERT(gpu::Scan(nullptr, &whole_bytes, d_in.get(), d_whole.get(), n, dtype, op, exclusive,
+                        nullptr));
+  DeviceBuffer whole_temp(whole_bytes);
+  CUDA_ASSERT(gpu::Scan(whole_temp.get(), &whole_bytes, d_in.get(), d_whole.get(), n, dtype, op,
+                        exclusive, nullptr));
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  got.pop_back();
+  ExpectSameAsCub(got, ToHost<T>(d_whole.get(), n), op, input, what + " chunked vs whole Scan");
+}
+
+template <typename T>
+void ChunkedScanAllCases() {
+  uint64_t salt = 5000;
+  for (const Op op : {Op::kSum, Op::kProd, Op::kMin, Op::kMax}) {
+    for (const bool exclusive : {false, true}) {
+      // Empty, tiny, single-tile and multi-tile chunks.
+      CheckChunkedScan<T>(300001, op, exclusive, {0, 1, 31, 4096, 0, 4097, 100000}, salt++,
+                          /*aliased=*/true);
+      CheckChunkedScan<T>(300001, op, exclusive, {65536, 65536, 65536}, salt++,
+                          /*aliased=*/false);
+    }
+  }
+  CheckChunkedScan<T>((1u << 22) + 3, Op::kSum, false, {1u << 20, 1u << 20, 1u << 20}, salt++,
+                      true);
+  CheckChunkedScan<T>((1u << 22) + 3, Op::kSum, true, {(1u << 21) + 5}, salt++, false);
+  CheckChunkedScan<T>(0, Op::kSum, true, {}, salt++, true);
+  CheckChunkedScan<T>(1, Op::kMax, false, {0}, salt++, true);
+}
+
+TEST(ScanWithCarryGpuTest, Int32) { ChunkedScanAllCases<int32_t>(); }
+TEST(ScanWithCarryGpuTest, Int64) { ChunkedScanAllCases<int64_t>(); }
+TEST(ScanWithCarryGpuTest, Uint32) { ChunkedScanAllCases<uint32_t>(); }
+TEST(ScanWithCarryGpuTest, Uint64) { ChunkedScanAllCases<uint64_t>(); }
+TEST(ScanWithCarryGpuTest, Float32) { ChunkedScanAllCases<float>(); }
+TEST(ScanWithCarryGpuTest, Float64) { ChunkedScanAllCases<double>(); }
+
+// ARGMIN/ARGMAX over signed zeros and ties: +0.0 and -0.0 compare equal, so
+// the first of them wins (values compared as numbers, not bits).
+TEST(ReduceGpuTest, ArgSignedZerosAndTies) {
+  for (const Op op : {Op::kArgMin, Op::kArgMax}) {
+    for (const uint64_t n : {uint64_t{5000}, uint64_t{1} << 20}) {
+      std::mt19937_64 rng = Rng(6000 + n);
+      std::vector<float> input(n);
+      for (auto& x : input) {
+        const uint64_t r = rng() % 4;
+        x = r == 0 ? 0.0f : r == 1 ? -0.0f : (op == Op::kArgMin ? 1.0f : -1.0f);
+      }
+      DeviceBuffer d_in(n * sizeof(float)), d_value(sizeof(float)), d_index(sizeof(int64_t));
+      ASSERT_TRUE(d_in.ok() && d_value.ok() && d_index.ok());
+      CUDA_ASSERT(ToDevice(d_in.get(), input));
+      size_t bytes = 0;
+      CUDA_ASSERT(gpu::Reduce(nullptr, &bytes, d_in.get(), n, DType::kFloat32, op,
+                              d_value.get(), d_index.get<int64_t>(), nullptr));
+      DeviceBuffer temp(bytes);
+      CUDA_ASSERT(gpu::Reduce(temp.get(), &bytes, d_in.get(), n, DType::kFloat32, op,
+                              d_value.get(), d_index.get<int64_t>(), nullptr));
+      CUDA_ASSERT(cudaDeviceSynchronize());
+      const reference::ReduceResult<float> expected =
+          reference::Reduce(absl::MakeConstSpan(input), op, absl::Span<const uint64_t>());
+      const int64_t got_index = ToHost<int64_t>(d_index.get(), 1)[0];
+      const float got_value = ToHost<float>(d_value.get(), 1)[0];
+      EXPECT_EQ(got_index, expected.indices[0]) << OpName(op) << " n=" << n;
+      EXPECT_EQ(std::signbit(got_value), std::signbit(expected.values[0])) << OpName(op);
+    }
+  }
+}
+
 TEST(ScanGpuTest, Int32) { ScanAllCases<int32_t>(); }
 TEST(ScanGpuTest, Int64) { ScanAllCases<int64_t>(); }
 TEST(ScanGpuTest, Uint32) { ScanAllCases<uint32_t>(); }

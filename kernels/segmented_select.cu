@@ -15,6 +15,7 @@
 
 #include "kernels/detail/compaction.cuh"
 #include "kernels/detail/lookback.cuh"
+#include "kernels/detail/range_keep.cuh"
 #include "kernels/primitives.h"
 #include "kernels/select.h"
 
@@ -52,7 +53,7 @@ struct SegParams {
   uint64_t n;
   const uint64_t* starts;
   uint64_t num_segments;
-  Predicate<T> pred;
+  detail::RangeKeep<T> pred;  // branch-free form of the predicate
   T* values_out;
   int64_t* indices_out;
   uint64_t* counts;
@@ -155,12 +156,12 @@ __global__ void ZeroEmptySegmentsKernel(const uint64_t* starts, uint64_t S,
 }
 
 template <typename T>
-Predicate<T> ToPredicate(const SelectKeep& keep) {
+detail::RangeKeep<T> ToPredicate(const SelectKeep& keep) {
   Predicate<T> pred;
   pred.kind = keep.kind;
   memcpy(&pred.operand, keep.operand, sizeof(T));
   memcpy(&pred.upper, keep.upper, sizeof(T));
-  return pred;
+  return detail::RangeKeep<T>::From(pred);
 }
 
 template <typename T>

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "grpc/support/log.h"
@@ -121,16 +122,30 @@ struct CudaBackend::Lane {
   // Stage boundaries of the last batch, timed on the stream.
   enum Boundary { kStart, kInputsIn, kKernelDone, kOutputsOut, kNumBoundaries };
   cudaEvent_t marks[kNumBoundaries] = {};
+  // Large scans run as a pipeline of chunks: copies in, scans and copies out
+  // on three streams, each chunk in one of kPipelineSlots staging slots.
+  static constexpr int kPipelineSlots = 3;
+  cudaStream_t copy_in = nullptr;
+  cudaStream_t copy_out = nullptr;
+  cudaEvent_t copied_in[kPipelineSlots] = {};
+  cudaEvent_t scanned[kPipelineSlots] = {};
+  cudaEvent_t copied_out[kPipelineSlots] = {};
 
   ~Lane() {
-    for (cudaEvent_t mark : marks) {
-      if (mark != nullptr) cudaEventDestroy(mark);
+    for (cudaEvent_t* events : {marks, copied_in, scanned, copied_out}) {
+      const int count = events == marks ? kNumBoundaries : kPipelineSlots;
+      for (int i = 0; i < count; ++i) {
+        if (events[i] != nullptr) cudaEventDestroy(events[i]);
+      }
     }
     if (pinned != nullptr) cudaFreeHost(pinned);
-    if (stream != nullptr) cudaStreamDestroy(stream);
+    for (cudaStream_t s : {stream, copy_in, copy_out}) {
+      if (s != nullptr) cudaStreamDestroy(s);
+    }
   }
 
-  void Mark(Boundary boundary) { cudaEventRecord(marks[boundary], stream); }
+  void Mark(Boundary boundary, cudaStream_t on) { cudaEventRecord(marks[boundary], on); }
+  void Mark(Boundary boundary) { Mark(boundary, stream); }
 
   // Time between two boundaries of the finished batch.
   absl::Duration Between(Boundary from, Boundary to) const {
@@ -248,8 +263,87 @@ std::vector<const Kind*> OperationsOf(absl::Span<Task* const> tasks) {
 
 using Results = std::vector<absl::StatusOr<Result>>;
 
+// Elements per pipeline chunk: large enough that a copy runs near full
+// bandwidth, small enough that the first and last chunks (which do not
+// overlap) are a small part of the whole.
+constexpr uint64_t kPipelineChunkBytes = uint64_t{32} << 20;
+
+// One large unsegmented scan as a pipeline: while chunk k is scanned, chunk
+// k+1 is copied in and chunk k-1 copied out, and the host stages the next
+// chunk; the running prefix stays on the device.
+absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op) {
+  const DType dtype = op.input.dtype;
+  const size_t element = DTypeSize(dtype);
+  const uint64_t n = op.input.size();
+  const uint64_t chunk = kPipelineChunkBytes / element;
+  const uint64_t chunks = (n + chunk - 1) / chunk;
+  const size_t chunk_bytes = chunk * element;
+  size_t temp_bytes = 0;
+  PRIMSERVE_RETURN_IF_CUDA_ERROR(gpu::ScanWithCarry(nullptr, &temp_bytes, nullptr, nullptr, chunk,
+                                                    dtype, op.op, op.exclusive, nullptr, nullptr,
+                                                    lane.stream));
+  Layout layout;
+  const size_t slots = layout.Add(Lane::kPipelineSlots * chunk_bytes);
+  const size_t carry = layout.Add(element);
+  const size_t temp = layout.Add(temp_bytes);
+  if (absl::Status s = lane.EnsurePinned(Lane::kPipelineSlots * chunk_bytes); !s.ok()) return s;
+  absl::StatusOr<DeviceBlock> block = DeviceBlock::Allocate(lane, layout.size());
+  if (!block.ok()) return block.status();
+
+  // Whatever happens, no copy or scan may outlive this call's buffers.
+  absl::Cleanup drain = [&lane] {
+    for (cudaStream_t stream : {lane.copy_in, lane.stream, lane.copy_out}) {
+      cudaStreamSynchronize(stream);
+    }
+  };
+  std::string output(n * element, '\0');
+  const char* input = op.input.bytes.data();
+  auto bytes_of = [&](uint64_t k) { return std::min<uint64_t>(chunk, n - k * chunk) * element; };
+  // Waits for chunk k's copy out, then moves it into the answer.
+  auto finish = [&](uint64_t k) -> absl::Status {
+    const int slot = k % Lane::kPipelineSlots;
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaEventSynchronize(lane.copied_out[slot]));
+    std::memcpy(output.data() + k * chunk_bytes, lane.pinned + slot * chunk_bytes, bytes_of(k));
+    return absl::OkStatus();
+  };
+  lane.Mark(Lane::kStart, lane.copy_in);
+  for (uint64_t k = 0; k < chunks; ++k) {
+    const int slot = k % Lane::kPipelineSlots;
+    if (k >= Lane::kPipelineSlots) {
+      if (absl::Status s = finish(k - Lane::kPipelineSlots); !s.ok()) return s;
+    }
+    char* staged = lane.pinned + slot * chunk_bytes;
+    char* device = block->at<char>(slots) + slot * chunk_bytes;
+    std::memcpy(staged, input + k * chunk_bytes, bytes_of(k));
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(device, staged, bytes_of(k), cudaMemcpyHostToDevice, lane.copy_in));
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaEventRecord(lane.copied_in[slot], lane.copy_in));
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaStreamWaitEvent(lane.stream, lane.copied_in[slot], 0));
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(gpu::ScanWithCarry(
+        block->at(temp), &temp_bytes, device, device, bytes_of(k) / element, dtype, op.op,
+        op.exclusive, k == 0 ? nullptr : block->at(carry), block->at(carry), lane.stream));
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaEventRecord(lane.scanned[slot], lane.stream));
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaStreamWaitEvent(lane.copy_out, lane.scanned[slot], 0));
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(staged, device, bytes_of(k), cudaMemcpyDeviceToHost, lane.copy_out));
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaEventRecord(lane.copied_out[slot], lane.copy_out));
+  }
+  lane.Mark(Lane::kInputsIn, lane.copy_in);
+  lane.Mark(Lane::kKernelDone, lane.stream);
+  lane.Mark(Lane::kOutputsOut, lane.copy_out);
+  for (uint64_t k = chunks > Lane::kPipelineSlots ? chunks - Lane::kPipelineSlots : 0; k < chunks;
+       ++k) {
+    if (absl::Status s = finish(k); !s.ok()) return s;
+  }
+  return ScanResult{HostArray{dtype, std::move(output)}};
+}
+
 absl::StatusOr<Results> RunScans(Lane& lane, absl::Span<const ScanOperation* const> ops) {
   const ScanOperation& first = *ops.front();
+  if (ops.size() == 1 && first.segment_offsets.empty() &&
+      first.input.bytes.size() > 2 * kPipelineChunkBytes) {
+    return Results{RunPipelinedScan(lane, first)};
+  }
   const size_t element = DTypeSize(first.input.dtype);
   Concatenation all;
   std::vector<ArrayView> inputs;
@@ -798,8 +892,15 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     for (int s = 0; s < std::max(1, options.streams_per_device); ++s) {
       auto lane = std::make_unique<Lane>();
       lane->device = device;
-      PRIMSERVE_RETURN_IF_CUDA_ERROR(
-          cudaStreamCreateWithFlags(&lane->stream, cudaStreamNonBlocking));
+      for (cudaStream_t* stream : {&lane->stream, &lane->copy_in, &lane->copy_out}) {
+        PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking));
+      }
+      for (int slot = 0; slot < Lane::kPipelineSlots; ++slot) {
+        for (cudaEvent_t* event :
+             {&lane->copied_in[slot], &lane->scanned[slot], &lane->copied_out[slot]}) {
+          PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaEventCreateWithFlags(event, cudaEventDisableTiming));
+        }
+      }
       for (cudaEvent_t& mark : lane->marks) PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaEventCreate(&mark));
       lanes.push_back(std::move(lane));
     }

@@ -29,8 +29,8 @@ class EchoServiceTest : public ::testing::Test {
     ASSERT_NE(port, 0);
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
-    stub_ = v1::Echo::NewStub(grpc::CreateCustomChannel(
-        absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials(), args));
+    stub_ = v1::Echo::NewStub(grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
+                                                        grpc::InsecureChannelCredentials(), args));
   }
   void TearDown() override { server_->Shutdown(); }
 

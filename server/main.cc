@@ -139,8 +139,10 @@ int Main() {
   options.metrics = &metrics;
 
   const std::string backend_name = (*backend)->name();
-  // The CPU backend's device is "cpu" too; a GPU backend's creator names its devices.
-  metrics.SetBuildInfo(kVersion, backend_name, /*device=*/backend_name);
+  // build_info's device: the GPUs' names, or "cpu".
+  const auto* cuda = dynamic_cast<const CudaBackend*>(backend->get());
+  metrics.SetBuildInfo(kVersion, backend_name,
+                       cuda != nullptr ? cuda->device_names() : backend_name);
   absl::StatusOr<std::unique_ptr<PrimServer>> server =
       PrimServer::Start(options, *std::move(backend));
   if (!server.ok()) {

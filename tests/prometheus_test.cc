@@ -8,7 +8,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,17 +58,14 @@ std::string ReadFile(const std::string& path) {
 }
 
 // A child process with stdout and stderr in a log file; SIGTERM, then
-// SIGKILL after 10 s, on destruction.
+// SIGKILL after 10 s, on destruction, and SIGKILL if this test dies first.
 class Child {
  public:
   Child(const std::vector<std::string>& argv, const std::string& log_path,
         const std::vector<std::string>& extra_env = {})
       : log_path_(log_path) {
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    // Everything the child needs is prepared before fork: after it, only
+    // async-signal-safe calls.
     std::vector<char*> args;
     for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
     args.push_back(nullptr);
@@ -77,8 +74,18 @@ class Child {
     std::vector<char*> env;
     for (std::string& entry : env_strings) env.push_back(entry.data());
     env.push_back(nullptr);
-    if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), env.data()) != 0) pid_ = 0;
-    posix_spawn_file_actions_destroy(&actions);
+    const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (log < 0) return;
+    const pid_t pid = fork();
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      dup2(log, STDOUT_FILENO);
+      dup2(log, STDERR_FILENO);
+      execve(args[0], args.data(), env.data());
+      _exit(127);
+    }
+    close(log);
+    pid_ = pid > 0 ? pid : 0;
   }
 
   ~Child() {

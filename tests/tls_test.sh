@@ -11,8 +11,9 @@
 # Usage: tls_test.sh <primserve binary> <primctl binary>
 set -u
 
-readonly PRIMSERVE="$1"
-readonly PRIMCTL="$2"
+# Absolute: the test works in $TMP, where it writes the certificates.
+readonly PRIMSERVE="$(realpath "$1")"
+readonly PRIMCTL="$(realpath "$2")"
 readonly TMP="${TEST_TMPDIR:-$(mktemp -d)}"
 SERVER_PID=""
 

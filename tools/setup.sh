@@ -9,7 +9,7 @@ PACKAGES=(
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   libgrpc++-dev libgrpc-dev libabsl-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev
-  prometheus python3 python3-yaml curl patchelf
+  prometheus python3 python3-yaml curl patchelf openssl
 )
 
 missing=()

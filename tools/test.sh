@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
 # Installs what the build needs (Debian packages), then builds everything and
-# runs every test that needs no GPU. Exits non-zero on any failure.
+# runs every test that needs no GPU; then the CPU-side tests again under the
+# sanitizers, and a minute of fuzzing. Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/setup.sh
 bazel test //... "$@"
+# Memory errors, leaks and undefined behaviour, in the in-process tests (the
+# tests of the primserve binary would rebuild the CUDA kernels for this config).
+bazel test --config=asan-ubsan --build_tests_only //kernels:reference_test //server:all \
+  //tests:service_test //tests:malformed_test //tests:overload_test //tests:health_test \
+  //tests/fuzz:corpus_test
+# Data races, in the tests whose threads meet only in primserve's own code
+# (see .bazelrc on why not the gRPC ones).
+bazel test --config=tsan //server:batcher_test //server:metrics_test //server:memory_budget_test
+./tools/fuzz.sh

@@ -21,10 +21,10 @@ inline constexpr int kBlockWarps = kBlockThreads / kWarpThreads;
 // shared-memory accesses free of bank conflicts for 4-byte types.
 __device__ __forceinline__ int Padded(int i) { return i + i / kWarpThreads; }
 
-template <typename T, int kItems>
+template <typename T, int kItems, int kWarps = kBlockWarps>
 struct WarpTransposeStorage {
   static constexpr int kWarpItems = kWarpThreads * kItems;
-  T items[kBlockWarps][kWarpItems + kWarpItems / kWarpThreads];
+  T items[kWarps][kWarpItems + kWarpItems / kWarpThreads];
 };
 
 template <typename T>
@@ -97,19 +97,19 @@ __device__ __forceinline__ void WarpStoreBlocked(T* chunk, int valid, bool vecto
   __syncwarp();
 }
 
-template <typename V>
+template <typename V, int kWarps = kBlockWarps>
 struct BlockScanStorage {
-  V warp_aggregates[kBlockWarps];
+  V warp_aggregates[kWarps];
 };
 
 // Block-wide exclusive scan of one value per thread, in thread order:
 // thread_prefix gets the combination of threads before this one (`neutral`
 // for thread 0), block_aggregate that of all threads. Ends with the block
 // synchronized once (storage reusable after a further __syncthreads()).
-template <typename V, typename ScanOp>
+template <typename V, typename ScanOp, int kWarps>
 __device__ __forceinline__ void BlockExclusiveScan(V value, ScanOp op, V neutral,
                                                    V& thread_prefix, V& block_aggregate,
-                                                   BlockScanStorage<V>& storage) {
+                                                   BlockScanStorage<V, kWarps>& storage) {
   const int lane = LaneId();
   const int warp = WarpId();
   const V inclusive = WarpInclusiveScan(value, op);
@@ -120,7 +120,7 @@ __device__ __forceinline__ void BlockExclusiveScan(V value, ScanOp op, V neutral
   V warp_prefix = neutral;
   block_aggregate = storage.warp_aggregates[0];
 #pragma unroll
-  for (int w = 1; w < kBlockWarps; ++w) {
+  for (int w = 1; w < kWarps; ++w) {
     if (w == warp) warp_prefix = block_aggregate;
     block_aggregate = op(block_aggregate, storage.warp_aggregates[w]);
   }

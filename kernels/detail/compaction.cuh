@@ -1,9 +1,8 @@
 // Building blocks of the compaction family (kernels/select.h), on top of
 // K1's decoupled look-back (kernels/detail/lookback.cuh) and warp helpers
 // (kernels/detail/warp.cuh):
-//  - the striped tile layout of Select/Unique: each warp owns a contiguous
-//    chunk of the tile, loaded as 16-byte vectors with every load instruction
-//    coalesced across the warp; items ranked with __ballot_sync/__popc;
+//  - the look-back policy of the compaction kernels and 16-byte cp.async
+//    helpers (Select/Unique stage their tiles in shared memory, select.cu);
 //  - the blocked layout of the pair-scan kernels (RLE, ReduceByKey,
 //    segmented Select) and their block-wide scan joined to the look-back;
 //  - the shared init kernel (tile status + counters) and temp layout.
@@ -26,6 +25,14 @@ namespace pd = ::primserve::detail;
 constexpr int kCompactBlock = 256;
 constexpr int kCompactWarps = kCompactBlock / 32;
 
+// Look-back of the compaction kernels (lookback.cuh's LookbackPolicy<slots
+// per lane, first sleep ns, max sleep ns>): the paper's 32-tile window (one
+// slot per lane). Measured on an H200 (BENCHMARKS.md, K2): 4, 8 and 16 slots
+// per lane made select_if50 int32 2^28 1.26x, 2.1x and 5x slower, RLE and
+// ReduceByKey likewise: the extra polling loads on the hot status lines cost
+// more than the round trips they save.
+using CompactLookback = pd::LookbackPolicy<1, 32, 512>;
+
 // Returns a cudaError_t as int from an expression; used by the launchers.
 #define PRIMSERVE_CUDA_TRY(expr)                          \
   do {                                                    \
@@ -38,23 +45,6 @@ constexpr int kCompactWarps = kCompactBlock / 32;
 // that are only moved or compared by bit pattern travel as these.
 template <typename T>
 using UBits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
-
-// ---------------------------------------------------------------------------
-// Striped layout: a tile is kCompactWarps chunks of 32 * kItems items; in a
-// warp's chunk, vector v of lane l holds items [v*32*kVec + l*kVec, +kVec).
-template <typename T>
-struct Striped {
-  static constexpr int kVec = 16 / static_cast<int>(sizeof(T));
-  static constexpr int kNumVec = 4;
-  static constexpr int kItems = kVec * kNumVec;
-  static constexpr int kWarpItems = 32 * kItems;
-  static constexpr int kTileItems = kCompactBlock * kItems;
-
-  // Tile-local index of item (v, e) of this thread.
-  __device__ static int LocalIndex(int warp, int lane, int v, int e) {
-    return warp * kWarpItems + v * 32 * kVec + lane * kVec + e;
-  }
-};
 
 template <typename T>
 __device__ __forceinline__ T LoadStreaming(const T* p) {
@@ -72,100 +62,22 @@ __device__ __forceinline__ T LoadStreaming(const T* p) {
   }
 }
 
-// Loads a tile's items in the striped layout. Full tiles with a 16-byte
-// aligned base use one 16-byte load per vector; otherwise guarded scalar
-// loads (items past `valid` are left as they are).
-template <typename T>
-__device__ __forceinline__ void LoadStripedTile(
-    const T* in, uint64_t tile_base, int valid, bool vector_ok,
-    T (&items)[Striped<T>::kNumVec][Striped<T>::kVec]) {
-  using S = Striped<T>;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (vector_ok && valid == S::kTileItems) {
-    const uint4* src = reinterpret_cast<const uint4*>(
-                           in + tile_base + warp * S::kWarpItems) +
-                       lane;
-    uint4 q[S::kNumVec];
-#pragma unroll
-    for (int v = 0; v < S::kNumVec; ++v) q[v] = __ldcs(src + v * 32);
-#pragma unroll
-    for (int v = 0; v < S::kNumVec; ++v) memcpy(items[v], &q[v], 16);
-  } else {
-#pragma unroll
-    for (int v = 0; v < S::kNumVec; ++v) {
-#pragma unroll
-      for (int e = 0; e < S::kVec; ++e) {
-        const int j = S::LocalIndex(warp, lane, v, e);
-        if (j < valid) items[v][e] = LoadStreaming(in + tile_base + j);
-      }
-    }
-  }
+// 16-byte asynchronous global -> shared copy (cp.async, L2 only), and the
+// wait for all of this thread's copies; other threads of the warp see the
+// data after a __syncwarp() (of the block: __syncthreads()).
+__device__ __forceinline__ void CopyAsync16(void* smem, const void* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+#else
+  *static_cast<uint4*>(smem) = __ldcs(static_cast<const uint4*>(gmem));
+#endif
 }
 
-// Loads the uint8 flags of a tile in the striped layout of T (kVec flags
-// per vector: one 4- or 2-byte load when aligned and full).
-template <typename T>
-__device__ __forceinline__ void LoadStripedFlags(
-    const uint8_t* flags, uint64_t tile_base, int valid, bool vector_ok,
-    bool (&keep)[Striped<T>::kNumVec][Striped<T>::kVec]) {
-  using S = Striped<T>;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (vector_ok && valid == S::kTileItems) {
-#pragma unroll
-    for (int v = 0; v < S::kNumVec; ++v) {
-      const uint8_t* p =
-          flags + tile_base + S::LocalIndex(warp, lane, v, 0);
-      if constexpr (S::kVec == 4) {
-        const unsigned int w = __ldcs(reinterpret_cast<const unsigned int*>(p));
-#pragma unroll
-        for (int e = 0; e < 4; ++e) keep[v][e] = ((w >> (8 * e)) & 0xffu) != 0;
-      } else {
-        const unsigned short w =
-            __ldcs(reinterpret_cast<const unsigned short*>(p));
-#pragma unroll
-        for (int e = 0; e < 2; ++e) keep[v][e] = ((w >> (8 * e)) & 0xffu) != 0;
-      }
-    }
-  } else {
-#pragma unroll
-    for (int v = 0; v < S::kNumVec; ++v) {
-#pragma unroll
-      for (int e = 0; e < S::kVec; ++e) {
-        const int j = S::LocalIndex(warp, lane, v, e);
-        keep[v][e] = j < valid && flags[tile_base + j] != 0;
-      }
-    }
-  }
-}
-
-// Warp-local ranks in the striped layout: rank[v][e] = number of kept items
-// of this warp's chunk that come before item (v, e) (for a rejected item
-// too). Returns the warp's kept total. One ballot per (v, e), popc on the
-// lanes below.
-template <int kNumVec, int kVec>
-__device__ __forceinline__ int WarpStripedRanks(const bool (&keep)[kNumVec][kVec],
-                                                int (&rank)[kNumVec][kVec]) {
-  const unsigned lane = threadIdx.x % 32;
-  const unsigned below_mask = (1u << lane) - 1u;
-  int running = 0;
-#pragma unroll
-  for (int v = 0; v < kNumVec; ++v) {
-    int below = 0, total = 0;
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) {
-      const unsigned b = __ballot_sync(0xffffffffu, keep[v][e]);
-      below += __popc(b & below_mask);
-      total += __popc(b);
-    }
-    int own = 0;
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) {
-      rank[v][e] = running + below + own;
-      own += keep[v][e] ? 1 : 0;
-    }
-    running += total;
-  }
-  return running;
+__device__ __forceinline__ void CopyAsyncWaitAll() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+#endif
 }
 
 // ---------------------------------------------------------------------------

@@ -7,7 +7,8 @@
 //   A (kAggregate) the reduction of this tile alone,
 //   P (kPrefix)    the reduction of everything up to and including this tile.
 // A tile publishes A as soon as it knows its own aggregate, then looks back
-// over its predecessors, one warp reading a window of 32 slots at a time,
+// over its predecessors, one warp reading a window of 32 * kSlotsPerLane
+// slots at a time (tuning.cuh: kLookbackSlotsPerLane),
 // combining A values until it meets a P; it then publishes P. Tiles take
 // their index from an atomic counter in the order blocks start running, so
 // every predecessor of a running tile has already started: the look-back
@@ -153,19 +154,23 @@ class TileStatus {
   }
 
   // Whole warp, tile > 0: the reduction of tiles [0, tile), in every lane.
-  template <typename ScanOp>
+  // Each round trip reads a window of 32 * Policy::kSlotsPerLane slots (lane
+  // l owns kSlotsPerLane consecutive slots; the last lane the nearest ones)
+  // and combines from the window's last P onwards; slots before that P are
+  // never waited for.
+  template <typename Policy = DefaultLookbackPolicy, typename ScanOp>
   __device__ V WarpLookback(int64_t tile, ScanOp op) const {
+    constexpr int kSlots = Policy::kSlotsPerLane;
+    constexpr int kWindow = kWarpThreads * kSlots;
     const int lane = LaneId();
     V prefix{};
     bool have_prefix = false;
-    // Window [window_end - 32, window_end); lane 31 is the nearest tile.
-    for (int64_t window_end = tile;; window_end -= kWarpThreads) {
-      const int64_t pred = window_end - kWarpThreads + lane;
-      uint32_t state;
+    for (int64_t window_end = tile;; window_end -= kWindow) {
+      const int64_t first = window_end - kWindow + lane * kSlots;
       V value{};
-      WaitForWindow(pred, state, value);
+      const bool lane_has_prefix = WaitForWindow<Policy>(first, op, value);
       // Combine lanes from the nearest P (tile 0 always is one) to lane 31.
-      const unsigned prefix_lanes = __ballot_sync(kFullMask, state == kPrefix);
+      const unsigned prefix_lanes = __ballot_sync(kFullMask, lane_has_prefix);
       const int first_lane = prefix_lanes ? 31 - __clz(prefix_lanes) : 0;
       const V window = ShuffleIdx(WarpSuffixReduce(value, op), first_lane);
       prefix = have_prefix ? op(window, prefix) : window;
@@ -176,11 +181,11 @@ class TileStatus {
 
   // Whole warp, tile > 0: publishes A, looks back, publishes P; returns the
   // tile's exclusive prefix in every lane.
-  template <typename ScanOp>
+  template <typename Policy = DefaultLookbackPolicy, typename ScanOp>
   __device__ V TileExclusivePrefix(int64_t tile, const V& aggregate,
                                    ScanOp op) const {
     if (LaneId() == 0) PublishAggregate(tile, aggregate);
-    const V prefix = WarpLookback(tile, op);
+    const V prefix = WarpLookback<Policy>(tile, op);
     if (LaneId() == 0) PublishInclusive(tile, op(prefix, aggregate));
     return prefix;
   }
@@ -202,34 +207,79 @@ class TileStatus {
     }
   }
 
-  // Spins (with back-off) until no slot of the window is X. Lanes before
-  // tile 0 read as P and are never combined (tile 0 is P and comes later).
-  __device__ void WaitForWindow(int64_t pred, uint32_t& state, V& value) const {
-    unsigned sleep_ns = kLookbackFirstSleepNs;
+  // Reads slots [first, first + kSlotsPerLane) of this lane (slots before
+  // tile 0 read as P and are never combined: tile 0 is P and comes later),
+  // spinning with back-off until no slot that matters is X: every slot of
+  // the window (Policy::kWaitAll), or those after the window's last P.
+  // Returns whether this lane holds a P; `value` gets the combination of
+  // this lane's slots from its last P (or its first slot) on.
+  template <typename Policy, typename ScanOp>
+  __device__ bool WaitForWindow(int64_t first, ScanOp op, V& value) const {
+    constexpr int kSlots = Policy::kSlotsPerLane;
+    unsigned sleep_ns = Policy::kFirstSleepNs;
     for (;;) {
-      uint64_t word = static_cast<uint64_t>(kPrefix) << 32;
-      if (pred >= 0) {
-        word = kPacked ? *reinterpret_cast<volatile uint64_t*>(words_ + pred)
-                       : static_cast<uint64_t>(*reinterpret_cast<volatile uint32_t*>(
-                             states_ + pred))
-                             << 32;
+      uint32_t states[kSlots];
+      uint64_t words[kSlots];
+#pragma unroll
+      for (int s = 0; s < kSlots; ++s) {
+        const int64_t pred = first + s;
+        words[s] = static_cast<uint64_t>(kPrefix) << 32;
+        if (pred >= 0) {
+          words[s] = kPacked ? *reinterpret_cast<volatile uint64_t*>(words_ + pred)
+                             : static_cast<uint64_t>(*reinterpret_cast<volatile uint32_t*>(
+                                   states_ + pred))
+                                   << 32;
+        }
       }
-      state = static_cast<uint32_t>(word >> 32);
-      if (__all_sync(kFullMask, state != kInvalid)) {
-        if constexpr (kPacked) {
-          const uint32_t bits = static_cast<uint32_t>(word);
-          memcpy(&value, &bits, sizeof(V));
-        } else {
-          __threadfence();  // read the value only after seeing the state
-          if (pred >= 0) {
-            value = LoadCg((state == kPrefix ? inclusives_ : aggregates_) + pred);
+      // This lane's last P slot (-1: none) and whether an X follows it.
+      int last_prefix = -1;
+      bool invalid_after = false;
+      bool any_invalid = false;
+#pragma unroll
+      for (int s = 0; s < kSlots; ++s) {
+        states[s] = static_cast<uint32_t>(words[s] >> 32);
+        if (states[s] == kPrefix) {
+          last_prefix = s;
+          invalid_after = false;
+        } else if (states[s] == kInvalid) {
+          invalid_after = true;
+          any_invalid = true;
+        }
+      }
+      const unsigned prefix_lanes = __ballot_sync(kFullMask, last_prefix >= 0);
+      const unsigned invalid_lanes = __ballot_sync(kFullMask, invalid_after);
+      // Lanes at or after the nearest lane holding a P must have no X after
+      // their last P (lanes without a P: no X at all).
+      const int first_lane = prefix_lanes ? 31 - __clz(prefix_lanes) : 0;
+      const bool ready = Policy::kWaitAll ? __all_sync(kFullMask, !any_invalid)
+                                          : (invalid_lanes >> first_lane) == 0;
+      if (ready) {
+        if constexpr (!kPacked) {
+          __threadfence();  // read the values only after seeing the states
+        }
+        const int from = last_prefix < 0 ? 0 : last_prefix;
+        bool have = false;
+#pragma unroll
+        for (int s = kSlots - 1; s >= 0; --s) {
+          if (s >= from) {
+            V slot_value{};
+            if constexpr (kPacked) {
+              const uint32_t bits = static_cast<uint32_t>(words[s]);
+              memcpy(&slot_value, &bits, sizeof(V));
+            } else {
+              const int64_t pred = first + s;
+              if (pred >= 0 && states[s] != kInvalid) {
+                slot_value = LoadCg((states[s] == kPrefix ? inclusives_ : aggregates_) + pred);
+              }
+            }
+            value = have ? op(slot_value, value) : slot_value;
+            have = true;
           }
         }
-        return;
+        return last_prefix >= 0;
       }
       __nanosleep(sleep_ns);
-      sleep_ns = sleep_ns * 2 < kLookbackMaxSleepNs ? sleep_ns * 2
-                                                    : kLookbackMaxSleepNs;
+      sleep_ns = sleep_ns * 2 < Policy::kMaxSleepNs ? sleep_ns * 2 : Policy::kMaxSleepNs;
     }
   }
 
@@ -261,14 +311,14 @@ cudaError_t InitTileStatusAsync(const TileStatus<V>& status, cudaStream_t stream
 // Whole block, after warp 0 knows the tile's aggregate: returns the tile's
 // exclusive prefix in every thread; for tile 0 (empty prefix) the return
 // value is unspecified. `slot` is a __shared__ V; ends with __syncthreads().
-template <typename V, typename ScanOp>
+template <typename Policy = DefaultLookbackPolicy, typename V, typename ScanOp>
 __device__ __forceinline__ V BlockExclusivePrefix(const TileStatus<V>& status,
                                                  int64_t tile, const V& aggregate,
                                                  ScanOp op, V& slot) {
   if (tile == 0) {
     if (threadIdx.x == 0) status.PublishInclusive(0, aggregate);
   } else if (threadIdx.x < kWarpThreads) {
-    const V prefix = status.TileExclusivePrefix(tile, aggregate, op);
+    const V prefix = status.template TileExclusivePrefix<Policy>(tile, aggregate, op);
     if (threadIdx.x == 0) slot = prefix;
   }
   __syncthreads();

@@ -22,15 +22,18 @@ inline constexpr int kScanValueBytesPerThread = 128;
 
 // Items each thread owns in a tile: a multiple of the 16-byte vector width of
 // the input type T, bounded by the register budget of the scan value type V.
-template <typename T, typename V = T>
-inline constexpr int kItemsPerThread = [] {
+template <typename T, typename V, int kInputBytes, int kValueBytes>
+inline constexpr int kItemsPerThreadFor = [] {
   constexpr int vec = 16 / static_cast<int>(sizeof(T));
-  constexpr int by_input = kBytesPerThread / static_cast<int>(sizeof(T));
-  constexpr int by_value =
-      kScanValueBytesPerThread / static_cast<int>(sizeof(V)) / vec * vec;
+  constexpr int by_input = kInputBytes / static_cast<int>(sizeof(T));
+  constexpr int by_value = kValueBytes / static_cast<int>(sizeof(V)) / vec * vec;
   constexpr int items = by_input < by_value ? by_input : by_value;
   return items < vec ? vec : items;
 }();
+
+template <typename T, typename V = T>
+inline constexpr int kItemsPerThread =
+    kItemsPerThreadFor<T, V, kBytesPerThread, kScanValueBytesPerThread>;
 
 template <typename T, typename V = T>
 inline constexpr int kTileItems = kBlockThreads * kItemsPerThread<T, V>;
@@ -40,6 +43,50 @@ inline constexpr int kTileItems = kBlockThreads * kItemsPerThread<T, V>;
 // tiles still loading their input.
 inline constexpr unsigned kLookbackFirstSleepNs = 32;
 inline constexpr unsigned kLookbackMaxSleepNs = 512;
+
+// Look-back window: each lane of the looking-back warp reads this many
+// consecutive tile slots per round trip, so one L2 round trip covers
+// 32 * kLookbackSlotsPerLane predecessors. Measured on an H200 (BENCHMARKS.md):
+// wider windows (2, 4, 8) were slower, most likely from the extra polling
+// traffic on the few hot status lines, so the paper's 32-slot window stays.
+inline constexpr int kLookbackSlotsPerLane = 1;
+inline constexpr bool kLookbackWaitAll = true;
+
+// A look-back configuration (lookback.cuh takes one as a template argument;
+// the default is the tuned one above).
+// kWaitAll: a window is combined only once none of its slots is X (the
+// paper's rule); otherwise only the slots after its last P must be non-X.
+template <int kSlotsPerLane_ = kLookbackSlotsPerLane,
+          unsigned kFirstSleepNs_ = kLookbackFirstSleepNs,
+          unsigned kMaxSleepNs_ = kLookbackMaxSleepNs, bool kWaitAll_ = kLookbackWaitAll>
+struct LookbackPolicy {
+  static constexpr int kSlotsPerLane = kSlotsPerLane_;
+  static constexpr unsigned kFirstSleepNs = kFirstSleepNs_;
+  static constexpr unsigned kMaxSleepNs = kMaxSleepNs_;
+  static constexpr bool kWaitAll = kWaitAll_;
+};
+using DefaultLookbackPolicy = LookbackPolicy<>;
+
+// Scan tiles: threads per block, input bytes per thread (a multiple of 16),
+// register budget for the scanned values, the minimum resident blocks per
+// SM asked of the compiler (__launch_bounds__; caps registers), and the
+// look-back.
+template <int kThreads_, int kBytesPerThread_, int kValueBytesPerThread_, int kMinBlocksPerSm_,
+          typename Lookback_ = DefaultLookbackPolicy>
+struct ScanPolicy {
+  static constexpr int kThreads = kThreads_;
+  static constexpr int kBytesPerThread = kBytesPerThread_;
+  static constexpr int kValueBytesPerThread = kValueBytesPerThread_;
+  static constexpr int kMinBlocksPerSm = kMinBlocksPerSm_;
+  using Lookback = Lookback_;
+};
+// The scan's policy, tuned on an H200 (kernels/BENCHMARKS.md): 32 int32
+// items per thread (8192-item tiles: half as many look-backs as 16 items,
+// ~17% faster at 2^28; 3 blocks per SM at 80 registers, no spills; a cap
+// for 4 blocks measured ~3% faster for int32 but spills 50..250 bytes in
+// every dtype, so it is not taken), and a shorter polling back-off than the
+// shared default above (~1% at 2^28).
+using DefaultScanPolicy = ScanPolicy<256, 128, 128, 1, LookbackPolicy<1, 8, 64>>;
 
 // Reduce: resident blocks per SM of the grid-stride kernel, and the input
 // size up to which one block does the whole reduction (one launch, no

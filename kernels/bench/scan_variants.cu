@@ -1,0 +1,182 @@
+// Tuning experiment: times the scan kernel (detail/scan_kernel.cuh) under
+// several ScanPolicy variants against CUB and a device-to-device memcpy, and
+// checks each variant's output against CUB (int32 exactly). Not part of the
+// library; built by tools/build_gpu_bundle.sh into gpu_bundle/scan_variants.
+//   ./scan_variants [log2n ...]      (default: 16 20 24 28)
+// Findings so far: kernels/BENCHMARKS.md.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/detail/scan_kernel.cuh"
+#include "kernels/gpu_baseline.h"
+
+namespace {
+
+using namespace primserve;
+using namespace primserve::detail;
+
+void Check(int err, const char* what, int line) {
+  if (err != 0) {
+    std::fprintf(stderr, "FAILED line %d %s: %s\n", line, what,
+                 cudaGetErrorString(static_cast<cudaError_t>(err)));
+    std::exit(1);
+  }
+}
+#define CHECK(expr) Check(static_cast<int>(expr), #expr, __LINE__)
+
+__global__ void CountMismatches(const uint32_t* a, const uint32_t* b, uint64_t n,
+                                unsigned long long* bad) {
+  unsigned long long local = 0;
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < n;
+       i += uint64_t{gridDim.x} * blockDim.x) {
+    local += a[i] != b[i];
+  }
+  if (local) atomicAdd(bad, local);
+}
+
+using Call = std::function<int(cudaStream_t)>;
+
+double MedianUs(const Call& call, int reps, cudaStream_t stream) {
+  cudaEvent_t start, stop;
+  CHECK(cudaEventCreate(&start));
+  CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) CHECK(call(stream));
+  std::vector<float> times;
+  for (int i = 0; i < reps; ++i) {
+    CHECK(cudaEventRecord(start, stream));
+    CHECK(call(stream));
+    CHECK(cudaEventRecord(stop, stream));
+    CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms * 1000);
+  }
+  CHECK(cudaEventDestroy(start));
+  CHECK(cudaEventDestroy(stop));
+  std::nth_element(times.begin(), times.begin() + reps / 2, times.end());
+  return times[reps / 2];
+}
+
+struct Variant {
+  std::string name;
+  bool diagnostic;  // results are wrong by design
+  std::function<int(void*, size_t*, const void*, void*, uint64_t, DType, cudaStream_t)> run;
+};
+
+template <typename Policy, bool kSkip = false>
+Variant Make(const char* name) {
+  return Variant{name, kSkip,
+                 [](void* t, size_t* s, const void* in, void* out, uint64_t n, DType dtype,
+                    cudaStream_t st) -> int {
+                   if (dtype == DType::kInt32) {
+                     return LaunchScan<int32_t, Op::kSum, false, Policy, kSkip>(
+                         t, s, static_cast<const int32_t*>(in), static_cast<int32_t*>(out), n,
+                         nullptr, 0, false, nullptr, nullptr, st);
+                   }
+                   return LaunchScan<float, Op::kSum, false, Policy, kSkip>(
+                       t, s, static_cast<const float*>(in), static_cast<float*>(out), n,
+                       nullptr, 0, false, nullptr, nullptr, st);
+                 }};
+}
+
+template <int kSlots, unsigned kFirst = kLookbackFirstSleepNs, unsigned kMax = kLookbackMaxSleepNs,
+          bool kWaitAll = true>
+using LB = LookbackPolicy<kSlots, kFirst, kMax, kWaitAll>;
+
+std::vector<Variant> Variants() {
+  return {
+      Make<DefaultScanPolicy>("DEFAULT (tuning.cuh)"),
+      Make<ScanPolicy<256, 64, 128, 1, LB<1>>>("t256_b64 (2026-11-21 old)"),
+      Make<ScanPolicy<256, 128, 128, 1, LB<1>>>("t256_b128"),
+      Make<ScanPolicy<256, 128, 128, 4, LB<1>>>("t256_b128 m4"),
+      Make<ScanPolicy<256, 128, 128, 1, LB<1, 8, 64>>>("t256_b128 sleep8-64"),
+      Make<ScanPolicy<256, 128, 128, 3, LB<1, 8, 64>>>("t256_b128 m3 sleep8-64"),
+      Make<ScanPolicy<256, 128, 128, 4, LB<1, 8, 64, false>>>("t256_b128 m4 sleep8-64 nowaitall"),
+      Make<ScanPolicy<256, 128, 128, 1, LB<1>>, true>("DIAG t256_b128 no-lookback"),
+  };
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> sizes;
+  for (int i = 1; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
+  if (sizes.empty()) sizes = {16, 20, 24, 28};
+  cudaDeviceProp prop{};
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  cudaStream_t stream;
+  CHECK(cudaStreamCreate(&stream));
+  const auto variants = Variants();
+  unsigned long long* d_bad;
+  CHECK(cudaMalloc(&d_bad, 8));
+  std::printf("%-28s %-8s %5s %10s %10s %10s %8s %8s %s\n", "variant", "dtype", "log2n",
+              "ours_us", "cub_us", "memcpy_us", "vs_cub", "vs_mcpy", "check");
+  for (const DType dtype : {DType::kInt32, DType::kFloat32}) {
+    for (const int log2n : sizes) {
+      const uint64_t n = uint64_t{1} << log2n;
+      const size_t bytes = n * 4;
+      void *in, *out, *ref;
+      CHECK(cudaMalloc(&in, bytes));
+      CHECK(cudaMalloc(&out, bytes));
+      CHECK(cudaMalloc(&ref, bytes));
+      CHECK(baseline::FillRandomInt32(static_cast<int32_t*>(in), n, 17,
+                                      dtype == DType::kFloat32 ? 20 : 30, nullptr));
+      const int reps = log2n <= 20 ? 200 : log2n <= 26 ? 50 : 20;
+      const double memcpy_us = MedianUs(
+          [&](cudaStream_t st) {
+            return cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, st);
+          },
+          reps, stream);
+      size_t cub_bytes = 0;
+      CHECK(baseline::CubScan(nullptr, &cub_bytes, in, ref, n, dtype, Op::kSum, false, nullptr));
+      void* cub_temp;
+      CHECK(cudaMalloc(&cub_temp, std::max<size_t>(cub_bytes, 16)));
+      const double cub_us = MedianUs(
+          [&](cudaStream_t st) {
+            size_t s = cub_bytes;
+            return baseline::CubScan(cub_temp, &s, in, ref, n, dtype, Op::kSum, false, st);
+          },
+          reps, stream);
+      for (const Variant& v : variants) {
+        size_t temp_bytes = 0;
+        CHECK(v.run(nullptr, &temp_bytes, in, out, n, dtype, stream));
+        void* temp;
+        CHECK(cudaMalloc(&temp, temp_bytes));
+        CHECK(cudaMemsetAsync(out, 0xAB, bytes, stream));
+        const double us = MedianUs(
+            [&](cudaStream_t st) {
+              size_t s = temp_bytes;
+              return v.run(temp, &s, in, out, n, dtype, st);
+            },
+            reps, stream);
+        std::string check = "-";
+        if (!v.diagnostic && dtype == DType::kInt32) {
+          CHECK(cudaMemsetAsync(d_bad, 0, 8, stream));
+          CountMismatches<<<1024, 256, 0, stream>>>(static_cast<const uint32_t*>(out),
+                                                   static_cast<const uint32_t*>(ref), n, d_bad);
+          unsigned long long bad = 0;
+          CHECK(cudaMemcpy(&bad, d_bad, 8, cudaMemcpyDeviceToHost));
+          check = bad == 0 ? "ok" : "MISMATCH " + std::to_string(bad);
+        }
+        CHECK(cudaFree(temp));
+        const double ours_gbs = 2.0 * bytes / us / 1e3, memcpy_gbs = 2.0 * bytes / memcpy_us / 1e3;
+        std::printf("%-28s %-8s %5d %10.2f %10.2f %10.2f %8.3f %8.3f %s\n", v.name.c_str(),
+                    dtype == DType::kInt32 ? "int32" : "float32", log2n, us, cub_us, memcpy_us,
+                    cub_us / us, ours_gbs / memcpy_gbs, check.c_str());
+        std::fflush(stdout);
+      }
+      CHECK(cudaFree(cub_temp));
+      CHECK(cudaFree(in));
+      CHECK(cudaFree(out));
+      CHECK(cudaFree(ref));
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,237 @@
+// The single-pass scan kernel (plain and segmented) with decoupled look-back,
+// templated on a ScanPolicy (tuning.cuh) so that kernels/scan.cu instantiates
+// the tuned one and the variant benchmark (kernels/bench/scan_variants.cu)
+// can time others. Each element is read once and written once (~2n bytes).
+// A segmented scan is the same pass over head-flagged values
+// (operators.cuh: SegmentedOp). Optional carry: the scan starts from
+// *carry_in instead of nothing, and *carry_out gets carry_in op all n inputs.
+#ifndef PRIMSERVE_KERNELS_DETAIL_SCAN_KERNEL_CUH_
+#define PRIMSERVE_KERNELS_DETAIL_SCAN_KERNEL_CUH_
+
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "kernels/detail/block.cuh"
+#include "kernels/detail/dispatch.cuh"
+#include "kernels/detail/lookback.cuh"
+#include "kernels/detail/operators.cuh"
+#include "kernels/detail/segments.cuh"
+#include "kernels/detail/tuning.cuh"
+
+namespace primserve::detail {
+
+template <typename T, Op kOp, bool kSegmented, typename Policy>
+struct ScanConfig {
+  using BaseOp = CombineOp<T, kOp>;
+  using V = std::conditional_t<kSegmented, Flagged<T>, T>;  // scanned value
+  using ScanOp = std::conditional_t<kSegmented, SegmentedOp<T, BaseOp>, BaseOp>;
+  static constexpr int kThreads = Policy::kThreads;
+  static constexpr int kWarps = kThreads / kWarpThreads;
+  static constexpr int kItems =
+      kItemsPerThreadFor<T, V, Policy::kBytesPerThread, Policy::kValueBytesPerThread>;
+  static constexpr int kTileItems = kThreads * kItems;
+  static constexpr int kWarpItems = kWarpThreads * kItems;
+};
+
+template <typename T, Op kOp, bool kSegmented, typename Policy>
+struct ScanParams {
+  using Config = ScanConfig<T, kOp, kSegmented, Policy>;
+  const T* in;
+  T* out;
+  uint64_t n;
+  int64_t num_tiles;
+  bool exclusive;
+  TileStatus<typename Config::V> status;  // unused for a single tile
+  const uint64_t* segment_starts;         // segmented only
+  uint64_t num_segments;
+  const uint64_t* tile_first_segment;     // segmented, several tiles
+  const T* carry_in;                      // plain only; nullable
+  T* carry_out;                           // plain only; nullable
+};
+
+// start op values[0] op ... op values[last] (last < kItems, a run-time
+// value: the loop stays unrolled, nothing is indexed at run time).
+template <typename V, int kItems, typename ScanOp>
+__device__ __forceinline__ V InclusiveThrough(V start, const V (&values)[kItems], uint64_t last,
+                                              ScanOp op) {
+#pragma unroll
+  for (int j = 0; j < kItems; ++j) {
+    if (j <= last) start = op(start, values[j]);
+  }
+  return start;
+}
+
+// kSkipLookback: timing diagnostic only (wrong results): every tile uses an
+// empty prefix, so the look-back's share of the time can be measured.
+template <typename T, Op kOp, bool kSegmented, typename Policy, bool kSkipLookback = false>
+__global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
+    ScanKernel(const ScanParams<T, kOp, kSegmented, Policy> p) {
+  using Config = ScanConfig<T, kOp, kSegmented, Policy>;
+  using V = typename Config::V;
+  constexpr int kItems = Config::kItems;
+  constexpr int kTileItems = Config::kTileItems;
+  constexpr int kWarpItems = Config::kWarpItems;
+  const typename Config::ScanOp op{};
+
+  __shared__ WarpTransposeStorage<T, kItems, Config::kWarps> transpose;
+  __shared__ BlockScanStorage<V, Config::kWarps> scan_storage;
+  __shared__ V tile_prefix_slot;
+  __shared__ int64_t tile_slot;
+  __shared__ T carry_slot;
+  __shared__ uint8_t heads[kSegmented ? kTileItems : 1];
+
+  int64_t tile = 0;
+  if (p.num_tiles > 1) {
+    if (threadIdx.x == 0) tile_slot = p.status.AcquireTileIndex();
+    __syncthreads();
+    tile = tile_slot;
+  }
+  // Only tile 0 reads the carry (before any tile can write carry_out, which
+  // waits for tile 0's P: carry_in may alias carry_out).
+  const bool has_carry = !kSegmented && p.carry_in != nullptr && tile == 0;
+  if (has_carry && threadIdx.x == 0) carry_slot = *p.carry_in;
+  const uint64_t tile_begin = static_cast<uint64_t>(tile) * kTileItems;
+  const int tile_valid = static_cast<int>(min(p.n - tile_begin, uint64_t{kTileItems}));
+  const int warp_offset = WarpId() * kWarpItems;
+  const int warp_valid = max(0, min(tile_valid - warp_offset, kWarpItems));
+  const uint64_t thread_begin = tile_begin + warp_offset + LaneId() * kItems;
+
+  T x[kItems];
+  WarpLoadBlocked(p.in + tile_begin + warp_offset, warp_valid, IsVectorAligned(p.in),
+                  Neutral<T, kOp>(), x, transpose.items[WarpId()]);
+
+  V values[kItems];
+  if constexpr (kSegmented) {
+    const uint64_t first = p.num_tiles > 1 ? p.tile_first_segment[tile] : 0;
+    const uint64_t last = p.num_tiles > 1 ? p.tile_first_segment[tile + 1] : p.num_segments;
+    BlockMarkHeads<kTileItems>(p.segment_starts, first, last, tile_begin, tile_valid, heads);
+#pragma unroll
+    for (int j = 0; j < kItems; ++j) {
+      values[j] = V{heads[warp_offset + LaneId() * kItems + j], x[j]};
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kItems; ++j) values[j] = x[j];
+  }
+
+  V thread_total = values[0];
+#pragma unroll
+  for (int j = 1; j < kItems; ++j) thread_total = op(thread_total, values[j]);
+
+  V neutral;
+  if constexpr (kSegmented) {
+    neutral = V{0, Neutral<T, kOp>()};
+  } else {
+    neutral = Neutral<T, kOp>();
+  }
+  V running, tile_total;
+  // Also orders carry_slot's write before the reads below.
+  BlockExclusiveScan(thread_total, op, neutral, running, tile_total, scan_storage);
+  V carry{};
+  if constexpr (!kSegmented) {
+    if (has_carry) {
+      carry = carry_slot;
+      tile_total = op(carry, tile_total);  // tile 0 publishes carry op tile as its P
+    }
+  }
+  if (p.num_tiles > 1) {
+    if constexpr (kSkipLookback) {
+      (void)tile_prefix_slot;
+    } else {
+      const V tile_prefix = BlockExclusivePrefix<typename Policy::Lookback>(
+          p.status, tile, tile_total, op, tile_prefix_slot);
+      if (tile > 0) running = op(tile_prefix, running);
+    }
+  }
+  if constexpr (!kSegmented) {
+    if (has_carry) running = op(carry, running);
+  }
+
+  const V running_start = running;
+  T y[kItems];
+#pragma unroll
+  for (int j = 0; j < kItems; ++j) {
+    if constexpr (kSegmented) {
+      if (p.exclusive) y[j] = values[j].head ? Identity<T>(kOp) : running.value;
+      running = op(running, values[j]);
+      if (!p.exclusive) y[j] = running.value;
+    } else {
+      if (p.exclusive) y[j] = thread_begin + j == 0 && !has_carry ? Identity<T>(kOp) : running;
+      running = op(running, values[j]);
+      if (!p.exclusive) y[j] = running;
+    }
+  }
+  if constexpr (!kSegmented) {
+    if (p.carry_out != nullptr && thread_begin <= p.n - 1 && p.n - 1 < thread_begin + kItems) {
+      *p.carry_out = InclusiveThrough(running_start, values, p.n - 1 - thread_begin, op);
+    }
+  }
+  WarpStoreBlocked(p.out + tile_begin + warp_offset, warp_valid, IsVectorAligned(p.out), y,
+                   transpose.items[WarpId()]);
+}
+
+// n == 0 with a carry: carry_out = carry_in, or the identity.
+template <typename T, Op kOp>
+__global__ void ScanEmptyCarryKernel(const T* carry_in, T* carry_out) {
+  *carry_out = carry_in != nullptr ? *carry_in : Identity<T>(kOp);
+}
+
+template <typename T, Op kOp, bool kSegmented, typename Policy, bool kSkipLookback = false>
+int LaunchScan(void* temp_storage, size_t* temp_bytes, const T* in, T* out, uint64_t n,
+               const uint64_t* starts, uint64_t num_segments, bool exclusive,
+               const T* carry_in, T* carry_out, cudaStream_t stream) {
+  using Config = ScanConfig<T, kOp, kSegmented, Policy>;
+  using Status = TileStatus<typename Config::V>;
+  const int64_t num_tiles = n == 0 ? 1 : CeilDiv(n, Config::kTileItems);
+  const size_t status_bytes = num_tiles > 1 ? Status::StorageBytes(num_tiles) : 0;
+  const size_t map_bytes =
+      kSegmented && num_tiles > 1 ? AlignUp16((num_tiles + 1) * sizeof(uint64_t)) : 0;
+  const size_t bytes = status_bytes + map_bytes > kMinTempBytes ? status_bytes + map_bytes
+                                                                : kMinTempBytes;
+  if (temp_storage == nullptr) {
+    *temp_bytes = bytes;
+    return cudaSuccess;
+  }
+  if (*temp_bytes < bytes) return cudaErrorInvalidValue;
+  if (n == 0) {
+    if (!kSegmented && carry_out != nullptr) {
+      ScanEmptyCarryKernel<T, kOp><<<1, 1, 0, stream>>>(carry_in, carry_out);
+      return cudaGetLastError();
+    }
+    return cudaSuccess;
+  }
+
+  ScanParams<T, kOp, kSegmented, Policy> params{};
+  params.in = in;
+  params.out = out;
+  params.n = n;
+  params.num_tiles = num_tiles;
+  params.exclusive = exclusive;
+  params.segment_starts = starts;
+  params.num_segments = num_segments;
+  params.carry_in = carry_in;
+  params.carry_out = carry_out;
+  if (num_tiles > 1) {
+    params.status = Status(temp_storage, num_tiles);
+    if constexpr (kSegmented) {
+      uint64_t* map = reinterpret_cast<uint64_t*>(static_cast<char*>(temp_storage) + status_bytes);
+      params.tile_first_segment = map;
+      const int64_t blocks = CeilDiv(num_tiles + 1, 256);
+      InitSegmentedTilesKernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+          params.status, starts, num_segments, Config::kTileItems, map);
+      if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
+    } else {
+      if (const cudaError_t err = InitTileStatusAsync(params.status, stream); err != cudaSuccess) {
+        return err;
+      }
+    }
+  }
+  ScanKernel<T, kOp, kSegmented, Policy, kSkipLookback>
+      <<<static_cast<unsigned>(num_tiles), Config::kThreads, 0, stream>>>(params);
+  return cudaGetLastError();
+}
+
+}  // namespace primserve::detail
+
+#endif  // PRIMSERVE_KERNELS_DETAIL_SCAN_KERNEL_CUH_
