@@ -25,7 +25,8 @@ else
   echo "SKIPPED promtool checks: /usr/bin/promtool is missing (package prometheus, tools/setup.sh)"
 fi
 
-GRPC_VERBOSITY=info "$PRIMSERVE" --backend=cpu --host=127.0.0.1 --port=0 \
+: >"$TMP/server.log"  # exists before the server starts, for the loop below to read
+"$PRIMSERVE" --backend=cpu --host=127.0.0.1 --port=0 \
   --metrics_host=127.0.0.1 --metrics_port=0 --shutdown_grace_seconds=1 >"$TMP/server.log" 2>&1 &
 readonly SERVER_PID=$!
 trap 'kill -KILL "$SERVER_PID" 2>/dev/null' EXIT

@@ -1016,6 +1016,7 @@ void CudaBackend::Record(const Lane& lane, absl::Span<Task* const> tasks) {
       cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
     memory.device_free = free_bytes;
     memory.device_total = total_bytes;
+    memory.budget = budget_->total();
     metrics_->SetGpuMemory(lane.device, memory);
   } else {
     cudaGetLastError();  // a gauge left stale is better than a failed request

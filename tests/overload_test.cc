@@ -246,6 +246,9 @@ TEST(OverloadTest, DeadlinesShorterThanTheQueueWaitExpireAndAreNeverRun) {
   EXPECT_EQ(expired.count(absl::StatusCode::kDeadlineExceeded), kShortCalls) << expired.Codes();
   EXPECT_LT(expired.max_latency(), kShortDeadline + kSlack);
 
+  // The server learns of the expiry a little after the clients do: from its
+  // own copy of the deadline (sent as a timeout) or from their cancellation.
+  absl::SleepFor(absl::Milliseconds(500));
   gated->Release();
   blocking.join();
   EXPECT_EQ(blocker.count(absl::StatusCode::kOk), 1) << blocker.Codes();
@@ -298,7 +301,11 @@ TEST(OverloadTest, GracefulShutdownUnderLoadLosesNoCall) {
       }
     });
   }
-  while (served_before_shutdown < 4 * kClients) absl::SleepFor(absl::Milliseconds(10));
+  const absl::Time load_deadline = absl::Now() + absl::Seconds(30);
+  while (served_before_shutdown < 4 * kClients && absl::Now() < load_deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_GE(served_before_shutdown, 4 * kClients) << "the server never got loaded";
 
   shutting_down = true;
   const absl::Time shutdown_start = absl::Now();

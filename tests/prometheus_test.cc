@@ -35,8 +35,6 @@
 #include "gtest/gtest.h"
 #include "tests/http_testing.h"
 
-extern char** environ;
-
 namespace primserve {
 namespace {
 
@@ -61,19 +59,13 @@ std::string ReadFile(const std::string& path) {
 // SIGKILL after 10 s, on destruction, and SIGKILL if this test dies first.
 class Child {
  public:
-  Child(const std::vector<std::string>& argv, const std::string& log_path,
-        const std::vector<std::string>& extra_env = {})
+  Child(const std::vector<std::string>& argv, const std::string& log_path)
       : log_path_(log_path) {
     // Everything the child needs is prepared before fork: after it, only
     // async-signal-safe calls.
     std::vector<char*> args;
     for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
     args.push_back(nullptr);
-    std::vector<std::string> env_strings = extra_env;
-    for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
-    std::vector<char*> env;
-    for (std::string& entry : env_strings) env.push_back(entry.data());
-    env.push_back(nullptr);
     const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (log < 0) return;
     const pid_t pid = fork();
@@ -81,7 +73,7 @@ class Child {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       dup2(log, STDOUT_FILENO);
       dup2(log, STDERR_FILENO);
-      execve(args[0], args.data(), env.data());
+      execv(args[0], args.data());
       _exit(127);
     }
     close(log);
@@ -194,7 +186,7 @@ TEST_F(PrometheusTest, CountersAndHistogramsMoveByWhatWasSent) {
   Child server({g_primserve, "--backend=cpu", "--host=127.0.0.1", "--port=0",
                 "--metrics_host=127.0.0.1", "--metrics_port=0", "--max_request_elements=1000",
                 "--shutdown_grace_seconds=1"},
-               dir + "/primserve.log", {"GRPC_VERBOSITY=info"});
+               dir + "/primserve.log");
   ASSERT_TRUE(server.started());
   int grpc_port = 0, metrics_port = 0;
   for (const absl::Time give_up = absl::Now() + absl::Seconds(20);

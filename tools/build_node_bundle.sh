@@ -24,25 +24,28 @@ readonly HOST_LIBS='^(linux-vdso|ld-linux-x86-64|libc|libm|libdl|libpthread|libr
 
 ./tools/setup.sh
 bazel build //server:primserve //client:all
+# Not the bazel-bin symlink: it follows whichever configuration (a sanitizer's,
+# say) the last bazel command on this workspace built.
+BIN="$(bazel info bazel-bin)"
 
 rm -rf "$OUT"
 mkdir -p "$OUT/bin" "$OUT/lib"
 tools=(server/primserve client/primctl)
-[[ -x bazel-bin/client/primload ]] && tools+=(client/primload)
+[[ -x $BIN/client/primload ]] && tools+=(client/primload)
 
 for tool in "${tools[@]}"; do
   binary="$OUT/bin/$(basename "$tool")"
   # Symbols stay for stack traces; debug info goes.
-  strip --strip-debug -o "$binary" "bazel-bin/$tool"
+  strip --strip-debug -o "$binary" "$BIN/$tool"
   # DT_RPATH, unlike RUNPATH, also serves the libraries' own dependencies.
   patchelf --force-rpath --set-rpath '$ORIGIN/../lib' "$binary"
   # "libfoo.so.1 => /path/libfoo.so.1.2.3 (0x...)": copy under the soname.
-  ldd "bazel-bin/$tool" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' |
+  ldd "$BIN/$tool" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' |
     while read -r soname path; do
       [[ $soname =~ $HOST_LIBS ]] && continue
       [[ -e "$OUT/lib/$soname" ]] || cp -L "$path" "$OUT/lib/$soname"
     done
-  if ldd "bazel-bin/$tool" | grep -q 'not found'; then
+  if ldd "$BIN/$tool" | grep -q 'not found'; then
     echo "build_node_bundle: $tool has unresolved libraries here" >&2
     exit 1
   fi
@@ -79,8 +82,11 @@ for binary in primserve primctl; do
   if run ldd "$HERE/bin/$binary" | grep 'not found'; then fail "bin/$binary misses libraries"; fi
 done
 
-# env execs the server, so $! is the server's pid.
-env -u LD_LIBRARY_PATH GRPC_VERBOSITY=info "$HERE/bin/primserve" --host=127.0.0.1 --port=0 \
+# env execs the server, so $! is the server's pid. Without GRPC_VERBOSITY the
+# server logs its INFO lines, the ports among them. The log exists before the
+# server starts, for the loop below to read.
+: >"$TMP/server.log"
+env -u LD_LIBRARY_PATH -u GRPC_VERBOSITY "$HERE/bin/primserve" --host=127.0.0.1 --port=0 \
   --metrics_host=127.0.0.1 --metrics_port=0 --shutdown_grace_seconds=5 "$@" \
   >"$TMP/server.log" 2>&1 &
 SERVER_PID=$!
