@@ -7,6 +7,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -174,7 +176,14 @@ int Main() {
 }  // namespace primserve
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("primserve: GPU parallel primitives behind gRPC.");
+  absl::SetProgramUsageMessage("GPU parallel primitives behind gRPC.");
+  // absl's --help lists only flags of a file named like the binary
+  // (primserve.cc); ours live in main.cc.
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "server/main.cc");
+  };
+  absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
   // gRPC's log shows only errors by default; primserve's own lines are INFO.
   if (std::getenv("GRPC_VERBOSITY") == nullptr) gpr_set_log_verbosity(GPR_LOG_SEVERITY_INFO);
