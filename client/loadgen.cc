@@ -35,7 +35,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -50,6 +49,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "client/cli_flags.h"
 #include "client/client.h"
 #include "grpc/grpc.h"
 #include "grpcpp/channel.h"
@@ -1157,26 +1157,12 @@ int Main() {
   return failures == 0 ? 0 : 1;
 }
 
-// absl::ParseCommandLine calls std::exit(1) when it rejects the command line
-// (and after --help); primload keeps 1 for failed calls, so such an exit
-// becomes 2.
-bool parsing_flags = false;
-
-void ExitTwoWhileParsingFlags() {
-  if (!parsing_flags) return;
-  std::fflush(nullptr);
-  std::_Exit(2);
-}
-
 }  // namespace
 }  // namespace primserve
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(primserve::kUsage);
-  primserve::parsing_flags = true;
-  std::atexit(primserve::ExitTwoWhileParsingFlags);
-  const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  primserve::parsing_flags = false;
+  const std::vector<char*> args = primserve::ParseCommandLineOrExitTwo(argc, argv);
   if (args.size() > 1) {
     return primserve::UsageError(
         absl::InvalidArgumentError(absl::StrCat("unexpected argument '", args[1], "'")));
