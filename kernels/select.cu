@@ -444,12 +444,16 @@ int RunSelect(void* d_temp, const T* in, uint64_t n, const SelectKeep& keep,
   sm.rejected_indices = partition && indices_out != nullptr;
   const size_t smem = sm.Bytes<S, T>();
   auto* kernel = SelectKernel<T, OffsetT, kMode, kNumVec>;
-  // Per device, so set on every call (cheap, idempotent, safe with several
-  // GPUs and threads): opt in above 48 KB, and prefer shared memory over L1
-  // (the input streams through; tiles resident per SM are what matters).
-  if (smem > 48 * 1024 - 1024) {
+  // Per device, so set on every call (cheap, idempotent): opt in above 48 KB,
+  // and prefer shared memory over L1 (the input streams through; tiles
+  // resident per SM are what matters). The opt-in is the most any call of
+  // this kernel needs, not this call's smem: the attribute is process-wide,
+  // and a concurrent call lowering it under our launch fails that launch
+  // with cudaErrorInvalidValue.
+  const size_t most_smem = SelectSmem{true, true, true, true}.Bytes<S, T>();
+  if (most_smem > 48 * 1024 - 1024) {
     PRIMSERVE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(smem)));
+                                            static_cast<int>(most_smem)));
   }
   PRIMSERVE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                           cudaSharedmemCarveoutMaxShared));

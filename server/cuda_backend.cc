@@ -15,6 +15,7 @@
 #include "kernels/reference.h"
 #include "kernels/scan.h"
 #include "kernels/select.h"
+#include "server/fault_kernels.h"
 
 namespace primserve {
 namespace {
@@ -117,6 +118,7 @@ struct CudaBackend::Lane {
   int device = 0;
   cudaStream_t stream = nullptr;
   MemoryBudget* budget = nullptr;  // shared by every lane
+  CudaFaultInjector* faults = nullptr;  // tests only
   char* pinned = nullptr;
   size_t pinned_bytes = 0;
   // Stage boundaries of the last batch, timed on the stream.
@@ -183,8 +185,11 @@ class DeviceBlock final {
   static absl::StatusOr<DeviceBlock> Allocate(Lane& lane, size_t bytes) {
     if (absl::Status s = lane.budget->Acquire(bytes); !s.ok()) return s;
     void* base = nullptr;
-    if (absl::Status s = CudaStatus(cudaMallocAsync(&base, bytes, lane.stream), "cudaMallocAsync");
-        !s.ok()) {
+    const cudaError_t allocated =
+        lane.faults != nullptr && lane.faults->Fire(CudaFault::kAllocation)
+            ? cudaErrorMemoryAllocation
+            : cudaMallocAsync(&base, bytes, lane.stream);
+    if (absl::Status s = CudaStatus(allocated, "cudaMallocAsync"); !s.ok()) {
       lane.budget->Release(bytes);
       return s;
     }
@@ -221,6 +226,25 @@ absl::Status CopyBack(Lane& lane, void* host, const void* device, size_t bytes) 
   PRIMSERVE_RETURN_IF_CUDA_ERROR(
       cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, lane.stream));
   return absl::OkStatus();
+}
+
+// A launch fault a test armed, fired where a batch's kernels begin on the
+// lane's stream.
+absl::Status InjectedLaunchFault(Lane& lane) {
+  if (lane.faults == nullptr) return absl::OkStatus();
+  if (lane.faults->Fire(CudaFault::kLaunch)) {
+    return CudaStatus(gpu::LaunchImpossibleKernel(lane.stream), "kernel launch");
+  }
+  if (lane.faults->Fire(CudaFault::kSticky)) {
+    return CudaStatus(gpu::RunTrappingKernel(lane.stream), "kernel");
+  }
+  return absl::OkStatus();
+}
+
+// The inputs are on the device and the batch's kernels come next.
+absl::Status StartKernels(Lane& lane) {
+  lane.Mark(Lane::kInputsIn);
+  return InjectedLaunchFault(lane);
 }
 
 absl::Status Wait(Lane& lane) {
@@ -319,6 +343,9 @@ absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op) {
         cudaMemcpyAsync(device, staged, bytes_of(k), cudaMemcpyHostToDevice, lane.copy_in));
     PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaEventRecord(lane.copied_in[slot], lane.copy_in));
     PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaStreamWaitEvent(lane.stream, lane.copied_in[slot], 0));
+    if (k == 0) {
+      if (absl::Status s = InjectedLaunchFault(lane); !s.ok()) return s;
+    }
     PRIMSERVE_RETURN_IF_CUDA_ERROR(gpu::ScanWithCarry(
         block->at(temp), &temp_bytes, device, device, bytes_of(k) / element, dtype, op.op,
         op.exclusive, k == 0 ? nullptr : block->at(carry), block->at(carry), lane.stream));
@@ -383,7 +410,7 @@ absl::StatusOr<Results> RunScans(Lane& lane, absl::Span<const ScanOperation* con
     }
   }
   // In place: the scan overwrites its input, halving the device memory.
-  lane.Mark(Lane::kInputsIn);
+  if (absl::Status s = StartKernels(lane); !s.ok()) return s;
   PRIMSERVE_RETURN_IF_CUDA_ERROR(
       segmented ? gpu::SegmentedScan(block->at(temp), &temp_bytes, block->at(data),
                                      block->at(data), all.total, block->at<uint64_t>(starts),
@@ -447,7 +474,7 @@ absl::StatusOr<Results> RunReduces(Lane& lane, absl::Span<const ReduceOperation*
       !s.ok()) {
     return s;
   }
-  lane.Mark(Lane::kInputsIn);
+  if (absl::Status s = StartKernels(lane); !s.ok()) return s;
   PRIMSERVE_RETURN_IF_CUDA_ERROR(gpu::SegmentedReduce(
       block->at(temp), &temp_bytes, block->at(data), all.total, block->at<uint64_t>(starts),
       num_segments, dtype, first.op, block->at(values),
@@ -532,7 +559,7 @@ absl::StatusOr<Result> RunSelect(Lane& lane, const SelectOperation& op) {
     if (absl::Status s = CopyIn(lane, block->at(flags), staged_flags, n); !s.ok()) return s;
     keep = gpu::MakeFlagsKeep(block->at<uint8_t>(flags));
   }
-  lane.Mark(Lane::kInputsIn);
+  if (absl::Status s = StartKernels(lane); !s.ok()) return s;
   PRIMSERVE_RETURN_IF_CUDA_ERROR(gpu::Select(
       block->at(temp), &temp_bytes, block->at(data), dtype, n, keep, op.partition,
       values_wanted ? block->at(values) : nullptr,
@@ -631,7 +658,7 @@ absl::StatusOr<Results> RunSelects(Lane& lane, absl::Span<const SelectOperation*
       !s.ok()) {
     return s;
   }
-  lane.Mark(Lane::kInputsIn);
+  if (absl::Status s = StartKernels(lane); !s.ok()) return s;
   PRIMSERVE_RETURN_IF_CUDA_ERROR(gpu::SegmentedSelect(
       block->at(temp), &temp_bytes, block->at(data), dtype, n, block->at<uint64_t>(starts),
       num_segments, keep, values_wanted ? block->at(values) : nullptr,
@@ -705,7 +732,7 @@ absl::StatusOr<Result> RunRuns(Lane& lane, const ArrayView& input, bool with_len
   lane.Mark(Lane::kStart);
   Pack(lane.pinned, {input});
   if (absl::Status s = CopyIn(lane, block->at(data), lane.pinned, n * element); !s.ok()) return s;
-  lane.Mark(Lane::kInputsIn);
+  if (absl::Status s = StartKernels(lane); !s.ok()) return s;
   PRIMSERVE_RETURN_IF_CUDA_ERROR(
       with_lengths
           ? gpu::RunLengthEncode(block->at(temp), &temp_bytes, block->at(data), dtype, n,
@@ -766,7 +793,7 @@ absl::StatusOr<Result> RunReduceByKey(Lane& lane, const ReduceByKeyOperation& op
       !s.ok()) {
     return s;
   }
-  lane.Mark(Lane::kInputsIn);
+  if (absl::Status s = StartKernels(lane); !s.ok()) return s;
   PRIMSERVE_RETURN_IF_CUDA_ERROR(gpu::ReduceByKey(
       block->at(temp), &temp_bytes, block->at(keys), op.keys.dtype, block->at(values),
       op.values.dtype, n, op.op, block->at(keys_out), block->at(values_out),
@@ -822,7 +849,7 @@ absl::StatusOr<Result> RunAggregateByKey(Lane& lane, const AggregateByKeyOperati
       !s.ok()) {
     return s;
   }
-  lane.Mark(Lane::kInputsIn);
+  if (absl::Status s = StartKernels(lane); !s.ok()) return s;
   PRIMSERVE_RETURN_IF_CUDA_ERROR(gpu::AggregateByKey(
       block->at(temp), &temp_bytes, block->at(keys), op.keys.dtype, block->at(values),
       op.values.dtype, n, op.op, op.num_keys, block->at(out), block->at<int64_t>(bad),
@@ -909,18 +936,20 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
                                                            : smallest_memory / 100 * 85;
   return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(lanes),
                                                      std::make_unique<MemoryBudget>(budget),
-                                                     absl::StrJoin(names, ", "), options.metrics));
+                                                     absl::StrJoin(names, ", "), options.metrics,
+                                                     options.faults));
 }
 
 CudaBackend::CudaBackend(std::vector<std::unique_ptr<Lane>> lanes,
                          std::unique_ptr<MemoryBudget> budget, std::string device_names,
-                         Metrics* metrics)
+                         Metrics* metrics, CudaFaultInjector* faults)
     : lanes_(std::move(lanes)),
       budget_(std::move(budget)),
       device_names_(std::move(device_names)),
       metrics_(metrics) {
   for (const auto& lane : lanes_) {
     lane->budget = budget_.get();
+    lane->faults = faults;
     free_lanes_.push_back(lane.get());
   }
 }

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/backend.h"
+#include "server/cuda_fault_injector.h"
 #include "server/memory_budget.h"
 #include "server/metrics.h"
 
@@ -36,6 +37,8 @@ struct CudaBackendOptions {
   uint64_t memory_budget_bytes = 0;
   // Stage times and GPU memory go here; not owned; null records nothing.
   Metrics* metrics = nullptr;
+  // Tests only: faults to inject; not owned; null injects none.
+  CudaFaultInjector* faults = nullptr;
 };
 
 class CudaBackend final : public ExecutionBackend {
@@ -54,7 +57,7 @@ class CudaBackend final : public ExecutionBackend {
 
  private:
   CudaBackend(std::vector<std::unique_ptr<Lane>> lanes, std::unique_ptr<MemoryBudget> budget,
-              std::string device_names, Metrics* metrics);
+              std::string device_names, Metrics* metrics, CudaFaultInjector* faults);
 
   Lane* AcquireLane();
   void ReleaseLane(Lane* lane);

@@ -1,0 +1,52 @@
+// Test-only faults for the CUDA backend: a test arms a fault and the backend
+// produces it at its next chance, through the same code path as the real
+// failure, so tests can show that each one gets the right status and health.
+// Production servers pass no injector.
+#ifndef PRIMSERVE_SERVER_CUDA_FAULT_INJECTOR_H_
+#define PRIMSERVE_SERVER_CUDA_FAULT_INJECTOR_H_
+
+#include <array>
+#include <cstddef>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace primserve {
+
+enum class CudaFault {
+  // A device allocation fails as cudaMallocAsync does when the device is full.
+  kAllocation,
+  // A batch's first kernel launch is refused (a real launch with an
+  // impossible block size: cudaErrorInvalidConfiguration); the context lives.
+  kLaunch,
+  // A batch's kernels hit a device-side trap: the context is lost for good
+  // (cudaErrorLaunchFailure), as after an illegal address.
+  kSticky,
+};
+inline constexpr size_t kNumCudaFaults = 3;
+
+class CudaFaultInjector final {
+ public:
+  // The next `times` chances for `fault` fail.
+  void Arm(CudaFault fault, int times = 1) {
+    absl::MutexLock lock(&mu_);
+    armed_[static_cast<size_t>(fault)] += times;
+  }
+
+  // True, once per armed time, when `fault` should happen now.
+  bool Fire(CudaFault fault) {
+    absl::MutexLock lock(&mu_);
+    int& armed = armed_[static_cast<size_t>(fault)];
+    if (armed == 0) return false;
+    --armed;
+    return true;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::array<int, kNumCudaFaults> armed_ ABSL_GUARDED_BY(mu_) = {};
+};
+
+}  // namespace primserve
+
+#endif  // PRIMSERVE_SERVER_CUDA_FAULT_INJECTOR_H_
