@@ -314,7 +314,7 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int tile_valid =
       p.n > tile_begin ? static_cast<int>(min(p.n - tile_begin, uint64_t{kTileItems})) : 0;
   const int warp_offset = WarpId() * kWarpItems;
-  const int warp_valid = max(0, min(tile_valid - warp_offset, kWarpItems));
+  const int warp_valid = WarpValid<kWarpItems>(p.n, tile_begin + warp_offset);
   const int thread_offset = warp_offset + LaneId() * kItems;
 
   T x[kItems];

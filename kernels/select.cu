@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/detail/block.cuh"
 #include "kernels/detail/compaction.cuh"
 #include "kernels/detail/device_info.cuh"
 #include "kernels/detail/lookback.cuh"
@@ -144,7 +145,10 @@ __device__ __forceinline__ void StageWarpChunk(
       total += __popc(b);
     }
     // Kept: to the front of the chunk, in place (positions never above the
-    // item's own; every lane has read vector v, the ballots ordered that).
+    // item's own, so only vector v and earlier are overwritten). Every lane
+    // must have read vector v first: the barrier makes that an ordering the
+    // memory model guarantees, not one the ballots give only in practice.
+    __syncwarp();
     int pos = kept + below;
 #pragma unroll
     for (int e = 0; e < kVec; ++e) {
@@ -201,7 +205,7 @@ __global__ void __launch_bounds__(256, 6)
   const int valid = remaining < static_cast<uint64_t>(S::kTileItems) ? static_cast<int>(remaining)
                                                                      : S::kTileItems;
   const int warp_first = warp * S::kWarpItems;
-  const int warp_valid = min(max(valid - warp_first, 0), S::kWarpItems);
+  const int warp_valid = pd::WarpValid<S::kWarpItems>(p.n, tile_base + warp_first);
   const bool full = warp_valid == S::kWarpItems;
 
   unsigned char* region = select_smem;

@@ -17,7 +17,8 @@ enum class CudaFault {
   // A device allocation fails as cudaMallocAsync does when the device is full.
   kAllocation,
   // A batch's first kernel launch is refused (a real launch with an
-  // impossible block size: cudaErrorInvalidConfiguration); the context lives.
+  // impossible block size, which CUDA 13 refuses with cudaErrorInvalidValue);
+  // the context lives.
   kLaunch,
   // A batch's kernels hit a device-side trap: the context is lost for good
   // (cudaErrorLaunchFailure), as after an illegal address.

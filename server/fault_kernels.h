@@ -8,7 +8,7 @@ struct CUstream_st;
 namespace primserve::gpu {
 
 // Launches a kernel with more threads per block than any GPU allows; returns
-// the launch's error (cudaErrorInvalidConfiguration). Nothing runs.
+// the launch's error (cudaErrorInvalidValue on CUDA 13). Nothing runs.
 int LaunchImpossibleKernel(CUstream_st* stream);
 
 // Runs a kernel that traps, and waits for it: returns cudaErrorLaunchFailure,

@@ -160,7 +160,7 @@ TEST_F(CudaFaultTest, AllocationFailureIsResourceExhaustedAndServingGoesOn) {
 
 TEST_F(CudaFaultTest, LaunchFailureIsInternalAndServingGoesOn) {
   EachRpcRecoversFrom(CudaFault::kLaunch, absl::StatusCode::kInternal,
-                      "cudaErrorInvalidConfiguration");
+                      "kernel launch: cudaErrorInvalidValue");
 }
 
 }  // namespace

@@ -32,6 +32,16 @@ __host__ __device__ inline bool IsVectorAligned(const T* ptr) {
   return reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
 }
 
+// How many of the kWarpItems items from `warp_begin` on are below n. In
+// unsigned 64-bit on purpose: the signed max(0, min(tile_valid - offset,
+// kWarpItems)) form compiled (nvcc 13.0, sm_90) to a full-warp test that
+// compute-sanitizer caught passing for a partial last warp, so
+// WarpLoadBlocked's vector path read past n.
+template <int kWarpItems>
+__device__ __forceinline__ int WarpValid(uint64_t n, uint64_t warp_begin) {
+  return n > warp_begin ? static_cast<int>(min(n - warp_begin, uint64_t{kWarpItems})) : 0;
+}
+
 // Loads this warp's chunk (`valid` of its items in range; the rest get
 // `fill`) into blocked registers. `vector_ok`: the chunk is 16-B aligned.
 template <typename T, int kItems>

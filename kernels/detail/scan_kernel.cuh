@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
   const uint64_t tile_begin = static_cast<uint64_t>(tile) * kTileItems;
   const int tile_valid = static_cast<int>(min(p.n - tile_begin, uint64_t{kTileItems}));
   const int warp_offset = WarpId() * kWarpItems;
-  const int warp_valid = max(0, min(tile_valid - warp_offset, kWarpItems));
+  const int warp_valid = WarpValid<kWarpItems>(p.n, tile_begin + warp_offset);
   const uint64_t thread_begin = tile_begin + warp_offset + LaneId() * kItems;
 
   T x[kItems];
