@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -52,6 +53,9 @@ ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
 ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA certificates: with TLS, require client certificates signed by one of them "
           "(mutual TLS).");
+ABSL_FLAG(bool, reflection, true,
+          "Serve gRPC server reflection, which describes the whole API to any caller. The health "
+          "service is served either way (probes need it).");
 ABSL_FLAG(std::string, metrics_host, "0.0.0.0",
           "Address to serve Prometheus metrics on (HTTP, path /metrics).");
 ABSL_FLAG(int, metrics_port, 9464,
@@ -62,6 +66,9 @@ namespace {
 
 // primserve_build_info's version label.
 constexpr char kVersion[] = "0.1.0";
+
+// Longest the process may take to exit once the server has stopped.
+constexpr absl::Duration kTeardownLimit = absl::Seconds(1);
 
 absl::StatusOr<std::vector<int>> ParseDevices(const std::string& list) {
   std::vector<int> devices;
@@ -138,6 +145,7 @@ int Main() {
   options.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_path = absl::GetFlag(FLAGS_tls_key);
   options.tls_client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);
+  options.reflection = absl::GetFlag(FLAGS_reflection);
   options.metrics = &metrics;
 
   const std::string backend_name = (*backend)->name();
@@ -169,6 +177,15 @@ int Main() {
           absl::FormatDuration(grace).c_str());
   (*server)->Shutdown(grace);
   gpr_log(GPR_INFO, "primserve stopped");
+  // Every call has ended. Destroying the server runs gRPC's teardown, which
+  // can stall for 10 s in its TCP backup poller (seen after large requests;
+  // grpc/grpc#41050), far past the grace: bound it.
+  std::thread([] {
+    absl::SleepFor(kTeardownLimit);
+    gpr_log(GPR_INFO, "teardown still running after %s: exiting without it",
+            absl::FormatDuration(kTeardownLimit).c_str());
+    std::_Exit(0);
+  }).detach();
   return 0;
 }
 

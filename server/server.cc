@@ -1,13 +1,17 @@
 #include "server/server.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "grpc/support/log.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/impl/server_builder_option.h"
+#include "grpcpp/impl/server_builder_plugin.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 
@@ -51,6 +55,28 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const Serve
   return grpc::SslServerCredentials(tls);
 }
 
+// Loading libgrpc++_reflection registers its plugin with every ServerBuilder
+// of the process. This option decides for one server: it drops that plugin
+// and adds one back only when reflection is on.
+class ReflectionOption final : public grpc::ServerBuilderOption {
+ public:
+  explicit ReflectionOption(bool enabled) : enabled_(enabled) {}
+
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    auto reflection = std::make_unique<grpc::reflection::ProtoServerReflectionPlugin>();
+    const std::string name = reflection->name();
+    plugins->erase(std::remove_if(plugins->begin(), plugins->end(),
+                                  [&name](const auto& plugin) { return plugin->name() == name; }),
+                   plugins->end());
+    if (enabled_) plugins->push_back(std::move(reflection));
+  }
+
+ private:
+  const bool enabled_;
+};
+
 }  // namespace
 
 PrimServer::PrimServer(std::unique_ptr<ExecutionBackend> backend, const ServerOptions& options)
@@ -61,7 +87,6 @@ PrimServer::PrimServer(std::unique_ptr<ExecutionBackend> backend, const ServerOp
 absl::StatusOr<std::unique_ptr<PrimServer>> PrimServer::Start(
     const ServerOptions& options, std::unique_ptr<ExecutionBackend> backend) {
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials(options);
   if (!credentials.ok()) return credentials.status();
   std::unique_ptr<PrimServer> server(new PrimServer(std::move(backend), options));
@@ -69,6 +94,7 @@ absl::StatusOr<std::unique_ptr<PrimServer>> PrimServer::Start(
   builder.AddListeningPort(options.address, *credentials, &server->port_);
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.SetMaxSendMessageSize(-1);
+  builder.SetOption(std::make_unique<ReflectionOption>(options.reflection));
   builder.RegisterService(&server->service_);
   builder.RegisterService(&server->echo_service_);
   server->server_ = builder.BuildAndStart();

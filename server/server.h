@@ -1,5 +1,6 @@
 // Assembles a running primserve: the gRPC server with the Primitives, Echo,
-// health and reflection services, over a batcher over an execution backend.
+// health and (optionally) reflection services, over a batcher over an
+// execution backend.
 // Used by main() and by the tests, which start it on an ephemeral loopback
 // port.
 #ifndef PRIMSERVE_SERVER_SERVER_H_
@@ -38,6 +39,9 @@ struct ServerOptions {
   std::string tls_cert_path;
   std::string tls_key_path;
   std::string tls_client_ca_path;
+  // Serve gRPC server reflection, which describes the whole API to any
+  // caller. Health is served either way: probes need it.
+  bool reflection = true;
 };
 
 class PrimServer final {
