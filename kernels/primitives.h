@@ -8,8 +8,11 @@
 // - Identities: SUM 0, PROD 1, MIN the type's maximum (+inf for floats),
 //   MAX the type's lowest (-inf for floats).
 // - NaN propagates through MIN and MAX: the result of MIN/MAX over a range
-//   that holds a NaN is NaN. ARGMIN/ARGMAX return the first NaN's index if
-//   there is one, otherwise the first index of the extreme value.
+//   that holds a NaN is NaN. Otherwise MIN and MAX order -0.0 before +0.0
+//   (as IEEE 754-2019 minimum and maximum do), so a range holding both zeros
+//   has MIN -0.0 and MAX +0.0 however a parallel implementation associates.
+//   ARGMIN/ARGMAX return the first NaN's index if there is one, otherwise
+//   the first index of the extreme value; there the two zeros tie.
 // - Predicates follow IEEE comparisons: a NaN element fails EQ, LT, LE, GT,
 //   GE and IN_RANGE and passes NE and NONZERO.
 // - Unique, RunLengthEncode and ReduceByKey compare elements by bit pattern,
@@ -162,18 +165,42 @@ PRIMSERVE_HD T WrappingMul(T a, T b) {
 }
 
 // NaN-propagating min and max (see the header comment).
+// True for -0.0 and other values with the sign bit set (floats only).
+template <typename T>
+PRIMSERVE_HD bool SignBit(T x) {
+  if constexpr (sizeof(T) == 4) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, 4);
+    return bits >> 31;
+  } else {
+    uint64_t bits;
+    std::memcpy(&bits, &x, 8);
+    return bits >> 63;
+  }
+}
+
+// x < y, except that -0.0 comes before +0.0: with it MIN and MAX pick the
+// same zero whatever the order of their operands.
+template <typename T>
+PRIMSERVE_HD bool OrderedBefore(T x, T y) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (x == y) return SignBit(x) && !SignBit(y);
+  }
+  return x < y;
+}
+
 template <typename T>
 PRIMSERVE_HD T PropagatingMin(T a, T b) {
   if (IsNan(a)) return a;
   if (IsNan(b)) return b;
-  return b < a ? b : a;
+  return OrderedBefore(b, a) ? b : a;
 }
 
 template <typename T>
 PRIMSERVE_HD T PropagatingMax(T a, T b) {
   if (IsNan(a)) return a;
   if (IsNan(b)) return b;
-  return a < b ? b : a;
+  return OrderedBefore(a, b) ? b : a;
 }
 
 // Combines two values with one of SUM, PROD, MIN, MAX.

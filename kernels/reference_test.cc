@@ -938,6 +938,25 @@ TYPED_TEST(RefFloat, ArgTreatsSignedZerosAsTies) {
   EXPECT_TRUE(BitsEq(argmax.values, {T(-0.0)}));
 }
 
+// MIN/MAX order -0.0 before +0.0, so the zero they return does not depend
+// on which came first (a GPU combines in another order than this loop).
+TYPED_TEST(RefFloat, MinMaxOrderNegativeZeroFirst) {
+  using T = TypeParam;
+  const T nz = T(-0.0), pz = T(0.0);
+  for (const std::vector<T>& zeros : {std::vector<T>{pz, nz}, std::vector<T>{nz, pz}}) {
+    EXPECT_TRUE(BitsEq(Reduce<T>(zeros, Op::kMin).values, {nz}));
+    EXPECT_TRUE(BitsEq(Reduce<T>(zeros, Op::kMax).values, {pz}));
+  }
+  EXPECT_TRUE(BitsEq(Scan<T>(std::vector<T>{pz, T(1), nz, pz}, Op::kMin, false),
+                     {pz, pz, nz, nz}));
+  EXPECT_TRUE(BitsEq(Scan<T>(std::vector<T>{nz, T(-1), pz, nz}, Op::kMax, false),
+                     {nz, nz, pz, pz}));
+  absl::StatusOr<std::vector<T>> agg = AggregateByKey<int32_t, T>(
+      std::vector<int32_t>{0, 0, 1, 1}, std::vector<T>{nz, pz, pz, nz}, Op::kMax, 2);
+  ASSERT_TRUE(agg.ok()) << agg.status();
+  EXPECT_TRUE(BitsEq(*agg, {pz, pz}));
+}
+
 TYPED_TEST(RefFloat, Infinities) {
   using T = TypeParam;
   EXPECT_TRUE(BitsEq(Reduce<T>(std::vector<T>{Inf<T>()}, Op::kMin).values,

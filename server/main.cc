@@ -1,4 +1,6 @@
 // primserve: GPU parallel primitives behind gRPC.
+#include <malloc.h>
+
 #include <csignal>
 #include <cstdlib>
 #include <memory>
@@ -193,6 +195,13 @@ int Main() {
 }  // namespace primserve
 
 int main(int argc, char** argv) {
+  // Request and response buffers of a MiB or more go back to the system when
+  // freed. glibc would otherwise raise this threshold to the largest buffer
+  // freed (up to 32 MiB) and keep such buffers in per-thread arenas, so the
+  // resident size would grow to the allocator's high-water mark under mixed
+  // large and small requests (tests/soak_test measures with the same
+  // setting).
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   absl::SetProgramUsageMessage("GPU parallel primitives behind gRPC.");
   // absl's --help lists only flags of a file named like the binary
   // (primserve.cc); ours live in main.cc.

@@ -26,6 +26,10 @@ BatchKey BatchKeyOf(const Operation& operation) {
             key.second_dtype = o.flags ? DTypeInt(o.flags->dtype) : 0;
             key.op = o.predicate ? static_cast<int>(o.predicate->kind) : 0;
             key.detail = static_cast<int>(o.output) * 2 + o.partition;
+            if (o.predicate) {
+              key.operand_bits = o.predicate->operand_bits;
+              key.upper_bits = o.predicate->upper_bits;
+            }
           },
           [&](const UniqueOperation& o) { key.dtype = DTypeInt(o.input.dtype); },
           [&](const RunLengthEncodeOperation& o) { key.dtype = DTypeInt(o.input.dtype); },

@@ -152,14 +152,19 @@ struct BatchKey {
   int dtype = 0;
   int second_dtype = 0;  // flags or values dtype, where the RPC has one
   int detail = 0;        // predicate kind, exclusive, output mode...
+  // Select's predicate operands: a fused launch applies one predicate.
+  uint64_t operand_bits = 0;
+  uint64_t upper_bits = 0;
 
   friend bool operator==(const BatchKey& a, const BatchKey& b) {
-    return std::tie(a.rpc, a.op, a.dtype, a.second_dtype, a.detail) ==
-           std::tie(b.rpc, b.op, b.dtype, b.second_dtype, b.detail);
+    return std::tie(a.rpc, a.op, a.dtype, a.second_dtype, a.detail, a.operand_bits,
+                    a.upper_bits) == std::tie(b.rpc, b.op, b.dtype, b.second_dtype, b.detail,
+                                              b.operand_bits, b.upper_bits);
   }
   template <typename H>
   friend H AbslHashValue(H h, const BatchKey& k) {
-    return H::combine(std::move(h), k.rpc, k.op, k.dtype, k.second_dtype, k.detail);
+    return H::combine(std::move(h), k.rpc, k.op, k.dtype, k.second_dtype, k.detail,
+                      k.operand_bits, k.upper_bits);
   }
 };
 
