@@ -23,7 +23,7 @@ step() {  # name, command...: runs it, logs it, records its exit status
   timeout "${STEP_TIMEOUT:-150}" "$@" >"$out/$name.log" 2>&1
   local rc=$?
   printf '%-24s rc=%-3d %4ds  %s\n' "$name" "$rc" $((SECONDS - started)) \
-    "$(grep -E '^\[  (PASSED|FAILED)  \]|ERROR SUMMARY|RACECHECK SUMMARY|^soak' "$out/$name.log" |
+    "$(grep -E '^\[  (PASSED|FAILED)  \]|ERROR SUMMARY|RACECHECK SUMMARY|^soak:|^leave: (cuda|cpu|gauges)' "$out/$name.log" |
        tr '\n' ' ')" | tee -a "$out/summary.txt"
 }
 
