@@ -5,12 +5,8 @@
 // exactly what was sent, and whether every alert rule evaluates cleanly.
 //
 // Usage: prometheus_test <primserve binary> <alerts.yml>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -19,7 +15,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,6 +28,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "tests/child_process.h"
 #include "tests/http_testing.h"
 
 namespace primserve {
@@ -47,61 +43,6 @@ std::string TempDir() {
   const char* dir = std::getenv("TEST_TMPDIR");
   return dir != nullptr ? dir : "/tmp";
 }
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
-}
-
-// A child process with stdout and stderr in a log file; SIGTERM, then
-// SIGKILL after 10 s, on destruction, and SIGKILL if this test dies first.
-class Child {
- public:
-  Child(const std::vector<std::string>& argv, const std::string& log_path)
-      : log_path_(log_path) {
-    // Everything the child needs is prepared before fork: after it, only
-    // async-signal-safe calls.
-    std::vector<char*> args;
-    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-    args.push_back(nullptr);
-    const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (log < 0) return;
-    const pid_t pid = fork();
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      dup2(log, STDOUT_FILENO);
-      dup2(log, STDERR_FILENO);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-    close(log);
-    pid_ = pid > 0 ? pid : 0;
-  }
-
-  ~Child() {
-    if (pid_ == 0) return;
-    kill(pid_, SIGTERM);
-    const absl::Time give_up = absl::Now() + absl::Seconds(10);
-    while (waitpid(pid_, nullptr, WNOHANG) == 0) {
-      if (absl::Now() > give_up) {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, nullptr, 0);
-        break;
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-  }
-
-  bool started() const { return pid_ != 0; }
-  bool running() const { return pid_ != 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
-  std::string log() const { return ReadFile(log_path_); }
-
- private:
-  pid_t pid_ = 0;
-  const std::string log_path_;
-};
 
 // The number after `prefix` in `text`; 0 when absent.
 int NumberAfter(const std::string& text, const std::string& prefix) {
@@ -183,7 +124,7 @@ TEST_F(PrometheusTest, CountersAndHistogramsMoveByWhatWasSent) {
   const std::string dir = TempDir();
 
   // primserve on ephemeral ports, learned from its log.
-  Child server({g_primserve, "--backend=cpu", "--host=127.0.0.1", "--port=0",
+  ChildProcess server({g_primserve, "--backend=cpu", "--host=127.0.0.1", "--port=0",
                 "--metrics_host=127.0.0.1", "--metrics_port=0", "--max_request_elements=1000",
                 "--shutdown_grace_seconds=1"},
                dir + "/primserve.log");
@@ -212,7 +153,7 @@ TEST_F(PrometheusTest, CountersAndHistogramsMoveByWhatWasSent) {
       "    static_configs:\n"
       "      - targets: ['127.0.0.1:%d']\n",
       std::filesystem::absolute(g_alerts_file).string(), metrics_port);
-  Child prometheus({kPrometheus, "--config.file=" + config,
+  ChildProcess prometheus({kPrometheus, "--config.file=" + config,
                     "--storage.tsdb.path=" + dir + "/prometheus-data",
                     absl::StrCat("--web.listen-address=127.0.0.1:", prometheus_port_)},
                    dir + "/prometheus.log");

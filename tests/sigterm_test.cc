@@ -48,6 +48,7 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "kernels/reference.h"
+#include "tests/child_process.h"
 
 namespace primserve {
 namespace {
@@ -57,62 +58,21 @@ std::string g_primserve;  // argv[1]
 // Deadline of every call: far beyond any drain, so hitting it means a hang.
 constexpr absl::Duration kCallDeadline = absl::Seconds(60);
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
-}
-
 // primserve on a free loopback port, its output in a log file; SIGKILLed if
 // it outlives the test.
 class ServerProcess {
  public:
-  struct Exit {
-    bool exited = false;  // else it was SIGKILLed after the limit
-    int status = 0;       // waitpid's
-    absl::Duration took;  // from the signal
-  };
-
-  explicit ServerProcess(double grace_seconds) : log_path_(LogPath()) {
-    const std::vector<std::string> argv = {
-        g_primserve, "--backend=cpu", "--host=127.0.0.1", "--port=0", "--metrics_port=-1",
-        absl::StrCat("--shutdown_grace_seconds=", grace_seconds)};
-    // Everything the child needs is prepared before fork: after it, only
-    // async-signal-safe calls.
-    std::vector<char*> args;
-    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-    args.push_back(nullptr);
-    const int log = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (log < 0) return;
-    const pid_t pid = fork();
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      dup2(log, STDOUT_FILENO);
-      dup2(log, STDERR_FILENO);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-    close(log);
-    pid_ = pid > 0 ? pid : 0;
-  }
-
-  ~ServerProcess() {
-    if (pid_ == 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
+  explicit ServerProcess(double grace_seconds)
+      : child_({g_primserve, "--backend=cpu", "--host=127.0.0.1", "--port=0",
+                "--metrics_port=-1", absl::StrCat("--shutdown_grace_seconds=", grace_seconds)},
+               LogPath()) {}
 
   // The gRPC port, once the server logs it; 0 if it exits or logs none in
   // `limit`.
   int WaitForPort(absl::Duration limit) {
     const std::string listening = "primserve listening on 127.0.0.1:";
-    for (const absl::Time give_up = absl::Now() + limit; pid_ != 0 && absl::Now() < give_up;
+    for (const absl::Time give_up = absl::Now() + limit; child_.running() && absl::Now() < give_up;
          absl::SleepFor(absl::Milliseconds(20))) {
-      if (waitpid(pid_, nullptr, WNOHANG) != 0) {
-        pid_ = 0;
-        break;
-      }
       const std::string text = log();
       const size_t at = text.find(listening);
       if (at == std::string::npos) continue;
@@ -126,30 +86,8 @@ class ServerProcess {
     return 0;
   }
 
-  // SIGTERM, then waits up to `limit` for the exit (timed to the
-  // millisecond); SIGKILL after that.
-  Exit Terminate(absl::Duration limit) {
-    Exit exit;
-    const absl::Time signalled = absl::Now();
-    kill(pid_, SIGTERM);
-    while (true) {
-      if (waitpid(pid_, &exit.status, WNOHANG) == pid_) {
-        exit.exited = true;
-        break;
-      }
-      if (absl::Now() - signalled > limit) {
-        kill(pid_, SIGKILL);
-        waitpid(pid_, &exit.status, 0);
-        break;
-      }
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-    exit.took = absl::Now() - signalled;
-    pid_ = 0;
-    return exit;
-  }
-
-  std::string log() const { return ReadFile(log_path_); }
+  ChildProcess::Exit Terminate(absl::Duration limit) { return child_.Terminate(limit); }
+  std::string log() const { return child_.log(); }
 
  private:
   static std::string LogPath() {
@@ -158,8 +96,7 @@ class ServerProcess {
     return absl::StrCat(dir != nullptr ? dir : "/tmp", "/primserve-", servers++, ".log");
   }
 
-  const std::string log_path_;
-  pid_t pid_ = 0;
+  ChildProcess child_;
 };
 
 // Forwards loopback connections to a port, passing each one's uploads at a
@@ -436,7 +373,7 @@ bool Eventually(const std::function<bool()>& condition, absl::Duration limit) {
   return true;
 }
 
-std::string Describe(const ServerProcess::Exit& exit) {
+std::string Describe(const ChildProcess::Exit& exit) {
   if (!exit.exited) return "did not exit (SIGKILLed)";
   if (WIFSIGNALED(exit.status)) return absl::StrCat("killed by signal ", WTERMSIG(exit.status));
   return absl::StrCat("exit status ", WEXITSTATUS(exit.status));
@@ -444,7 +381,7 @@ std::string Describe(const ServerProcess::Exit& exit) {
 
 // `bound`: the most SIGTERM to exit may take.
 void Print(const char* name, absl::Duration grace, absl::Duration bound,
-           const ServerProcess::Exit& exit, const Summary& s) {
+           const ChildProcess::Exit& exit, const Summary& s) {
   std::printf(
       "%s: grace %s; SIGTERM to exit %s, bound %s (%s); %d calls: %d OK (%d wrong), "
       "%d UNAVAILABLE, "
@@ -481,7 +418,7 @@ TEST(SigtermTest, CallsInFlightFinishOthersAreRefusedAndTheProcessExitsWithinThe
       << "served " << load.served() << "\n" << server.log();
 
   const absl::Time signalled = absl::Now();
-  const ServerProcess::Exit exit = server.Terminate(kGrace + absl::Seconds(30));
+  const ChildProcess::Exit exit = server.Terminate(kGrace + absl::Seconds(30));
   load.ServerExited();
   const Summary s(load.Finish(), signalled);
   Print("drain", kGrace, kGrace, exit, s);
@@ -518,7 +455,7 @@ TEST(SigtermTest, UploadsOutlivingAShortGraceAreCutAndTheProcessExitsOnTime) {
   absl::SleepFor(absl::Milliseconds(500));  // uploads under way
 
   const absl::Time signalled = absl::Now();
-  const ServerProcess::Exit exit = server.Terminate(kGrace + absl::Seconds(30));
+  const ChildProcess::Exit exit = server.Terminate(kGrace + absl::Seconds(30));
   load.ServerExited();
   const Summary s(load.Finish(), signalled);
   Print("cut", kGrace, kGrace + kMargin, exit, s);
