@@ -546,6 +546,22 @@ bool WantsIndices(SelectOutput output) {
   return output == SelectOutput::kIndices || output == SelectOutput::kValuesAndIndices;
 }
 
+// A select's answer from staging: `count` kept, and the first `returned`
+// values and indices at `values` and `indices`, as far as the request asked
+// for them.
+SelectResult SelectAnswer(const SelectOperation& op, uint64_t count, uint64_t returned,
+                          const char* values, const char* indices) {
+  SelectResult result;
+  result.count = count;
+  if (WantsValues(op.output)) {
+    result.values = HostArray{op.input.dtype, CopyOut(values, returned * DTypeSize(op.input.dtype))};
+  }
+  if (WantsIndices(op.output)) {
+    result.indices = HostArray{DType::kInt64, CopyOut(indices, returned * sizeof(int64_t))};
+  }
+  return result;
+}
+
 // Select or partition of one request.
 absl::StatusOr<Result> RunSelect(Lane& lane, const SelectOperation& op) {
   const DType dtype = op.input.dtype;
@@ -611,14 +627,7 @@ absl::StatusOr<Result> RunSelect(Lane& lane, const SelectOperation& op) {
   }
   lane.Mark(Lane::kOutputsOut);
   if (absl::Status s = Wait(lane); !s.ok()) return s;
-  SelectResult result;
-  result.count = kept;
-  if (values_wanted) result.values = HostArray{dtype, CopyOut(values_out, returned * element)};
-  if (indices_wanted) {
-    result.indices = HostArray{
-        DType::kInt64, CopyOut(reinterpret_cast<char*>(indices_out), returned * sizeof(int64_t))};
-  }
-  return result;
+  return SelectAnswer(op, kept, returned, values_out, reinterpret_cast<char*>(indices_out));
 }
 
 // Many selects (no partition) in one segmented launch: each request is a
@@ -713,18 +722,9 @@ absl::StatusOr<Results> RunSelects(Lane& lane, absl::Span<const SelectOperation*
   Results results;
   for (size_t i = 0; i < ops.size(); ++i) {
     const uint64_t offset = all.offsets[i];
-    SelectResult result;
-    result.count = kept[i];
-    if (values_wanted) {
-      result.values = HostArray{
-          dtype, CopyOut(lane.pinned + out_values + offset * element, kept[i] * element)};
-    }
-    if (indices_wanted) {
-      result.indices = HostArray{
-          DType::kInt64, CopyOut(lane.pinned + out_indices + offset * sizeof(int64_t),
-                                 kept[i] * sizeof(int64_t))};
-    }
-    results.push_back(std::move(result));
+    results.push_back(SelectAnswer(*ops[i], kept[i], kept[i],
+                                   lane.pinned + out_values + offset * element,
+                                   lane.pinned + out_indices + offset * sizeof(int64_t)));
   }
   return results;
 }
