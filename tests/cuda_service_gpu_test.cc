@@ -12,6 +12,7 @@
 #include "server/cpu_backend.h"
 #include "server/cuda_backend.h"
 #include "server/server.h"
+#include "tests/array_diff.h"
 
 namespace primserve {
 namespace {
@@ -96,39 +97,13 @@ class Generator {
 constexpr DType kDTypes[] = {DType::kInt32,  DType::kInt64,   DType::kUint32,
                              DType::kUint64, DType::kFloat32, DType::kFloat64};
 
-// Float SUM/PROD may associate differently, and AggregateByKey's atomics may
-// pick either zero when +0.0 and -0.0 tie: those compare within a relative
-// tolerance (equal values, zeros of either sign, pass); everything else must
+// Float SUM/PROD (AggregateByKey's atomics too) may associate differently:
+// those compare within tests/array_diff.h's tolerance; everything else must
 // match bit for bit (any NaN matches any NaN).
 ::testing::AssertionResult SameArray(const v1::Array& gpu, const v1::Array& cpu, bool tolerant) {
-  if (gpu.dtype() != cpu.dtype() || gpu.data().size() != cpu.data().size()) {
-    return ::testing::AssertionFailure()
-           << "dtype/size " << gpu.dtype() << "/" << gpu.data().size() << " vs " << cpu.dtype()
-           << "/" << cpu.data().size();
-  }
-  const auto dtype = static_cast<DType>(cpu.dtype());
-  return VisitDType(dtype, [&](auto zero) -> ::testing::AssertionResult {
-    using T = decltype(zero);
-    const size_t n = cpu.data().size() / sizeof(T);
-    const auto* g = reinterpret_cast<const T*>(gpu.data().data());
-    const auto* c = reinterpret_cast<const T*>(cpu.data().data());
-    for (size_t i = 0; i < n; ++i) {
-      if constexpr (std::is_floating_point_v<T>) {
-        if (std::isnan(g[i]) && std::isnan(c[i])) continue;
-        if (tolerant) {
-          if (g[i] == c[i]) continue;  // equal infinities, or zeros of either sign
-          const double tolerance = (sizeof(T) == 4 ? 1e-3 : 1e-9) * std::max(1.0, std::fabs(double(c[i])));
-          if (std::fabs(double(g[i]) - double(c[i])) <= tolerance) continue;
-        } else if (std::memcmp(&g[i], &c[i], sizeof(T)) == 0) {
-          continue;
-        }
-      } else if (g[i] == c[i]) {
-        continue;
-      }
-      return ::testing::AssertionFailure() << "element " << i << ": gpu " << g[i] << ", cpu " << c[i];
-    }
-    return ::testing::AssertionSuccess();
-  });
+  const std::string diff = ArrayDiff("gpu", gpu, cpu, tolerant);
+  if (diff.empty()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << diff << "(want: the CPU backend's)";
 }
 
 bool Tolerant(v1::Op op, DType dtype) {

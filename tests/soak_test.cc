@@ -55,6 +55,7 @@
 #include "server/cuda_backend.h"
 #include "server/metrics.h"
 #include "server/server.h"
+#include "tests/array_diff.h"
 #include "tests/http_testing.h"
 
 ABSL_FLAG(int, soak_seconds, 30, "How long the soak test sends load, in seconds.");
@@ -66,12 +67,9 @@ namespace {
 
 constexpr absl::Duration kCallTimeout = absl::Seconds(60);
 
-// How far a float SUM or PROD may be from the reference's left fold (fused
-// batches and parallel trees associate differently), relative to
-// max(1, |reference|). Sums of the values generated below are exact in any
-// order; products of 4M float32 factors differ by about 1e-4.
-constexpr double kFloat32Tolerance = 1e-3;
-constexpr double kFloat64Tolerance = 1e-9;
+// Float SUM and PROD are compared within tests/array_diff.h's tolerance:
+// sums of the values generated below are exact in any order, and products of
+// 4M float32 factors differ by about 1e-4.
 
 // Resident memory: the soak's after its warm-up, and the leave test's after
 // its first round, may grow by at most the larger of these.
@@ -507,41 +505,6 @@ Case MakeCase(Generator& gen, size_t rpc, uint64_t n) {
     default: break;
   }
   return AggregateByKeyCase(gen, dtype, n);
-}
-
-// Empty when `got` is `want`: integers exactly; floats bit for bit (any NaN
-// matching any NaN) or, where `tolerant`, within the relative tolerance
-// (equal values, so zeros of either sign, pass).
-std::string ArrayDiff(const char* field, const v1::Array& got, const v1::Array& want,
-                      bool tolerant) {
-  if (got.dtype() != want.dtype() || got.data().size() != want.data().size()) {
-    return absl::StrCat(field, ": dtype/bytes ", got.dtype(), "/", got.data().size(),
-                        ", want ", want.dtype(), "/", want.data().size(), "; ");
-  }
-  if (want.dtype() == v1::DTYPE_UNSPECIFIED) return "";  // absent from both
-  return VisitDType(static_cast<DType>(want.dtype()), [&](auto zero) -> std::string {
-    using T = decltype(zero);
-    const size_t n = want.data().size() / sizeof(T);
-    for (size_t i = 0; i < n; ++i) {
-      T g, w;
-      std::memcpy(&g, got.data().data() + i * sizeof(T), sizeof(T));
-      std::memcpy(&w, want.data().data() + i * sizeof(T), sizeof(T));
-      if constexpr (std::is_floating_point_v<T>) {
-        if (std::isnan(g) && std::isnan(w)) continue;
-        if (tolerant) {
-          const double tolerance = (sizeof(T) == 4 ? kFloat32Tolerance : kFloat64Tolerance) *
-                                   std::max(1.0, std::fabs(double(w)));
-          if (g == w || std::fabs(double(g) - double(w)) <= tolerance) continue;
-        } else if (std::memcmp(&g, &w, sizeof(T)) == 0) {
-          continue;
-        }
-      } else if (g == w) {
-        continue;
-      }
-      return absl::StrCat(field, "[", i, "] = ", g, ", want ", w, "; ");
-    }
-    return "";
-  });
 }
 
 std::string Diff(const v1::ScanResponse& got, const v1::ScanResponse& want, bool tolerant) {
