@@ -20,7 +20,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "grpcpp/channel.h"
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 #include "proto/primserve/v1/primitives.grpc.pb.h"
 
 namespace primserve {

@@ -60,8 +60,8 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/support/slice.h"
-#include "kernels/primitives.h"
-#include "kernels/reference.h"
+#include "core/primitives.h"
+#include "reference/reference.h"
 #include "proto/primserve/v1/echo.grpc.pb.h"
 #include "proto/primserve/v1/primitives.grpc.pb.h"
 

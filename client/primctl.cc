@@ -39,7 +39,7 @@
 #include "absl/types/span.h"
 #include "client/cli_flags.h"
 #include "client/client.h"
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 
 ABSL_FLAG(std::string, address, "localhost:50051", "The server, host:port.");
 ABSL_FLAG(bool, tls, false,

@@ -8,7 +8,7 @@
 
 #include "kernels/detail/atomic_combine.cuh"
 #include "kernels/detail/device_info.cuh"
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 
 namespace primserve::gpu {
 namespace {

@@ -1,6 +1,6 @@
 // AggregateByKey on the GPU: values aggregated by unsorted integer key in
-// [0, num_keys) with SUM, MIN or MAX (semantics in kernels/primitives.h; the
-// CPU reference is kernels/reference.h).
+// [0, num_keys) with SUM, MIN or MAX (semantics in core/primitives.h; the
+// CPU reference is reference/reference.h).
 //
 // Host-facing: plain C++, no CUDA headers; compiles with g++. Device pointers
 // are void*; the stream is a cudaStream_t (CUstream_st*, nullptr = legacy
@@ -18,7 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 
 struct CUstream_st;
 

@@ -13,7 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/reduce.h"
-#include "kernels/reference.h"
+#include "reference/reference.h"
 #include "kernels/scan.h"
 #include "kernels/select.h"
 

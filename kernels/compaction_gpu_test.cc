@@ -1,5 +1,5 @@
 // GPU tests of the compaction family (kernels/select.h, kernels/aggregate.h):
-// every primitive x 6 dtypes against the CPU reference (kernels/reference.h)
+// every primitive x 6 dtypes against the CPU reference (reference/reference.h)
 // and, where CUB has the primitive, against CUB. Fresh random data each run
 // (the seed is printed; PRIMSERVE_SEED=<n> repeats a run). Outputs are
 // poisoned before each run. Needs a CUDA GPU.
@@ -22,8 +22,8 @@
 #include "kernels/aggregate.h"
 #include "kernels/compaction_test_util.h"
 #include "kernels/detail/range_keep.cuh"
-#include "kernels/primitives.h"
-#include "kernels/reference.h"
+#include "core/primitives.h"
+#include "reference/reference.h"
 #include "kernels/select.h"
 
 namespace primserve::gpu {

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <cub/cub.cuh>
 
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 
 namespace primserve::gpu::testing {
 namespace {

@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 #include "kernels/select.h"
 
 struct CUstream_st;

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 
 struct CUstream_st;
 

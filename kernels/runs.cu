@@ -19,7 +19,7 @@
 #include "kernels/detail/compaction.cuh"
 #include "kernels/detail/device_info.cuh"
 #include "kernels/detail/lookback.cuh"
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 #include "kernels/select.h"
 
 namespace primserve::gpu {

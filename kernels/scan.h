@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 
 struct CUstream_st;
 
@@ -39,7 +39,7 @@ int ScanWithCarry(void* temp_storage, size_t* temp_bytes, const void* d_in, void
                   void* d_carry_out, CUstream_st* stream);
 
 // Scan that restarts at each segment start. d_segment_starts (device) holds
-// num_segments starts, validated by the caller as in kernels/reference.h:
+// num_segments starts, validated by the caller as in reference/reference.h:
 // the first is 0, they are non-decreasing and <= n; empty segments are
 // allowed; num_segments == 0 means one segment (a plain Scan).
 int SegmentedScan(void* temp_storage, size_t* temp_bytes, const void* d_in, void* d_out,

@@ -1,5 +1,5 @@
 // GPU tests of kernels/scan.h and kernels/reduce.h against the CPU reference
-// (kernels/reference.h, the oracle) and against CUB. Needs a CUDA device.
+// (reference/reference.h, the oracle) and against CUB. Needs a CUDA device.
 // Fresh random data every run: the seed is printed, and PRIMSERVE_TEST_SEED
 // replays it. Integers must match exactly; float SUM/PROD are checked
 // against a float64 reference on the upcast input:
@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "kernels/gpu_baseline.h"
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 #include "kernels/reduce.h"
-#include "kernels/reference.h"
+#include "reference/reference.h"
 #include "kernels/scan.h"
 
 namespace primserve {

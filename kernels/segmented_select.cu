@@ -16,7 +16,7 @@
 #include "kernels/detail/compaction.cuh"
 #include "kernels/detail/lookback.cuh"
 #include "kernels/detail/range_keep.cuh"
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 #include "kernels/select.h"
 
 namespace primserve::gpu {

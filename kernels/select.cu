@@ -27,7 +27,7 @@
 #include "kernels/detail/device_info.cuh"
 #include "kernels/detail/lookback.cuh"
 #include "kernels/detail/range_keep.cuh"
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 
 namespace primserve::gpu {
 namespace {

@@ -2,7 +2,7 @@
 // input on the decoupled look-back machinery (kernels/detail/lookback.cuh):
 // Select and Partition (by predicate or by flags), segmented Select, Unique,
 // RunLengthEncode and ReduceByKey. Semantics are those of kernels/
-// primitives.h; the CPU reference (kernels/reference.h) is the oracle.
+// primitives.h; the CPU reference (reference/reference.h) is the oracle.
 //
 // Host-facing: plain C++, no CUDA headers; compiles with g++. Device pointers
 // are void* (or typed where the type is fixed: int64 indices and lengths,
@@ -28,7 +28,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 
 struct CUstream_st;
 

@@ -110,7 +110,7 @@ Batcher::Batch Batcher::DropDead(Batch batch) {
 void Batcher::RecordLaunch(const Batch& batch, absl::Time now) {
   uint64_t items = 0;
   for (const std::unique_ptr<Task>& task : batch) {
-    metrics_->ObserveStage(task->operation.index(), Stage::kQueue, now - task->enqueued_at);
+    metrics_->ObserveStage(RpcOf(task->operation), Stage::kQueue, now - task->enqueued_at);
     items += ItemCount(task->operation);
   }
   metrics_->BatchLaunched(batch.size(), items);

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "kernels/reference.h"
+#include "reference/reference.h"
 
 namespace primserve {
 namespace {
@@ -114,7 +114,7 @@ void CpuBackend::Execute(std::vector<std::unique_ptr<Task>> batch) {
     const absl::Time start = absl::Now();
     absl::StatusOr<Result> result = RunOnCpu(task->operation);
     if (metrics_ != nullptr) {
-      metrics_->ObserveStage(task->operation.index(), Stage::kCompute, absl::Now() - start);
+      metrics_->ObserveStage(RpcOf(task->operation), Stage::kCompute, absl::Now() - start);
     }
     task->done(std::move(result));
   }

@@ -1,4 +1,4 @@
-// The CPU reference backend: runs each operation with kernels/reference.h.
+// The CPU reference backend: runs each operation with reference/reference.h.
 // It is the oracle the GPU backend is tested against, and the backend of
 // machines without a GPU.
 #ifndef PRIMSERVE_SERVER_CPU_BACKEND_H_

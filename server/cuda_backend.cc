@@ -13,7 +13,7 @@
 #include "grpc/support/log.h"
 #include "kernels/aggregate.h"
 #include "kernels/reduce.h"
-#include "kernels/reference.h"
+#include "reference/reference.h"
 #include "kernels/scan.h"
 #include "kernels/select.h"
 #include "server/fault_kernels.h"
@@ -1024,30 +1024,31 @@ std::vector<absl::StatusOr<Result>> CudaBackend::Run(Lane& lane,
     if (!results.ok()) return Results(tasks.size(), results.status());
     return *std::move(results);
   };
-  switch (tasks.front()->operation.index()) {
-    case 0:
+  switch (RpcOf(tasks.front()->operation)) {
+    case Rpc::kScan:
       return batched([&] { return RunScans(lane, OperationsOf<ScanOperation>(tasks)); });
-    case 1:
+    case Rpc::kReduce:
       return batched([&] { return RunReduces(lane, OperationsOf<ReduceOperation>(tasks)); });
-    case 2:
+    case Rpc::kSelect:
       return batched([&] { return RunSelects(lane, OperationsOf<SelectOperation>(tasks)); });
-    case 3:
+    case Rpc::kUnique:
       return RunEach<UniqueOperation>(
           tasks, [&](const UniqueOperation& o) { return RunRuns(lane, o.input, false); });
-    case 4:
+    case Rpc::kRunLengthEncode:
       return RunEach<RunLengthEncodeOperation>(
           tasks, [&](const RunLengthEncodeOperation& o) { return RunRuns(lane, o.input, true); });
-    case 5:
+    case Rpc::kReduceByKey:
       return RunEach<ReduceByKeyOperation>(
           tasks, [&](const ReduceByKeyOperation& o) { return RunReduceByKey(lane, o); });
-    default:
+    case Rpc::kAggregateByKey:
       return RunEach<AggregateByKeyOperation>(
           tasks, [&](const AggregateByKeyOperation& o) { return RunAggregateByKey(lane, o); });
   }
+  return Results(tasks.size(), absl::InternalError("unknown RPC"));
 }
 
 void CudaBackend::Record(const Lane& lane, absl::Span<Task* const> tasks) {
-  const size_t rpc = tasks.front()->operation.index();
+  const Rpc rpc = RpcOf(tasks.front()->operation);
   const absl::Duration h2d = lane.Between(Lane::kStart, Lane::kInputsIn);
   const absl::Duration kernel = lane.Between(Lane::kInputsIn, Lane::kKernelDone);
   const absl::Duration d2h = lane.Between(Lane::kKernelDone, Lane::kOutputsOut);

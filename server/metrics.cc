@@ -8,8 +8,6 @@
 namespace primserve {
 namespace {
 
-constexpr const char* kRpcLabels[kNumRpcs] = {
-    "Scan", "Reduce", "Select", "Unique", "RunLengthEncode", "ReduceByKey", "AggregateByKey"};
 constexpr const char* kOpLabels[Metrics::kNumOpLabels] = {"none", "SUM", "PROD", "MIN",
                                                           "MAX",  "ARGMIN", "ARGMAX"};
 constexpr const char* kDTypeLabels[Metrics::kNumDTypeLabels] = {
@@ -40,7 +38,6 @@ size_t LabelSlot(int value, size_t slots) {
 
 }  // namespace
 
-const char* RpcLabel(size_t rpc) { return rpc < kNumRpcs ? kRpcLabels[rpc] : "unknown"; }
 
 Metrics::Metrics()
     : registry_(std::make_shared<prometheus::Registry>()),
@@ -74,7 +71,7 @@ Metrics::Metrics()
                        .Name("primserve_elements_total")
                        .Help("Elements of the main input of requests answered OK.")
                        .Register(*registry_);
-  for (size_t rpc = 0; rpc < kNumRpcs; ++rpc) elements_[rpc] = &elements.Add({{"rpc", kRpcLabels[rpc]}});
+  for (Rpc rpc : kAllRpcs) elements_[RpcIndex(rpc)] = &elements.Add({{"rpc", RpcName(rpc)}});
 
   batch_requests_ = &prometheus::BuildHistogram()
                          .Name("primserve_batch_size_requests")
@@ -141,7 +138,7 @@ void Metrics::SetBuildInfo(const std::string& version, const std::string& backen
   build_info_.Add({{"version", version}, {"backend", backend}, {"device", device}}).Set(1);
 }
 
-prometheus::Counter& Metrics::RequestCounter(size_t rpc, int op, int dtype,
+prometheus::Counter& Metrics::RequestCounter(Rpc rpc, int op, int dtype,
                                              absl::StatusCode code) {
   const size_t op_slot = LabelSlot(op, kNumOpLabels);
   const size_t dtype_slot = LabelSlot(dtype, kNumDTypeLabels);
@@ -150,14 +147,14 @@ prometheus::Counter& Metrics::RequestCounter(size_t rpc, int op, int dtype,
                                ? static_cast<size_t>(code_value)
                                : static_cast<size_t>(absl::StatusCode::kUnknown);
   std::atomic<prometheus::Counter*>& slot =
-      request_series_[((rpc * kNumOpLabels + op_slot) * kNumDTypeLabels + dtype_slot) *
+      request_series_[((RpcIndex(rpc) * kNumOpLabels + op_slot) * kNumDTypeLabels + dtype_slot) *
                           kNumCodeLabels +
                       code_slot];
   prometheus::Counter* counter = slot.load(std::memory_order_acquire);
   if (counter == nullptr) {
     // Family::Add returns the existing series when two threads race here.
     counter = &requests_total_.Add(
-        {{"rpc", kRpcLabels[rpc]},
+        {{"rpc", RpcName(rpc)},
          {"op", kOpLabels[op_slot]},
          {"dtype", kDTypeLabels[dtype_slot]},
          {"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(code_slot))}});
@@ -166,31 +163,29 @@ prometheus::Counter& Metrics::RequestCounter(size_t rpc, int op, int dtype,
   return *counter;
 }
 
-prometheus::Histogram& Metrics::StageHistogram(size_t rpc, Stage stage) {
+prometheus::Histogram& Metrics::StageHistogram(Rpc rpc, Stage stage) {
   const size_t stage_index = static_cast<size_t>(stage);
-  std::atomic<prometheus::Histogram*>& slot = stage_series_[rpc * kNumStages + stage_index];
+  std::atomic<prometheus::Histogram*>& slot = stage_series_[RpcIndex(rpc) * kNumStages + stage_index];
   prometheus::Histogram* histogram = slot.load(std::memory_order_acquire);
   if (histogram == nullptr) {
     histogram = &request_duration_.Add(
-        {{"rpc", kRpcLabels[rpc]}, {"stage", kStageLabels[stage_index]}}, DurationBuckets());
+        {{"rpc", RpcName(rpc)}, {"stage", kStageLabels[stage_index]}}, DurationBuckets());
     slot.store(histogram, std::memory_order_release);
   }
   return *histogram;
 }
 
-void Metrics::RequestDone(size_t rpc, int op, int dtype, absl::StatusCode code,
+void Metrics::RequestDone(Rpc rpc, int op, int dtype, absl::StatusCode code,
                           absl::Duration total, uint64_t bytes_in, uint64_t bytes_out,
                           uint64_t elements) {
-  if (rpc >= kNumRpcs) return;
   RequestCounter(rpc, op, dtype, code).Increment();
   StageHistogram(rpc, Stage::kTotal).Observe(absl::ToDoubleSeconds(total));
   payload_in_->Increment(static_cast<double>(bytes_in));
   payload_out_->Increment(static_cast<double>(bytes_out));
-  elements_[rpc]->Increment(static_cast<double>(elements));
+  elements_[RpcIndex(rpc)]->Increment(static_cast<double>(elements));
 }
 
-void Metrics::ObserveStage(size_t rpc, Stage stage, absl::Duration duration) {
-  if (rpc >= kNumRpcs) return;
+void Metrics::ObserveStage(Rpc rpc, Stage stage, absl::Duration duration) {
   StageHistogram(rpc, stage).Observe(absl::ToDoubleSeconds(duration));
 }
 

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/rpc.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
@@ -49,10 +50,6 @@ struct GpuMemory {
   uint64_t budget = 0;  // most the backend lets batches hold at once; 0: none
 };
 
-// The RPCs, indexed as the alternatives of Operation (server/task.h), which
-// follow the order of the service in primitives.proto.
-inline constexpr size_t kNumRpcs = 7;
-const char* RpcLabel(size_t rpc);
 
 class Metrics final {
  public:
@@ -76,9 +73,9 @@ class Metrics final {
   // `op` and `dtype` are the request's proto enum values: anything outside
   // Op's and DType's counts as "none" ("none" too for RPCs without an op).
   // `elements` counts the main input of a request answered OK, else 0.
-  void RequestDone(size_t rpc, int op, int dtype, absl::StatusCode code, absl::Duration total,
+  void RequestDone(Rpc rpc, int op, int dtype, absl::StatusCode code, absl::Duration total,
                    uint64_t bytes_in, uint64_t bytes_out, uint64_t elements);
-  void ObserveStage(size_t rpc, Stage stage, absl::Duration duration);
+  void ObserveStage(Rpc rpc, Stage stage, absl::Duration duration);
 
   // Requests received and not yet answered.
   void RequestStarted() { requests_in_flight_->Increment(); }
@@ -104,8 +101,8 @@ class Metrics final {
   static constexpr size_t kNumRequestSeries =
       kNumRpcs * kNumOpLabels * kNumDTypeLabels * kNumCodeLabels;
 
-  prometheus::Counter& RequestCounter(size_t rpc, int op, int dtype, absl::StatusCode code);
-  prometheus::Histogram& StageHistogram(size_t rpc, Stage stage);
+  prometheus::Counter& RequestCounter(Rpc rpc, int op, int dtype, absl::StatusCode code);
+  prometheus::Histogram& StageHistogram(Rpc rpc, Stage stage);
 
   // Shared with the exposer, which holds a weak reference.
   const std::shared_ptr<prometheus::Registry> registry_;

@@ -62,19 +62,17 @@ TEST_F(MetricsTest, ServeHttpTwiceOrOnABusyPortFails) {
   EXPECT_EQ(other.http_port(), 0);
 }
 
-TEST_F(MetricsTest, RpcLabelsFollowOperationAlternatives) {
-  ASSERT_EQ(kNumRpcs, std::variant_size_v<Operation>);
-  const Operation operations[] = {ScanOperation{},           ReduceOperation{},
-                                  SelectOperation{},         UniqueOperation{},
-                                  RunLengthEncodeOperation{}, ReduceByKeyOperation{},
-                                  AggregateByKeyOperation{}};
-  for (const Operation& operation : operations) {
-    EXPECT_STREQ(RpcLabel(operation.index()), RpcName(operation));
+TEST_F(MetricsTest, EveryRpcHasItsLabel) {
+  const std::string text = Scrape();
+  for (Rpc rpc : kAllRpcs) {
+    EXPECT_EQ(Sample(text, absl::StrCat(R"(primserve_elements_total{rpc=")", RpcName(rpc), R"("})")),
+              0)
+        << RpcName(rpc);
   }
 }
 
 TEST_F(MetricsTest, RequestDoneCountsByLabelsAndObservesTotal) {
-  const size_t scan = 0;
+  const Rpc scan = Rpc::kScan;
   metrics_.RequestDone(scan, /*op=*/1, /*dtype=*/1, absl::StatusCode::kOk,
                        absl::Milliseconds(3), 100, 40, 10);
   metrics_.RequestDone(scan, 1, 1, absl::StatusCode::kOk, absl::Microseconds(15), 60, 20, 5);
@@ -106,9 +104,9 @@ TEST_F(MetricsTest, RequestDoneCountsByLabelsAndObservesTotal) {
 }
 
 TEST_F(MetricsTest, StagesBatchesQueueAndRejections) {
-  metrics_.ObserveStage(2, Stage::kQueue, absl::Microseconds(50));
-  metrics_.ObserveStage(2, Stage::kCompute, absl::Milliseconds(1));
-  metrics_.ObserveStage(6, Stage::kH2D, absl::Milliseconds(1));
+  metrics_.ObserveStage(Rpc::kSelect, Stage::kQueue, absl::Microseconds(50));
+  metrics_.ObserveStage(Rpc::kSelect, Stage::kCompute, absl::Milliseconds(1));
+  metrics_.ObserveStage(Rpc::kAggregateByKey, Stage::kH2D, absl::Milliseconds(1));
   metrics_.BatchLaunched(3, 1000);
   metrics_.BatchLaunched(1, 5);
   metrics_.SetQueueDepth(17);
@@ -167,7 +165,7 @@ TEST_F(MetricsTest, ConcurrentFirstUseCountsEveryRequest) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([this] {
       for (int i = 0; i < kPerThread; ++i) {
-        metrics_.RequestDone(1, 3, 6, absl::StatusCode::kInvalidArgument, absl::Microseconds(1),
+        metrics_.RequestDone(Rpc::kReduce, 3, 6, absl::StatusCode::kInvalidArgument, absl::Microseconds(1),
                              1, 0, 0);
       }
     });

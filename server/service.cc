@@ -3,9 +3,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <utility>
-#include <variant>
 
 namespace primserve {
 namespace {
@@ -21,43 +19,33 @@ absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
   return absl::FromChrono(deadline);
 }
 
-// The index of `Alternative` among Operation's, which metrics use for the RPC.
-template <typename Alternative, size_t I = 0>
-constexpr size_t RpcIndex() {
-  if constexpr (std::is_same_v<std::variant_alternative_t<I, Operation>, Alternative>) {
-    return I;
-  } else {
-    return RpcIndex<Alternative, I + 1>();
-  }
-}
-
 // The metric labels of a call, read from the request as sent (they may be
 // invalid; Metrics maps unknown values to "none"). 0 is "no op".
 struct CallLabels {
-  size_t rpc;
+  Rpc rpc;
   int op;
   int dtype;
 };
 CallLabels LabelsOf(const v1::ScanRequest& r) {
-  return {RpcIndex<ScanOperation>(), r.op(), r.input().dtype()};
+  return {Rpc::kScan, r.op(), r.input().dtype()};
 }
 CallLabels LabelsOf(const v1::ReduceRequest& r) {
-  return {RpcIndex<ReduceOperation>(), r.op(), r.input().dtype()};
+  return {Rpc::kReduce, r.op(), r.input().dtype()};
 }
 CallLabels LabelsOf(const v1::SelectRequest& r) {
-  return {RpcIndex<SelectOperation>(), 0, r.input().dtype()};
+  return {Rpc::kSelect, 0, r.input().dtype()};
 }
 CallLabels LabelsOf(const v1::UniqueRequest& r) {
-  return {RpcIndex<UniqueOperation>(), 0, r.input().dtype()};
+  return {Rpc::kUnique, 0, r.input().dtype()};
 }
 CallLabels LabelsOf(const v1::RunLengthEncodeRequest& r) {
-  return {RpcIndex<RunLengthEncodeOperation>(), 0, r.input().dtype()};
+  return {Rpc::kRunLengthEncode, 0, r.input().dtype()};
 }
 CallLabels LabelsOf(const v1::ReduceByKeyRequest& r) {
-  return {RpcIndex<ReduceByKeyOperation>(), r.op(), r.keys().dtype()};
+  return {Rpc::kReduceByKey, r.op(), r.keys().dtype()};
 }
 CallLabels LabelsOf(const v1::AggregateByKeyRequest& r) {
-  return {RpcIndex<AggregateByKeyOperation>(), r.op(), r.keys().dtype()};
+  return {Rpc::kAggregateByKey, r.op(), r.keys().dtype()};
 }
 
 // One call from receipt to answer, as the metrics see it.

@@ -1,7 +1,19 @@
 #include "server/task.h"
 
+#include <type_traits>
+
 namespace primserve {
 namespace {
+
+template <Rpc rpc, typename Alternative>
+constexpr bool kAt =
+    std::is_same_v<std::variant_alternative_t<RpcIndex(rpc), Operation>, Alternative>;
+static_assert(std::variant_size_v<Operation> == kNumRpcs);
+static_assert(kAt<Rpc::kScan, ScanOperation> && kAt<Rpc::kReduce, ReduceOperation> &&
+              kAt<Rpc::kSelect, SelectOperation> && kAt<Rpc::kUnique, UniqueOperation> &&
+              kAt<Rpc::kRunLengthEncode, RunLengthEncodeOperation> &&
+              kAt<Rpc::kReduceByKey, ReduceByKeyOperation> &&
+              kAt<Rpc::kAggregateByKey, AggregateByKeyOperation>);
 
 int DTypeInt(DType dtype) { return static_cast<int>(dtype); }
 
@@ -9,7 +21,7 @@ int DTypeInt(DType dtype) { return static_cast<int>(dtype); }
 
 BatchKey BatchKeyOf(const Operation& operation) {
   BatchKey key;
-  key.rpc = operation.index();
+  key.rpc = RpcOf(operation);
   std::visit(
       Overloaded{
           [&](const ScanOperation& o) {
@@ -56,14 +68,6 @@ uint64_t ItemCount(const Operation& operation) {
           [](const auto& o) { return o.input.size(); },
       },
       operation);
-}
-
-const char* RpcName(const Operation& operation) {
-  static constexpr const char* kNames[] = {"Scan",   "Reduce",          "Select",
-                                           "Unique", "RunLengthEncode", "ReduceByKey",
-                                           "AggregateByKey"};
-  static_assert(std::size(kNames) == std::variant_size_v<Operation>);
-  return kNames[operation.index()];
 }
 
 }  // namespace primserve

@@ -17,7 +17,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "kernels/primitives.h"
+#include "core/primitives.h"
+#include "core/rpc.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "arrays travel little-endian and are used in place");
@@ -111,9 +112,13 @@ struct AggregateByKeyOperation {
   uint64_t num_keys = 1;
 };
 
+// One alternative per RPC, in the order of core/rpc.h (task.cc checks it).
 using Operation =
     std::variant<ScanOperation, ReduceOperation, SelectOperation, UniqueOperation,
                  RunLengthEncodeOperation, ReduceByKeyOperation, AggregateByKeyOperation>;
+
+// The RPC an operation came from.
+inline Rpc RpcOf(const Operation& operation) { return static_cast<Rpc>(operation.index()); }
 
 struct ScanResult {
   HostArray output;
@@ -147,7 +152,7 @@ using Result = std::variant<ScanResult, ReduceResult, SelectResult, UniqueResult
 
 // Operations with equal keys can run fused in one segmented launch.
 struct BatchKey {
-  size_t rpc = 0;  // Operation's variant index
+  Rpc rpc = Rpc::kScan;
   int op = 0;
   int dtype = 0;
   int second_dtype = 0;  // flags or values dtype, where the RPC has one
@@ -180,9 +185,6 @@ BatchKey BatchKeyOf(const Operation& operation);
 
 // Elements of the operation's main input (what batch limits count).
 uint64_t ItemCount(const Operation& operation);
-
-// The RPC's name ("Scan", ...), for logs and metrics.
-const char* RpcName(const Operation& operation);
 
 // One request on its way through the scheduler to a backend.
 struct Task {

@@ -6,7 +6,7 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 
 namespace primserve {
 

@@ -26,7 +26,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
-#include "kernels/reference.h"
+#include "reference/reference.h"
 #include "server/cpu_backend.h"
 #include "server/server.h"
 

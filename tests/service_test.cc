@@ -9,7 +9,7 @@
 #include "client/client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/reference.h"
+#include "reference/reference.h"
 #include "server/cpu_backend.h"
 #include "server/server.h"
 

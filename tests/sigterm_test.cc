@@ -47,7 +47,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
-#include "kernels/reference.h"
+#include "reference/reference.h"
 #include "tests/child_process.h"
 
 namespace primserve {

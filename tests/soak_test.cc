@@ -50,7 +50,7 @@
 #include "grpcpp/create_channel_posix.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
-#include "kernels/reference.h"
+#include "reference/reference.h"
 #include "server/cpu_backend.h"
 #include "server/cuda_backend.h"
 #include "server/metrics.h"

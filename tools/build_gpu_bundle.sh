@@ -41,7 +41,7 @@ export -f compile
 export NVCC NVCC_FLAGS CXX_FLAGS OBJ
 
 CUDA_SRCS="kernels/scan.cu kernels/reduce.cu kernels/gpu_baseline.cu kernels/bench/scan_variants.cu"
-HOST_SRCS="kernels/primitives.cc kernels/scan_gpu_test.cc kernels/bench/scan_reduce_bench.cc"
+HOST_SRCS="core/primitives.cc kernels/scan_gpu_test.cc kernels/bench/scan_reduce_bench.cc"
 # K2: the compaction family (select/partition/segmented/unique/RLE/RBK/aggregate).
 CUDA_SRCS_K2="kernels/select.cu kernels/runs.cu kernels/segmented_select.cu kernels/aggregate.cu kernels/compaction_test_util.cu"
 CUDA_SRCS="$CUDA_SRCS $CUDA_SRCS_K2"
@@ -54,12 +54,12 @@ link_binary() {  # name, objects...
   g++ -s -o "$OUT/$name" "$@" $LINK_LIBS  # stripped: the carried folder stays small
 }
 link_binary scan_gpu_test $(o kernels/scan_gpu_test.cc) $(o kernels/scan.cu) $(o kernels/reduce.cu) \
-  $(o kernels/gpu_baseline.cu) $(o kernels/primitives.cc) $LIBDIR/libgtest.a $ABSL_LIBS
+  $(o kernels/gpu_baseline.cu) $(o core/primitives.cc) $LIBDIR/libgtest.a $ABSL_LIBS
 link_binary scan_reduce_bench $(o kernels/bench/scan_reduce_bench.cc) $(o kernels/scan.cu) \
-  $(o kernels/reduce.cu) $(o kernels/gpu_baseline.cu) $(o kernels/primitives.cc) \
+  $(o kernels/reduce.cu) $(o kernels/gpu_baseline.cu) $(o core/primitives.cc) \
   $(for f in $CUDA_SRCS_K2; do o $f; done)
 link_binary scan_variants $(o kernels/bench/scan_variants.cu) $(o kernels/gpu_baseline.cu)
-link_binary compaction_gpu_test $(o kernels/compaction_gpu_test.cc) $(o kernels/primitives.cc) \
+link_binary compaction_gpu_test $(o kernels/compaction_gpu_test.cc) $(o core/primitives.cc) \
   $(for f in $CUDA_SRCS_K2; do o $f; done) $LIBDIR/libgtest.a $ABSL_LIBS
 
 cat > $OUT/run_all.sh <<'RUN'

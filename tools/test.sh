@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 bazel test //... "$@"
 # Memory errors, leaks and undefined behaviour, in the in-process tests (the
 # tests of the primserve binary would rebuild the CUDA kernels for this config).
-bazel test --config=asan-ubsan --build_tests_only //kernels:reference_test //server:all \
+bazel test --config=asan-ubsan --build_tests_only //reference:reference_test //server:all \
   //tests:service_test //tests:malformed_test //tests:overload_test //tests:health_test \
   //tests:reflection_test \
   //tests/fuzz:corpus_test

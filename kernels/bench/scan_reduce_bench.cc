@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "kernels/gpu_baseline.h"
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 #include "kernels/reduce.h"
 #include "kernels/scan.h"
 #include "kernels/aggregate.h"              // K2: compaction rows

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 
 namespace primserve::gpu::detail {
 

@@ -16,7 +16,7 @@
 
 #include "kernels/detail/lookback.cuh"
 #include "kernels/detail/warp.cuh"
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 
 namespace primserve::gpu::detail {
 

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 
 namespace primserve::detail {
 

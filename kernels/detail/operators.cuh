@@ -1,4 +1,4 @@
-// Device functors over the shared semantics of kernels/primitives.h, plus the
+// Device functors over the shared semantics of core/primitives.h, plus the
 // value types the kernels scan or reduce: (value, index) pairs for
 // ARGMIN/ARGMAX and head-flagged values for segmented scans.
 #ifndef PRIMSERVE_KERNELS_DETAIL_OPERATORS_CUH_
@@ -8,7 +8,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 
 namespace primserve::detail {
 

@@ -1,5 +1,5 @@
 // Branch-free select predicates (compaction family). Every Predicate<T> of
-// kernels/primitives.h (NONZERO, EQ, NE, LT, LE, GT, GE, IN_RANGE, with IEEE
+// core/primitives.h (NONZERO, EQ, NE, LT, LE, GT, GE, IN_RANGE, with IEEE
 // semantics for floats) is one range test on an order-preserving unsigned key
 // of the element's bits:
 //     keep(x) = ((Key(x) - lo) <= span) != invert        (unsigned arithmetic)
@@ -25,7 +25,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 
 namespace primserve::gpu::detail {
 

@@ -29,12 +29,12 @@ TEST(CorpusTest, EverySeedParsesAndEveryRpcIsAcceptedAndRejected) {
     const Outcome outcome = RunRequestBytes(absl::MakeConstSpan(
         reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
     EXPECT_TRUE(outcome.parsed) << entry.path();
-    ++(outcome.status.ok() ? accepted : rejected)[outcome.rpc];
+    ++(outcome.status.ok() ? accepted : rejected)[RpcIndex(outcome.rpc)];
     ++seeds;
   }
-  for (int rpc = 0; rpc < kNumRpcs; ++rpc) {
-    EXPECT_GT(accepted[rpc], 0) << "no accepted seed for RPC " << rpc;
-    EXPECT_GT(rejected[rpc], 0) << "no rejected seed for RPC " << rpc;
+  for (Rpc rpc : kAllRpcs) {
+    EXPECT_GT(accepted[RpcIndex(rpc)], 0) << "no accepted seed for " << RpcName(rpc);
+    EXPECT_GT(rejected[RpcIndex(rpc)], 0) << "no rejected seed for " << RpcName(rpc);
   }
   std::printf("replayed %d seeds\n", seeds);
 }

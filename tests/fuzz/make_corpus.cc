@@ -18,7 +18,7 @@ class Corpus {
  public:
   explicit Corpus(std::string dir) : dir_(std::move(dir)) {}
 
-  void Add(const std::string& name, int rpc, const google::protobuf::Message& request) {
+  void Add(const std::string& name, Rpc rpc, const google::protobuf::Message& request) {
     std::ofstream out(dir_ + "/" + name, std::ios::binary | std::ios::trunc);
     out << EncodeRequest(rpc, request);
     if (!out) {
@@ -52,28 +52,28 @@ void AddScan(Corpus& c) {
   v1::ScanRequest r;
   *r.mutable_input() = Pack<int32_t>({3, 1, 4, 1, 5, 9, 2, 6});
   r.set_op(v1::SUM);
-  c.Add("scan_ok_int32_sum", 0, r);
+  c.Add("scan_ok_int32_sum", Rpc::kScan, r);
   r.set_exclusive(true);
   for (uint64_t s : {0, 2, 2, 5}) r.add_segment_offsets(s);
   r.set_op(v1::MAX);
-  c.Add("scan_ok_exclusive_max_segments", 0, r);
+  c.Add("scan_ok_exclusive_max_segments", Rpc::kScan, r);
   v1::ScanRequest f;
   *f.mutable_input() = Pack<double>({1.5, -0.0, NAN, 2.0});
   f.set_op(v1::PROD);
-  c.Add("scan_ok_float64_prod_nan", 0, f);
+  c.Add("scan_ok_float64_prod_nan", Rpc::kScan, f);
   v1::ScanRequest bad = r;
   bad.clear_segment_offsets();
   for (uint64_t s : {0, 5, 3}) bad.add_segment_offsets(s);
-  c.Add("scan_bad_segments_unsorted", 0, bad);
+  c.Add("scan_bad_segments_unsorted", Rpc::kScan, bad);
   bad = r;
   bad.mutable_input()->set_dtype(v1::DTYPE_UNSPECIFIED);
-  c.Add("scan_bad_dtype_missing", 0, bad);
+  c.Add("scan_bad_dtype_missing", Rpc::kScan, bad);
   bad = r;
   bad.set_op(v1::ARGMIN);
-  c.Add("scan_bad_op_argmin", 0, bad);
+  c.Add("scan_bad_op_argmin", Rpc::kScan, bad);
   bad.clear_op();
   *bad.mutable_input() = Odd(v1::INT64, "1234567");
-  c.Add("scan_bad_odd_data", 0, bad);
+  c.Add("scan_bad_odd_data", Rpc::kScan, bad);
 }
 
 void AddReduce(Corpus& c) {
@@ -81,24 +81,24 @@ void AddReduce(Corpus& c) {
   *r.mutable_input() = Pack<float>({2, -1, 7, 7, NAN, 3});
   r.set_op(v1::ARGMAX);
   for (uint64_t s : {0, 2, 2, 6}) r.add_segment_offsets(s);
-  c.Add("reduce_ok_argmax_segments", 1, r);
+  c.Add("reduce_ok_argmax_segments", Rpc::kReduce, r);
   v1::ReduceRequest u;
   *u.mutable_input() = Pack<uint64_t>({~uint64_t{0}, 1, 2});
   u.set_op(v1::SUM);
-  c.Add("reduce_ok_uint64_sum_wraps", 1, u);
+  c.Add("reduce_ok_uint64_sum_wraps", Rpc::kReduce, u);
   u.clear_input();
   u.mutable_input()->set_dtype(v1::INT32);
   u.set_op(v1::ARGMIN);
-  c.Add("reduce_ok_empty_argmin", 1, u);
+  c.Add("reduce_ok_empty_argmin", Rpc::kReduce, u);
   v1::ReduceRequest bad = r;
   bad.add_segment_offsets(7);
-  c.Add("reduce_bad_segment_past_end", 1, bad);
+  c.Add("reduce_bad_segment_past_end", Rpc::kReduce, bad);
   bad = r;
   bad.mutable_segment_offsets()->Set(0, 1);
-  c.Add("reduce_bad_first_segment", 1, bad);
+  c.Add("reduce_bad_first_segment", Rpc::kReduce, bad);
   bad = r;
   bad.set_op(static_cast<v1::Op>(42));
-  c.Add("reduce_bad_op_unknown", 1, bad);
+  c.Add("reduce_bad_op_unknown", Rpc::kReduce, bad);
 }
 
 void AddSelect(Corpus& c) {
@@ -107,57 +107,57 @@ void AddSelect(Corpus& c) {
   r.mutable_predicate()->set_kind(v1::Predicate::GT);
   r.mutable_predicate()->mutable_operand()->set_int_value(0);
   r.set_output(v1::SelectRequest::VALUES_AND_INDICES);
-  c.Add("select_ok_gt_values_and_indices", 2, r);
+  c.Add("select_ok_gt_values_and_indices", Rpc::kSelect, r);
   v1::SelectRequest f;
   *f.mutable_input() = Pack<float>({0.5f, NAN, -2.0f, 3.0f});
   f.mutable_predicate()->set_kind(v1::Predicate::IN_RANGE);
   f.mutable_predicate()->mutable_operand()->set_float_value(-1);
   f.mutable_predicate()->mutable_upper()->set_uint_value(3);
   f.set_partition(true);
-  c.Add("select_ok_in_range_partition", 2, f);
+  c.Add("select_ok_in_range_partition", Rpc::kSelect, f);
   v1::SelectRequest flags;
   *flags.mutable_input() = Pack<uint32_t>({1, 2, 3, 4});
   *flags.mutable_flags() = Pack<int64_t>({0, 1, 0, -1});
   flags.set_output(v1::SelectRequest::COUNT);
-  c.Add("select_ok_flags_count", 2, flags);
+  c.Add("select_ok_flags_count", Rpc::kSelect, flags);
   flags.set_output(v1::SelectRequest::INDICES);
-  c.Add("select_ok_flags_indices", 2, flags);
+  c.Add("select_ok_flags_indices", Rpc::kSelect, flags);
   v1::SelectRequest bad = r;
   bad.clear_predicate();
-  c.Add("select_bad_no_criterion", 2, bad);
+  c.Add("select_bad_no_criterion", Rpc::kSelect, bad);
   bad = flags;
   *bad.mutable_flags() = Pack<float>({0, 1, 0, 1});
-  c.Add("select_bad_float_flags", 2, bad);
+  c.Add("select_bad_float_flags", Rpc::kSelect, bad);
   bad = flags;
   *bad.mutable_flags() = Pack<uint32_t>({0, 1});
-  c.Add("select_bad_flags_length", 2, bad);
+  c.Add("select_bad_flags_length", Rpc::kSelect, bad);
   bad = r;
   bad.mutable_predicate()->mutable_operand()->set_float_value(0.5);
-  c.Add("select_bad_float_operand_for_int", 2, bad);
+  c.Add("select_bad_float_operand_for_int", Rpc::kSelect, bad);
   bad = f;
   bad.mutable_predicate()->clear_upper();
-  c.Add("select_bad_in_range_without_upper", 2, bad);
+  c.Add("select_bad_in_range_without_upper", Rpc::kSelect, bad);
   bad = r;
   bad.set_output(static_cast<v1::SelectRequest::Output>(9));
-  c.Add("select_bad_output_unknown", 2, bad);
+  c.Add("select_bad_output_unknown", Rpc::kSelect, bad);
 }
 
 void AddUnique(Corpus& c) {
   v1::UniqueRequest r;
   *r.mutable_input() = Pack<double>({0.0, -0.0, -0.0, NAN, NAN, 1.0});
-  c.Add("unique_ok_float64_zeros_nans", 3, r);
+  c.Add("unique_ok_float64_zeros_nans", Rpc::kUnique, r);
   *r.mutable_input() = Odd(static_cast<v1::DType>(99), "abcd");
-  c.Add("unique_bad_dtype_unknown", 3, r);
+  c.Add("unique_bad_dtype_unknown", Rpc::kUnique, r);
 }
 
 void AddRunLengthEncode(Corpus& c) {
   v1::RunLengthEncodeRequest r;
   *r.mutable_input() = Pack<int32_t>({4, 4, 1, 1, 1, 4, 9});
-  c.Add("rle_ok_int32", 4, r);
+  c.Add("rle_ok_int32", Rpc::kRunLengthEncode, r);
   r.mutable_input()->clear_data();
-  c.Add("rle_ok_empty", 4, r);
+  c.Add("rle_ok_empty", Rpc::kRunLengthEncode, r);
   *r.mutable_input() = Odd(v1::UINT32, "abcde");
-  c.Add("rle_bad_odd_data", 4, r);
+  c.Add("rle_bad_odd_data", Rpc::kRunLengthEncode, r);
 }
 
 void AddReduceByKey(Corpus& c) {
@@ -165,16 +165,16 @@ void AddReduceByKey(Corpus& c) {
   *r.mutable_keys() = Pack<uint32_t>({4, 4, 1, 1, 1, 4, 9});
   *r.mutable_values() = Pack<double>({1, 2, 3, 4, 5, 6, 7});
   r.set_op(v1::SUM);
-  c.Add("reduce_by_key_ok_sum", 5, r);
+  c.Add("reduce_by_key_ok_sum", Rpc::kReduceByKey, r);
   *r.mutable_keys() = Pack<float>({0.0f, -0.0f, -0.0f, NAN, NAN, 1, 1});
   r.set_op(v1::MIN);
-  c.Add("reduce_by_key_ok_float_keys_min", 5, r);
+  c.Add("reduce_by_key_ok_float_keys_min", Rpc::kReduceByKey, r);
   v1::ReduceByKeyRequest bad = r;
   *bad.mutable_values() = Pack<double>({1});
-  c.Add("reduce_by_key_bad_length_mismatch", 5, bad);
+  c.Add("reduce_by_key_bad_length_mismatch", Rpc::kReduceByKey, bad);
   bad = r;
   bad.set_op(v1::ARGMIN);
-  c.Add("reduce_by_key_bad_op_argmin", 5, bad);
+  c.Add("reduce_by_key_bad_op_argmin", Rpc::kReduceByKey, bad);
 }
 
 void AddAggregateByKey(Corpus& c) {
@@ -183,30 +183,30 @@ void AddAggregateByKey(Corpus& c) {
   *r.mutable_values() = Pack<int32_t>({10, 1, 5, 7, 2});
   r.set_op(v1::SUM);
   r.set_num_keys(5);
-  c.Add("aggregate_ok_sum", 6, r);
+  c.Add("aggregate_ok_sum", Rpc::kAggregateByKey, r);
   v1::AggregateByKeyRequest m;
   *m.mutable_keys() = Pack<uint64_t>({1, 1, 0});
   *m.mutable_values() = Pack<float>({NAN, 2, -1});
   m.set_op(v1::MAX);
   m.set_num_keys(3);
-  c.Add("aggregate_ok_uint64_keys_max", 6, m);
+  c.Add("aggregate_ok_uint64_keys_max", Rpc::kAggregateByKey, m);
   v1::AggregateByKeyRequest bad = r;
   bad.set_num_keys(3);
-  c.Add("aggregate_bad_key_out_of_range", 6, bad);
+  c.Add("aggregate_bad_key_out_of_range", Rpc::kAggregateByKey, bad);
   bad = r;
   *bad.mutable_keys() = Pack<int64_t>({0, 1, -2, 1, 0});
-  c.Add("aggregate_bad_negative_key", 6, bad);
+  c.Add("aggregate_bad_negative_key", Rpc::kAggregateByKey, bad);
   bad = r;
   *bad.mutable_keys() = Pack<float>({0, 1, 1, 0, 2});
-  c.Add("aggregate_bad_float_keys", 6, bad);
+  c.Add("aggregate_bad_float_keys", Rpc::kAggregateByKey, bad);
   bad = r;
   bad.set_num_keys(0);
-  c.Add("aggregate_bad_num_keys_zero", 6, bad);
+  c.Add("aggregate_bad_num_keys_zero", Rpc::kAggregateByKey, bad);
   bad.set_num_keys(kFuzzLimits.max_elements + 1);
-  c.Add("aggregate_bad_num_keys_over_limit", 6, bad);
+  c.Add("aggregate_bad_num_keys_over_limit", Rpc::kAggregateByKey, bad);
   bad = r;
   bad.set_op(v1::PROD);
-  c.Add("aggregate_bad_op_prod", 6, bad);
+  c.Add("aggregate_bad_op_prod", Rpc::kAggregateByKey, bad);
 }
 
 }  // namespace

@@ -112,7 +112,8 @@ void CheckRejection(const char* rpc, const absl::Status& status) {
 }
 
 template <typename Request, typename Response>
-Outcome Run(int rpc, const char* name, absl::Span<const uint8_t> payload) {
+Outcome Run(Rpc rpc, absl::Span<const uint8_t> payload) {
+  const char* name = RpcName(rpc);
   Outcome outcome{rpc};
   Request request;
   outcome.parsed = request.ParseFromArray(payload.data(), static_cast<int>(payload.size()));
@@ -143,26 +144,25 @@ Outcome Run(int rpc, const char* name, absl::Span<const uint8_t> payload) {
 
 Outcome RunRequestBytes(absl::Span<const uint8_t> bytes) {
   if (bytes.empty()) return Outcome{};
-  const int rpc = bytes[0] % kNumRpcs;
+  const Rpc rpc = kAllRpcs[bytes[0] % kNumRpcs];
   const absl::Span<const uint8_t> payload = bytes.subspan(1);
   switch (rpc) {
-    case 0: return Run<v1::ScanRequest, v1::ScanResponse>(rpc, "Scan", payload);
-    case 1: return Run<v1::ReduceRequest, v1::ReduceResponse>(rpc, "Reduce", payload);
-    case 2: return Run<v1::SelectRequest, v1::SelectResponse>(rpc, "Select", payload);
-    case 3: return Run<v1::UniqueRequest, v1::UniqueResponse>(rpc, "Unique", payload);
-    case 4:
-      return Run<v1::RunLengthEncodeRequest, v1::RunLengthEncodeResponse>(
-          rpc, "RunLengthEncode", payload);
-    case 5:
-      return Run<v1::ReduceByKeyRequest, v1::ReduceByKeyResponse>(rpc, "ReduceByKey", payload);
-    default:
-      return Run<v1::AggregateByKeyRequest, v1::AggregateByKeyResponse>(rpc, "AggregateByKey",
-                                                                         payload);
+    case Rpc::kScan: return Run<v1::ScanRequest, v1::ScanResponse>(rpc, payload);
+    case Rpc::kReduce: return Run<v1::ReduceRequest, v1::ReduceResponse>(rpc, payload);
+    case Rpc::kSelect: return Run<v1::SelectRequest, v1::SelectResponse>(rpc, payload);
+    case Rpc::kUnique: return Run<v1::UniqueRequest, v1::UniqueResponse>(rpc, payload);
+    case Rpc::kRunLengthEncode:
+      return Run<v1::RunLengthEncodeRequest, v1::RunLengthEncodeResponse>(rpc, payload);
+    case Rpc::kReduceByKey:
+      return Run<v1::ReduceByKeyRequest, v1::ReduceByKeyResponse>(rpc, payload);
+    case Rpc::kAggregateByKey:
+      return Run<v1::AggregateByKeyRequest, v1::AggregateByKeyResponse>(rpc, payload);
   }
+  std::abort();  // kAllRpcs holds only the cases above
 }
 
-std::string EncodeRequest(int rpc, const google::protobuf::Message& request) {
-  return std::string(1, static_cast<char>(rpc)) + request.SerializeAsString();
+std::string EncodeRequest(Rpc rpc, const google::protobuf::Message& request) {
+  return std::string(1, static_cast<char>(RpcIndex(rpc))) + request.SerializeAsString();
 }
 
 }  // namespace primserve::fuzz

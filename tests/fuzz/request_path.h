@@ -3,8 +3,7 @@
 // (RunOnCpu) -> response (ToResponse).
 //
 // Input format: the first byte picks the RPC (modulo kNumRpcs, in the order
-// of the Operation variant: Scan, Reduce, Select, Unique, RunLengthEncode,
-// ReduceByKey, AggregateByKey); the rest is the serialized request.
+// of core/rpc.h); the rest is the serialized request.
 //
 // Aborts with a message when an invariant breaks: a rejection whose code is
 // not INVALID_ARGUMENT or RESOURCE_EXHAUSTED, a result ToResponse refuses, or
@@ -17,19 +16,18 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "core/rpc.h"
 #include "google/protobuf/message.h"
 #include "server/convert.h"
 
 namespace primserve::fuzz {
-
-inline constexpr int kNumRpcs = 7;
 
 // Small, so that no input can make the path allocate much (AggregateByKey
 // allocates num_keys groups whatever the input's size).
 inline constexpr RequestLimits kFuzzLimits{uint64_t{1} << 16};
 
 struct Outcome {
-  int rpc = 0;          // which RPC the first byte picked
+  Rpc rpc = Rpc::kScan;  // which RPC the first byte picked
   bool parsed = false;  // whether the rest parsed as that RPC's request
   absl::Status status;  // the rejection, or OK when a response was made
 };
@@ -37,7 +35,7 @@ struct Outcome {
 Outcome RunRequestBytes(absl::Span<const uint8_t> bytes);
 
 // The bytes RunRequestBytes reads as `request` for RPC number `rpc`.
-std::string EncodeRequest(int rpc, const google::protobuf::Message& request);
+std::string EncodeRequest(Rpc rpc, const google::protobuf::Message& request);
 
 }  // namespace primserve::fuzz
 

@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 
 namespace primserve::reference {
 
@@ -96,6 +96,6 @@ absl::StatusOr<std::vector<V>> AggregateByKey(absl::Span<const K> keys,
 
 }  // namespace primserve::reference
 
-#include "kernels/reference_impl.h"  // IWYU pragma: export
+#include "reference/reference_impl.h"  // IWYU pragma: export
 
 #endif  // PRIMSERVE_KERNELS_REFERENCE_H_

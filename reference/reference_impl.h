@@ -1,5 +1,5 @@
-// Definitions of the templates declared in kernels/reference.h. Include
-// kernels/reference.h rather than this file.
+// Definitions of the templates declared in reference/reference.h. Include
+// reference/reference.h rather than this file.
 //
 // One rule for every reduction here (Reduce, ReduceByKey, AggregateByKey and
 // the running value of Scan): a non-empty sequence x0, x1, ..., xk reduces to
@@ -22,8 +22,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
-#include "kernels/primitives.h"
-#include "kernels/reference.h"
+#include "core/primitives.h"
+#include "reference/reference.h"
 
 namespace primserve::reference {
 namespace internal {

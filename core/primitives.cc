@@ -1,4 +1,4 @@
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 
 namespace primserve {
 

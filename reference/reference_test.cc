@@ -1,8 +1,8 @@
-// Tests of the CPU reference (kernels/reference.h) and of the names in
-// kernels/primitives.cc. Hand-worked cases pin exact answers for every op and
+// Tests of the CPU reference (reference/reference.h) and of the names in
+// core/primitives.cc. Hand-worked cases pin exact answers for every op and
 // dtype; seeded property checks relate the primitives to each other and to
 // brute-force oracles written independently here.
-#include "kernels/reference.h"
+#include "reference/reference.h"
 
 #include <algorithm>
 #include <cmath>
@@ -20,7 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "gtest/gtest.h"
-#include "kernels/primitives.h"
+#include "core/primitives.h"
 
 namespace primserve::reference {
 namespace {
