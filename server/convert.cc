@@ -1,5 +1,6 @@
 #include "server/convert.h"
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -99,52 +100,112 @@ absl::StatusOr<absl::Span<const uint64_t>> ParseSegments(
   return absl::MakeConstSpan(offsets.data(), offsets.size());
 }
 
-// The scalar as T's bit pattern, if it is of a kind T takes and fits.
 template <typename T>
-absl::StatusOr<uint64_t> ScalarBits(const v1::Scalar& scalar, absl::string_view field,
-                                    DType dtype) {
-  T value{};
+uint64_t BitsOf(T value) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(T));
+  return bits;
+}
+
+// An integer dtype's operand as T's bit pattern, if it is an int_value or
+// uint_value that fits T.
+template <typename T>
+absl::StatusOr<uint64_t> IntegerOperandBits(const v1::Scalar& scalar, absl::string_view field,
+                                            DType dtype) {
   switch (scalar.value_case()) {
     case v1::Scalar::VALUE_NOT_SET:
       return Invalid(absl::StrCat(field, " has no value"));
     case v1::Scalar::kFloatValue:
-      if constexpr (std::is_integral_v<T>) {
-        return Invalid(absl::StrCat(field, " is a float_value but the input is ", DTypeName(dtype),
-                                    "; use int_value or uint_value"));
-      } else {
-        value = static_cast<T>(scalar.float_value());
-      }
-      break;
+      return Invalid(absl::StrCat(field, " is a float_value but the input is ", DTypeName(dtype),
+                                  "; use int_value or uint_value"));
     case v1::Scalar::kIntValue: {
       const int64_t v = scalar.int_value();
-      if constexpr (std::is_integral_v<T>) {
-        bool fits;
-        if constexpr (std::is_signed_v<T>) {
-          fits = v >= std::numeric_limits<T>::min() && v <= std::numeric_limits<T>::max();
-        } else {
-          fits = v >= 0 && static_cast<uint64_t>(v) <= std::numeric_limits<T>::max();
-        }
-        if (!fits) {
-          return Invalid(absl::StrCat(field, ".int_value ", v, " does not fit ", DTypeName(dtype)));
-        }
+      bool fits;
+      if constexpr (std::is_signed_v<T>) {
+        fits = v >= std::numeric_limits<T>::min() && v <= std::numeric_limits<T>::max();
+      } else {
+        fits = v >= 0 && static_cast<uint64_t>(v) <= std::numeric_limits<T>::max();
       }
-      value = static_cast<T>(v);
-      break;
+      if (!fits) {
+        return Invalid(absl::StrCat(field, ".int_value ", v, " does not fit ", DTypeName(dtype)));
+      }
+      return BitsOf(static_cast<T>(v));
     }
     case v1::Scalar::kUintValue: {
       const uint64_t v = scalar.uint_value();
-      if constexpr (std::is_integral_v<T>) {
-        if (v > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
-          return Invalid(absl::StrCat(field, ".uint_value ", v, " does not fit ", DTypeName(dtype)));
-        }
+      if (v > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
+        return Invalid(absl::StrCat(field, ".uint_value ", v, " does not fit ", DTypeName(dtype)));
       }
-      value = static_cast<T>(v);
-      break;
+      return BitsOf(static_cast<T>(v));
     }
   }
-  uint64_t bits = 0;
-  std::memcpy(&bits, &value, sizeof(T));
-  return bits;
+  return Invalid(absl::StrCat(field, " has an unknown value kind"));
+}
+
+// A float dtype's operand, exactly as sent: long double holds every double,
+// int64 and uint64 value exactly (64-bit significand or more).
+absl::StatusOr<long double> FloatOperand(const v1::Scalar& scalar, absl::string_view field) {
+  static_assert(std::numeric_limits<long double>::digits >= 64,
+                "long double must hold every int64 and uint64 exactly");
+  switch (scalar.value_case()) {
+    case v1::Scalar::VALUE_NOT_SET:
+      return Invalid(absl::StrCat(field, " has no value"));
+    case v1::Scalar::kFloatValue:
+      return static_cast<long double>(scalar.float_value());
+    case v1::Scalar::kIntValue:
+      return static_cast<long double>(scalar.int_value());
+    case v1::Scalar::kUintValue:
+      return static_cast<long double>(scalar.uint_value());
+  }
+  return Invalid(absl::StrCat(field, " has an unknown value kind"));
+}
+
+// The float T values just below and just above v (equal when T holds v
+// exactly; infinities past T's range).
+template <typename T>
+std::pair<T, T> Bracket(long double v) {
+  const T nearest = static_cast<T>(v);
+  if (std::isnan(v) || static_cast<long double>(nearest) == v) return {nearest, nearest};
+  if (static_cast<long double>(nearest) < v) {
+    return {nearest, std::nextafter(nearest, std::numeric_limits<T>::infinity())};
+  }
+  return {std::nextafter(nearest, -std::numeric_limits<T>::infinity()), nearest};
+}
+
+// A predicate on float elements compares as mathematics says: an operand T
+// cannot hold is replaced by its neighbour in T that gives the same answer
+// for every element (no element lies strictly between the two neighbours).
+template <typename T>
+PredicateSpec ExactFloatPredicate(PredicateKind kind, long double operand, long double upper) {
+  const auto [below, above] = Bracket<T>(operand);
+  PredicateSpec spec;
+  spec.kind = kind;
+  spec.operand_bits = BitsOf(below);
+  if (kind == PredicateKind::kInRange) {  // v <= x < u  <=>  above(v) <= x < above(u)
+    spec.operand_bits = BitsOf(above);
+    spec.upper_bits = BitsOf(Bracket<T>(upper).second);
+    return spec;
+  }
+  if (below == above || std::isnan(below)) return spec;
+  switch (kind) {
+    case PredicateKind::kEq:  // no element equals it: x > +inf holds for none
+      spec.kind = PredicateKind::kGt;
+      spec.operand_bits = BitsOf(std::numeric_limits<T>::infinity());
+      break;
+    case PredicateKind::kNe:  // every element differs: x != NaN holds for all
+      spec.operand_bits = BitsOf(std::numeric_limits<T>::quiet_NaN());
+      break;
+    case PredicateKind::kLt:  // x < v  <=>  x < above
+    case PredicateKind::kGe:  // x >= v <=>  x >= above
+      spec.operand_bits = BitsOf(above);
+      break;
+    case PredicateKind::kLe:  // x <= v <=> x <= below
+    case PredicateKind::kGt:  // x > v  <=> x > below
+    case PredicateKind::kNonzero:
+    case PredicateKind::kInRange:
+      break;
+  }
+  return spec;
 }
 
 absl::StatusOr<PredicateSpec> ParsePredicate(const v1::Predicate& predicate, DType dtype) {
@@ -158,23 +219,51 @@ absl::StatusOr<PredicateSpec> ParsePredicate(const v1::Predicate& predicate, DTy
   PredicateSpec spec;
   spec.kind = static_cast<PredicateKind>(kind);
   if (spec.kind == PredicateKind::kNonzero) return spec;
+  if (!predicate.has_operand()) {
+    return Invalid(absl::StrCat("predicate.operand is required for ", PredicateKindName(spec.kind)));
+  }
+  const bool ranged = spec.kind == PredicateKind::kInRange;
+  if (ranged && !predicate.has_upper()) return Invalid("predicate.upper is required for IN_RANGE");
   return VisitDType(dtype, [&](auto zero) -> absl::StatusOr<PredicateSpec> {
     using T = decltype(zero);
-    if (!predicate.has_operand()) {
-      return Invalid(absl::StrCat("predicate.operand is required for ",
-                                  PredicateKindName(spec.kind)));
+    if constexpr (std::is_floating_point_v<T>) {
+      absl::StatusOr<long double> operand = FloatOperand(predicate.operand(), "predicate.operand");
+      if (!operand.ok()) return operand.status();
+      long double upper = 0;
+      if (ranged) {
+        absl::StatusOr<long double> u = FloatOperand(predicate.upper(), "predicate.upper");
+        if (!u.ok()) return u.status();
+        upper = *u;
+      }
+      return ExactFloatPredicate<T>(spec.kind, *operand, upper);
+    } else {
+      absl::StatusOr<uint64_t> operand =
+          IntegerOperandBits<T>(predicate.operand(), "predicate.operand", dtype);
+      if (!operand.ok()) return operand.status();
+      spec.operand_bits = *operand;
+      if (ranged) {
+        absl::StatusOr<uint64_t> upper =
+            IntegerOperandBits<T>(predicate.upper(), "predicate.upper", dtype);
+        if (!upper.ok()) return upper.status();
+        spec.upper_bits = *upper;
+      }
+      return spec;
     }
-    absl::StatusOr<uint64_t> operand = ScalarBits<T>(predicate.operand(), "predicate.operand", dtype);
-    if (!operand.ok()) return operand.status();
-    spec.operand_bits = *operand;
-    if (spec.kind == PredicateKind::kInRange) {
-      if (!predicate.has_upper()) return Invalid("predicate.upper is required for IN_RANGE");
-      absl::StatusOr<uint64_t> upper = ScalarBits<T>(predicate.upper(), "predicate.upper", dtype);
-      if (!upper.ok()) return upper.status();
-      spec.upper_bits = *upper;
-    }
-    return spec;
   });
+}
+
+// Refuses, before anything is allocated, an operation whose answer could be
+// larger than the server sends (AggregateByKey's num_keys and Reduce's
+// segment_offsets make answers far larger than their requests).
+absl::StatusOr<Operation> WithinAnswerLimit(Operation operation, const RequestLimits& limits) {
+  const uint64_t bytes = MaxAnswerBytes(operation);
+  if (bytes > limits.max_response_bytes) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the answer to this %s could take %d bytes, over the server's limit of %d "
+        "(--max_response_bytes)",
+        RpcName(RpcOf(operation)), bytes, limits.max_response_bytes));
+  }
+  return operation;
 }
 
 template <typename Want>
@@ -203,7 +292,7 @@ absl::StatusOr<Operation> ToOperation(const v1::ScanRequest& request, const Requ
       ParseSegments(request.segment_offsets(), o.input.size(), limits);
   if (!segments.ok()) return segments.status();
   o.segment_offsets = *segments;
-  return o;
+  return WithinAnswerLimit(o, limits);
 }
 
 absl::StatusOr<Operation> ToOperation(const v1::ReduceRequest& request,
@@ -219,7 +308,7 @@ absl::StatusOr<Operation> ToOperation(const v1::ReduceRequest& request,
       ParseSegments(request.segment_offsets(), o.input.size(), limits);
   if (!segments.ok()) return segments.status();
   o.segment_offsets = *segments;
-  return o;
+  return WithinAnswerLimit(o, limits);
 }
 
 absl::StatusOr<Operation> ToOperation(const v1::SelectRequest& request,
@@ -256,21 +345,21 @@ absl::StatusOr<Operation> ToOperation(const v1::SelectRequest& request,
   o.output = output == v1::SelectRequest::OUTPUT_UNSPECIFIED ? SelectOutput::kValues
                                                              : static_cast<SelectOutput>(output);
   o.partition = request.partition();
-  return o;
+  return WithinAnswerLimit(o, limits);
 }
 
 absl::StatusOr<Operation> ToOperation(const v1::UniqueRequest& request,
                                       const RequestLimits& limits) {
   absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits);
   if (!input.ok()) return input.status();
-  return UniqueOperation{*input};
+  return WithinAnswerLimit(UniqueOperation{*input}, limits);
 }
 
 absl::StatusOr<Operation> ToOperation(const v1::RunLengthEncodeRequest& request,
                                       const RequestLimits& limits) {
   absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits);
   if (!input.ok()) return input.status();
-  return RunLengthEncodeOperation{*input};
+  return WithinAnswerLimit(RunLengthEncodeOperation{*input}, limits);
 }
 
 absl::StatusOr<Operation> ToOperation(const v1::ReduceByKeyRequest& request,
@@ -287,7 +376,7 @@ absl::StatusOr<Operation> ToOperation(const v1::ReduceByKeyRequest& request,
   o.keys = *keys;
   o.values = *values;
   o.op = *op;
-  return o;
+  return WithinAnswerLimit(o, limits);
 }
 
 absl::StatusOr<Operation> ToOperation(const v1::AggregateByKeyRequest& request,
@@ -315,7 +404,7 @@ absl::StatusOr<Operation> ToOperation(const v1::AggregateByKeyRequest& request,
   o.values = *values;
   o.op = *op;
   o.num_keys = request.num_keys();
-  return o;
+  return WithinAnswerLimit(o, limits);
 }
 
 absl::Status ToResponse(Result result, v1::ScanResponse* response) {

@@ -18,6 +18,9 @@ struct RequestLimits {
   // Most elements in any array of a request (segment_offsets included), and
   // most AggregateByKey groups.
   uint64_t max_elements = uint64_t{1} << 31;
+  // Largest answer a request may ask for, in bytes of array data (checked at
+  // validation, from the request's sizes, before anything is allocated).
+  uint64_t max_response_bytes = uint64_t{1} << 30;
 };
 
 // The returned Operation views the request, which must outlive it.

@@ -1,5 +1,6 @@
 #include "server/task.h"
 
+#include <algorithm>
 #include <type_traits>
 
 namespace primserve {
@@ -66,6 +67,45 @@ uint64_t ItemCount(const Operation& operation) {
           [](const ReduceByKeyOperation& o) { return o.keys.size(); },
           [](const AggregateByKeyOperation& o) { return o.keys.size(); },
           [](const auto& o) { return o.input.size(); },
+      },
+      operation);
+}
+
+uint64_t MaxAnswerBytes(const Operation& operation) {
+  constexpr uint64_t kIndex = sizeof(int64_t);  // indices and lengths are INT64
+  auto bytes = [](uint64_t n, uint64_t each) {
+    // Saturates: no request is near 2^64 bytes, but num_keys is the client's.
+    return each != 0 && n > UINT64_MAX / each ? UINT64_MAX : n * each;
+  };
+  return std::visit(
+      Overloaded{
+          [&](const ScanOperation& o) { return o.input.bytes.size(); },
+          [&](const ReduceOperation& o) {
+            const uint64_t segments = std::max<uint64_t>(1, o.segment_offsets.size());
+            const bool arg = o.op == Op::kArgMin || o.op == Op::kArgMax;
+            return bytes(segments, DTypeSize(o.input.dtype) + (arg ? kIndex : 0));
+          },
+          [&](const SelectOperation& o) {
+            const uint64_t n = o.input.size();
+            uint64_t each = 0;
+            if (o.output == SelectOutput::kValues || o.output == SelectOutput::kValuesAndIndices) {
+              each += DTypeSize(o.input.dtype);
+            }
+            if (o.output == SelectOutput::kIndices || o.output == SelectOutput::kValuesAndIndices) {
+              each += kIndex;
+            }
+            return bytes(n, each);
+          },
+          [&](const UniqueOperation& o) { return o.input.bytes.size(); },
+          [&](const RunLengthEncodeOperation& o) {
+            return bytes(o.input.size(), DTypeSize(o.input.dtype) + kIndex);
+          },
+          [&](const ReduceByKeyOperation& o) {
+            return o.keys.bytes.size() + o.values.bytes.size();
+          },
+          [&](const AggregateByKeyOperation& o) {
+            return bytes(o.num_keys, DTypeSize(o.values.dtype));
+          },
       },
       operation);
 }

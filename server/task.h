@@ -186,6 +186,10 @@ BatchKey BatchKeyOf(const Operation& operation);
 // Elements of the operation's main input (what batch limits count).
 uint64_t ItemCount(const Operation& operation);
 
+// Bytes of array data in the largest answer the operation can produce,
+// known from the request alone (e.g. every element kept, every key a run).
+uint64_t MaxAnswerBytes(const Operation& operation);
+
 // One request on its way through the scheduler to a backend.
 struct Task {
   Operation operation;
