@@ -294,7 +294,7 @@ struct Exchange {
   Response expected;
 };
 
-// Alternatives in the order of the service's RPCs (and of RpcLabel).
+// Alternatives in the order of the service's RPCs (and of core/rpc.h).
 using AnyExchange = std::variant<Exchange<v1::ScanRequest, v1::ScanResponse>,
                                  Exchange<v1::ReduceRequest, v1::ReduceResponse>,
                                  Exchange<v1::SelectRequest, v1::SelectResponse>,
@@ -321,7 +321,7 @@ bool Reassociated(Op op, DType dtype) {
 }
 
 std::string Kind(size_t rpc, DType dtype, const std::string& detail) {
-  return absl::StrCat(RpcLabel(rpc), " ", DTypeName(dtype), detail);
+  return absl::StrCat(RpcName(kAllRpcs[rpc]), " ", DTypeName(dtype), detail);
 }
 
 std::string Size(uint64_t n, size_t segments) {
@@ -689,7 +689,7 @@ TEST(SoakTest, MixedLoadIsAnsweredCorrectlyAndMemoryStaysFlat) {
   std::string by_rpc;
   for (size_t rpc = 0; rpc < kNumRpcs; ++rpc) {
     requests += answered[rpc];
-    absl::StrAppend(&by_rpc, rpc == 0 ? "" : ", ", RpcLabel(rpc), " ", answered[rpc].load());
+    absl::StrAppend(&by_rpc, rpc == 0 ? "" : ", ", RpcName(kAllRpcs[rpc]), " ", answered[rpc].load());
   }
   const Gauges gauges = Scrape(metrics.http_port());
   std::printf("soak: RSS MiB each second: %s\n",
@@ -705,7 +705,7 @@ TEST(SoakTest, MixedLoadIsAnsweredCorrectlyAndMemoryStaysFlat) {
   EXPECT_EQ(wrong.count(), 0) << wrong.Described();
   EXPECT_EQ(errors.count(), 0) << errors.Described();
   for (size_t rpc = 0; rpc < kNumRpcs; ++rpc) {
-    EXPECT_GT(answered[rpc].load(), 0) << RpcLabel(rpc) << " was never answered";
+    EXPECT_GT(answered[rpc].load(), 0) << RpcName(kAllRpcs[rpc]) << " was never answered";
   }
   EXPECT_LE(end_rss - warm_rss, rss_bound) << "resident memory grew under steady load";
 }
