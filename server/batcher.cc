@@ -10,6 +10,7 @@ namespace primserve {
 Batcher::Batcher(const BatcherOptions& options, ExecutionBackend* backend, Metrics* metrics)
     : options_(options), backend_(backend), metrics_(metrics) {
   if (metrics_ != nullptr) metrics_->SetQueueCapacity(options_.max_enqueued_tasks);
+  absl::MutexLock lock(&mu_);
   for (int i = 0; i < std::max(1, options_.num_threads); ++i) {
     workers_.emplace_back([this] { WorkerLoop(); });
   }
@@ -31,35 +32,47 @@ absl::Status Batcher::Schedule(std::unique_ptr<Task>* task) {
   (*task)->enqueued_at = now;
   ++enqueued_;
   if (metrics_ != nullptr) metrics_->SetQueueDepth(enqueued_);
+  work_available_.Signal();
   if (items >= options_.large_request_items || options_.batch_timeout_micros <= 0) {
     Batch alone;
     alone.push_back(std::move(*task));
-    ready_.push_back(std::move(alone));
+    closed_.push_back(ClosedBatch{std::move(alone), next_number_++});
     return absl::OkStatus();
   }
-  OpenBatch& open = open_[key];
-  if (!open.tasks.empty() && open.items + items > options_.max_batch_items) {
-    ready_.push_back(std::move(open.tasks));
-    open = OpenBatch{};
+  auto open = open_.find(key);
+  if (open != open_.end() &&
+      (open->second.items + items > options_.max_batch_items ||
+       now - open->second.opened >= absl::Microseconds(options_.batch_timeout_micros))) {
+    Close(open);
+    open = open_.end();
   }
-  if (open.tasks.empty()) open.opened = now;
-  open.items += items;
-  open.tasks.push_back(std::move(*task));
-  if (open.tasks.size() >= options_.max_batch_size || open.items >= options_.max_batch_items) {
-    ready_.push_back(std::move(open.tasks));
-    open_.erase(key);
+  if (open == open_.end()) {
+    open = open_.emplace(key, OpenBatch{{}, 0, now, next_number_++}).first;
+    opening_order_.emplace_back(key, open->second.number);
+  }
+  open->second.items += items;
+  open->second.tasks.push_back(std::move(*task));
+  if (open->second.tasks.size() >= options_.max_batch_size ||
+      open->second.items >= options_.max_batch_items) {
+    Close(open);
   }
   return absl::OkStatus();
 }
 
+void Batcher::Close(absl::flat_hash_map<BatchKey, OpenBatch>::iterator open) {
+  closed_.push_back(ClosedBatch{std::move(open->second.tasks), open->second.number});
+  open_.erase(open);
+}
+
 void Batcher::Shutdown() {
+  std::vector<std::thread> workers;
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_ && workers_.empty()) return;
     stopping_ = true;
+    workers.swap(workers_);
+    work_available_.SignalAll();
   }
-  for (std::thread& worker : workers_) worker.join();
-  workers_.clear();
+  for (std::thread& worker : workers) worker.join();
 }
 
 uint64_t Batcher::enqueued() const {
@@ -67,25 +80,32 @@ uint64_t Batcher::enqueued() const {
   return enqueued_;
 }
 
-bool Batcher::HasReadyWork() const { return !ready_.empty() || stopping_; }
-
-absl::Time Batcher::NextExpiry() const {
-  absl::Time next = absl::InfiniteFuture();
-  for (const auto& [key, open] : open_) {
-    next = std::min(next, open.opened + absl::Microseconds(options_.batch_timeout_micros));
-  }
-  return next;
-}
-
-void Batcher::CloseExpired(absl::Time now) {
-  for (auto it = open_.begin(); it != open_.end();) {
-    auto current = it++;
-    const absl::Time expiry =
-        current->second.opened + absl::Microseconds(options_.batch_timeout_micros);
-    if (stopping_ || expiry <= now) {
-      ready_.push_back(std::move(current->second.tasks));
-      open_.erase(current);
+std::optional<Batcher::Batch> Batcher::TakeOldest() {
+  while (true) {
+    // Drop the front entries of batches that have closed since they opened.
+    while (!opening_order_.empty()) {
+      const auto& [key, number] = opening_order_.front();
+      auto open = open_.find(key);
+      if (open != open_.end() && open->second.number == number) break;
+      opening_order_.pop_front();
     }
+    const bool take_open =
+        !opening_order_.empty() &&
+        (closed_.empty() || opening_order_.front().second < closed_.front().number);
+    if (take_open) {
+      auto open = open_.find(opening_order_.front().first);
+      opening_order_.pop_front();
+      Batch batch = std::move(open->second.tasks);
+      open_.erase(open);
+      return batch;
+    }
+    if (!closed_.empty()) {
+      Batch batch = std::move(closed_.front().tasks);
+      closed_.pop_front();
+      return batch;
+    }
+    if (stopping_) return std::nullopt;
+    work_available_.Wait(&mu_);
   }
 }
 
@@ -121,20 +141,9 @@ void Batcher::WorkerLoop() {
     Batch batch;
     {
       absl::MutexLock lock(&mu_);
-      while (true) {
-        CloseExpired(absl::Now());
-        if (!ready_.empty()) break;
-        if (stopping_ && open_.empty()) return;
-        // Wake for ready work, for shutdown, or when the earliest open batch
-        // is due, including one opened while waiting.
-        const absl::Time expiry = NextExpiry();
-        auto wake = [this, expiry]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return HasReadyWork() || NextExpiry() < expiry;
-        };
-        mu_.AwaitWithDeadline(absl::Condition(&wake), expiry);
-      }
-      batch = std::move(ready_.front());
-      ready_.pop_front();
+      std::optional<Batch> oldest = TakeOldest();
+      if (!oldest) return;
+      batch = *std::move(oldest);
       enqueued_ -= batch.size();
       if (metrics_ != nullptr) metrics_->SetQueueDepth(enqueued_);
     }

@@ -1,8 +1,11 @@
-// The dynamic batcher: queues small tasks of one kind (same BatchKey) and hands
-// them to the backend together, so the backend can fuse them into one
-// segmented launch. A batch leaves when it reaches max_batch_size requests or
-// max_batch_items elements, or when its oldest task has waited
-// batch_timeout_micros. Large tasks bypass batching. Knows nothing of gRPC or
+// The dynamic batcher: gathers small tasks of one kind (same BatchKey) and
+// hands them to the backend together, so the backend can fuse them into one
+// segmented launch. Batching costs nothing when the engine is idle: a free
+// worker takes the oldest batch at once, however small, so tasks gather only
+// while every worker is busy (as TF-Serving's and Triton's batchers do). A
+// batch stops gathering when it reaches max_batch_size requests or
+// max_batch_items elements, or batch_timeout_micros after it opened; it then
+// waits for a worker. Large tasks bypass batching. Knows nothing of gRPC or
 // CUDA.
 #ifndef PRIMSERVE_SERVER_BATCHER_H_
 #define PRIMSERVE_SERVER_BATCHER_H_
@@ -10,6 +13,8 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -29,7 +34,8 @@ struct BatcherOptions {
   uint64_t max_batch_size = 256;
   // Most elements in one batch; a task that would overflow it starts a new one.
   uint64_t max_batch_items = uint64_t{1} << 22;
-  // Longest a task waits for its batch to fill. 0 disables batching.
+  // Longest a batch gathers tasks while every worker is busy (a ceiling, not
+  // a wait: an idle worker takes a batch at once). 0 disables batching.
   int64_t batch_timeout_micros = 200;
   // Tasks accepted but not yet handed to the backend; beyond it Schedule
   // answers RESOURCE_EXHAUSTED.
@@ -48,6 +54,7 @@ class Batcher final : public Scheduler {
   absl::Status Schedule(std::unique_ptr<Task>* task) override;
 
   // Refuses new tasks, runs every task already accepted, joins the threads.
+  // A second call returns at once.
   void Shutdown();
 
   // Tasks accepted and not yet handed to the backend.
@@ -55,17 +62,25 @@ class Batcher final : public Scheduler {
 
  private:
   using Batch = std::vector<std::unique_ptr<Task>>;
+  // Batches are numbered as they open; workers take the oldest first.
   struct OpenBatch {
     Batch tasks;
     uint64_t items = 0;
     absl::Time opened;
+    uint64_t number = 0;
+  };
+  struct ClosedBatch {
+    Batch tasks;
+    uint64_t number = 0;
   };
 
   void WorkerLoop();
-  bool HasReadyWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Moves open batches whose time is up (all of them when stopping) to ready_.
-  void CloseExpired(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Time NextExpiry() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The oldest batch, open or closed, or none once stopping with nothing left;
+  // waits while there is nothing to take.
+  std::optional<Batch> TakeOldest() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stops `open` gathering and queues it for a worker.
+  void Close(absl::flat_hash_map<BatchKey, OpenBatch>::iterator open)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers tasks whose deadline passed or whose caller left; returns the rest.
   Batch DropDead(Batch batch);
   // Records how long each task waited and the batch handed to the backend.
@@ -76,11 +91,16 @@ class Batcher final : public Scheduler {
   Metrics* const metrics_;
 
   mutable absl::Mutex mu_;
+  absl::CondVar work_available_;
   absl::flat_hash_map<BatchKey, OpenBatch> open_ ABSL_GUARDED_BY(mu_);
-  std::deque<Batch> ready_ ABSL_GUARDED_BY(mu_);
+  // Open batches' keys and numbers in opening order; an entry whose batch has
+  // since closed is skipped when it comes to the front.
+  std::deque<std::pair<BatchKey, uint64_t>> opening_order_ ABSL_GUARDED_BY(mu_);
+  std::deque<ClosedBatch> closed_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_number_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> workers_;
+  std::vector<std::thread> workers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace primserve

@@ -83,6 +83,34 @@ std::vector<int32_t> RandomInts(std::mt19937& rng, size_t n) {
   return v;
 }
 
+// Keeps the batcher's only worker busy: schedules a task of another kind
+// (MIN scan) that the backend holds at `gate`, and waits until it runs.
+void Occupy(Batcher& batcher, RecordingBackend& backend, absl::Notification& gate, Call& blocker) {
+  backend.HoldUntil(&gate);
+  blocker.input = {1, 2, 3};
+  std::unique_ptr<Task> task = blocker.MakeTask(Op::kMin);
+  ASSERT_TRUE(batcher.Schedule(&task).ok());
+  while (backend.batch_sizes().empty()) absl::SleepFor(absl::Milliseconds(1));
+}
+
+TEST(BatcherTest, IdleEngineLaunchesAtOnce) {
+  RecordingBackend backend;
+  BatcherOptions options;
+  options.num_threads = 2;
+  options.max_batch_size = 100;
+  options.batch_timeout_micros = 10'000'000;
+  Batcher batcher(options, &backend);
+  std::mt19937 rng(9);
+  Call call;
+  call.input = RandomInts(rng, 10);
+  const absl::Time start = absl::Now();
+  std::unique_ptr<Task> task = call.MakeTask();
+  ASSERT_TRUE(batcher.Schedule(&task).ok());
+  call.finished.WaitForNotification();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2)) << "waited for the batch timeout";
+  EXPECT_EQ(call.Output(), call.Expected());
+}
+
 TEST(BatcherTest, FusesSameKindUpToMaxBatchSize) {
   RecordingBackend backend;
   BatcherOptions options;
@@ -90,6 +118,9 @@ TEST(BatcherTest, FusesSameKindUpToMaxBatchSize) {
   options.max_batch_size = 8;
   options.batch_timeout_micros = 10'000'000;  // only size closes a batch
   Batcher batcher(options, &backend);
+  absl::Notification gate;
+  Call blocker;
+  Occupy(batcher, backend, gate, blocker);
   std::mt19937 rng(1);
   std::vector<Call> calls(16);
   for (Call& call : calls) {
@@ -98,32 +129,38 @@ TEST(BatcherTest, FusesSameKindUpToMaxBatchSize) {
     ASSERT_TRUE(batcher.Schedule(&task).ok());
     EXPECT_EQ(task, nullptr);
   }
+  gate.Notify();
   for (Call& call : calls) {
     call.finished.WaitForNotification();
     ASSERT_TRUE(call.result.ok()) << call.result.status();
     EXPECT_EQ(call.Output(), call.Expected());
   }
-  EXPECT_EQ(backend.batch_sizes(), (std::vector<size_t>{8, 8}));
+  EXPECT_EQ(backend.batch_sizes(), (std::vector<size_t>{1, 8, 8}));
 }
 
-TEST(BatcherTest, FlushesOnTimeout) {
+TEST(BatcherTest, GatheringStopsAtTheTimeoutWhileBusy) {
   RecordingBackend backend;
   BatcherOptions options;
-  options.num_threads = 2;
+  options.num_threads = 1;
   options.max_batch_size = 100;
   options.batch_timeout_micros = 20'000;
   Batcher batcher(options, &backend);
+  absl::Notification gate;
+  Call blocker;
+  Occupy(batcher, backend, gate, blocker);
   std::mt19937 rng(2);
   std::vector<Call> calls(3);
-  const absl::Time start = absl::Now();
-  for (Call& call : calls) {
-    call.input = RandomInts(rng, 10);
-    std::unique_ptr<Task> task = call.MakeTask();
+  for (Call& call : calls) call.input = RandomInts(rng, 10);
+  for (int i = 0; i < 2; ++i) {
+    std::unique_ptr<Task> task = calls[i].MakeTask();
     ASSERT_TRUE(batcher.Schedule(&task).ok());
   }
+  absl::SleepFor(absl::Milliseconds(30));  // the open batch is past its ceiling
+  std::unique_ptr<Task> late = calls[2].MakeTask();
+  ASSERT_TRUE(batcher.Schedule(&late).ok());
+  gate.Notify();
   for (Call& call : calls) call.finished.WaitForNotification();
-  EXPECT_GE(absl::Now() - start, absl::Microseconds(20'000));
-  EXPECT_EQ(backend.batch_sizes(), (std::vector<size_t>{3}));
+  EXPECT_EQ(backend.batch_sizes(), (std::vector<size_t>{1, 2, 1}));
   for (Call& call : calls) EXPECT_EQ(call.Output(), call.Expected());
 }
 
@@ -132,8 +169,11 @@ TEST(BatcherTest, FlushesOnItemLimitAndSeparatesKinds) {
   BatcherOptions options;
   options.num_threads = 1;
   options.max_batch_items = 250;
-  options.batch_timeout_micros = 50'000;
+  options.batch_timeout_micros = 10'000'000;
   Batcher batcher(options, &backend);
+  absl::Notification gate;
+  Call blocker;
+  Occupy(batcher, backend, gate, blocker);
   std::mt19937 rng(3);
   std::vector<Call> sums(3), maxes(2);
   for (Call& call : sums) {
@@ -146,11 +186,12 @@ TEST(BatcherTest, FlushesOnItemLimitAndSeparatesKinds) {
     std::unique_ptr<Task> task = call.MakeTask(Op::kMax);
     ASSERT_TRUE(batcher.Schedule(&task).ok());
   }
+  gate.Notify();
   for (Call& call : sums) call.finished.WaitForNotification();
   for (Call& call : maxes) call.finished.WaitForNotification();
   std::vector<size_t> sizes = backend.batch_sizes();
   std::sort(sizes.begin(), sizes.end());
-  EXPECT_EQ(sizes, (std::vector<size_t>{1, 2, 2}));
+  EXPECT_EQ(sizes, (std::vector<size_t>{1, 1, 2, 2}));  // blocker, sums 2 + 1, maxes 2
   for (Call& call : sums) EXPECT_EQ(call.Output(), call.Expected());
 }
 
@@ -212,6 +253,9 @@ TEST(BatcherTest, ExpiredAndCancelledTasksDoNotDisturbTheirBatch) {
   options.max_batch_size = 3;
   options.batch_timeout_micros = 10'000'000;
   Batcher batcher(options, &backend);
+  absl::Notification gate;
+  Call blocker;
+  Occupy(batcher, backend, gate, blocker);
   std::mt19937 rng(6);
   Call live, expired, cancelled;
   for (Call* c : {&live, &expired, &cancelled}) c->input = RandomInts(rng, 50);
@@ -222,12 +266,13 @@ TEST(BatcherTest, ExpiredAndCancelledTasksDoNotDisturbTheirBatch) {
   ASSERT_TRUE(batcher.Schedule(&t1).ok());
   ASSERT_TRUE(batcher.Schedule(&t2).ok());
   ASSERT_TRUE(batcher.Schedule(&t3).ok());
+  gate.Notify();
   for (Call* c : {&live, &expired, &cancelled}) c->finished.WaitForNotification();
   EXPECT_EQ(expired.result.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(cancelled.result.status().code(), absl::StatusCode::kCancelled);
   ASSERT_TRUE(live.result.ok());
   EXPECT_EQ(live.Output(), live.Expected());
-  EXPECT_EQ(backend.batch_sizes(), (std::vector<size_t>{1}));
+  EXPECT_EQ(backend.batch_sizes(), (std::vector<size_t>{1, 1}));  // blocker, then live alone
 }
 
 TEST(BatcherTest, RoutesEveryAnswerToItsCaller) {
@@ -288,6 +333,28 @@ TEST(BatcherTest, ShutdownRunsAcceptedTasksAndRefusesNewOnes) {
   EXPECT_EQ(batcher.Schedule(&late_task).code(), absl::StatusCode::kUnavailable);
 }
 
+TEST(BatcherTest, ShutdownFromSeveralThreadsAtOnce) {
+  RecordingBackend backend;
+  BatcherOptions options;
+  options.num_threads = 3;
+  Batcher batcher(options, &backend);
+  std::mt19937 rng(10);
+  std::vector<Call> calls(50);
+  for (Call& call : calls) {
+    call.input = RandomInts(rng, 20);
+    std::unique_ptr<Task> task = call.MakeTask();
+    ASSERT_TRUE(batcher.Schedule(&task).ok());
+  }
+  std::vector<std::thread> stoppers;
+  for (int i = 0; i < 3; ++i) stoppers.emplace_back([&] { batcher.Shutdown(); });
+  for (std::thread& t : stoppers) t.join();
+  for (Call& call : calls) {
+    call.finished.WaitForNotification();
+    ASSERT_TRUE(call.result.ok()) << call.result.status();
+    EXPECT_EQ(call.Output(), call.Expected());
+  }
+}
+
 TEST(BatcherTest, RecordsQueueBatchesAndRejections) {
   Metrics metrics;
   ASSERT_TRUE(metrics.ServeHttp("127.0.0.1:0").ok());
@@ -307,40 +374,37 @@ TEST(BatcherTest, RecordsQueueBatchesAndRejections) {
   options.batch_timeout_micros = 10'000'000;  // only size closes a batch
   Batcher batcher(options, &backend, &metrics);
   std::mt19937 rng(8);
-  std::vector<Call> calls(6);
+  std::vector<Call> calls(4);
   for (Call& call : calls) call.input = RandomInts(rng, 50);
 
-  // A batch of one live, one expired and one cancelled task: the worker drops
-  // two and is held at the gate with the third.
-  std::unique_ptr<Task> tasks[] = {calls[0].MakeTask(),
-                                   calls[1].MakeTask(Op::kSum, absl::Now() - absl::Seconds(1)),
-                                   calls[2].MakeTask()};
-  tasks[2]->is_cancelled = [] { return true; };
-  for (std::unique_ptr<Task>& task : tasks) ASSERT_TRUE(batcher.Schedule(&task).ok());
+  // The worker takes the first task at once and is held at the gate with it.
+  std::unique_ptr<Task> first = calls[0].MakeTask();
+  ASSERT_TRUE(batcher.Schedule(&first).ok());
   while (backend.batch_sizes().empty()) absl::SleepFor(absl::Milliseconds(1));
-  // Three more fill the queue; a fourth is refused.
-  for (int i = 3; i < 6; ++i) {
-    std::unique_ptr<Task> task = calls[i].MakeTask();
-    ASSERT_TRUE(batcher.Schedule(&task).ok());
-  }
+  // A batch of an expired, a cancelled and a live task fills the queue; a
+  // fourth is refused.
+  std::unique_ptr<Task> tasks[] = {calls[1].MakeTask(Op::kSum, absl::Now() - absl::Seconds(1)),
+                                   calls[2].MakeTask(), calls[3].MakeTask()};
+  tasks[1]->is_cancelled = [] { return true; };
+  for (std::unique_ptr<Task>& task : tasks) ASSERT_TRUE(batcher.Schedule(&task).ok());
   Call refused;
   refused.input = RandomInts(rng, 50);
   std::unique_ptr<Task> extra = refused.MakeTask();
   EXPECT_EQ(batcher.Schedule(&extra).code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(sample("primserve_queue_depth"), 3);
   EXPECT_EQ(sample("primserve_queue_capacity"), 3);
-  EXPECT_EQ(sample(R"(primserve_rejections_total{reason="deadline"})"), 1);
-  EXPECT_EQ(sample(R"(primserve_rejections_total{reason="cancelled"})"), 1);
   EXPECT_EQ(sample(R"(primserve_rejections_total{reason="queue_full"})"), 1);
   EXPECT_EQ(sample("primserve_batches_total"), 1);
 
   gate.Notify();
   batcher.Shutdown();
   EXPECT_EQ(sample("primserve_queue_depth"), 0);
+  EXPECT_EQ(sample(R"(primserve_rejections_total{reason="deadline"})"), 1);
+  EXPECT_EQ(sample(R"(primserve_rejections_total{reason="cancelled"})"), 1);
   EXPECT_EQ(sample("primserve_batches_total"), 2);
-  EXPECT_EQ(sample("primserve_batch_size_requests_sum"), 4);
-  EXPECT_EQ(sample("primserve_batch_size_elements_sum"), 200);
-  EXPECT_EQ(sample(R"(primserve_request_duration_seconds_count{rpc="Scan",stage="queue"})"), 4);
+  EXPECT_EQ(sample("primserve_batch_size_requests_sum"), 2);
+  EXPECT_EQ(sample("primserve_batch_size_elements_sum"), 100);
+  EXPECT_EQ(sample(R"(primserve_request_duration_seconds_count{rpc="Scan",stage="queue"})"), 2);
 }
 
 }  // namespace

@@ -45,7 +45,9 @@ ABSL_FLAG(int, batch_threads, 4, "Threads handing batches to the backend.");
 ABSL_FLAG(uint64_t, max_batch_size, 256, "Most requests fused into one batch.");
 ABSL_FLAG(uint64_t, max_batch_items, uint64_t{1} << 22, "Most elements in one batch.");
 ABSL_FLAG(int64_t, batch_timeout_micros, 200,
-          "Longest a small request waits for its batch to fill; 0 turns batching off.");
+          "Longest a batch of small requests gathers while every batch thread is busy (an idle "
+          "thread takes requests at once, so this is a ceiling, not a wait); 0 turns batching "
+          "off.");
 ABSL_FLAG(uint64_t, max_enqueued_tasks, 4096,
           "Requests accepted but not started; beyond it requests get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(uint64_t, large_request_items, uint64_t{1} << 18,
