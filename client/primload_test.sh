@@ -26,7 +26,7 @@ PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
   fail "cannot pick a free port"
 readonly ADDRESS="127.0.0.1:$PORT"
 
-"$PRIMSERVE" --backend=cpu --host=127.0.0.1 --port="$PORT" --metrics_port=-1 \
+"$PRIMSERVE" --backend=cpu --host=127.0.0.1 --port="$PORT" --metrics_port=-1 --enable_echo \
   --max_request_elements="$MAX_ELEMENTS" >"$TMP/server.log" 2>&1 &
 readonly SERVER_PID=$!
 trap 'kill -KILL "$SERVER_PID" 2>/dev/null' EXIT

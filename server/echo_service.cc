@@ -1,5 +1,6 @@
 #include "server/echo_service.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -9,7 +10,7 @@ namespace primserve {
 namespace {
 
 // A protobuf message must stay under 2 GiB; leave room for the framing.
-constexpr uint64_t kMaxResponseBytes = (uint64_t{1} << 31) - 1024;
+constexpr uint64_t kMaxProtobufPayloadBytes = (uint64_t{1} << 31) - 1024;
 
 }  // namespace
 
@@ -21,10 +22,12 @@ grpc::ServerUnaryReactor* EchoService::Echo(grpc::CallbackServerContext* context
   for (const v1::Array& array : request->arrays()) request_bytes += array.data().size();
   const uint64_t response_bytes =
       request->has_response_bytes() ? request->response_bytes() : request_bytes;
-  if (response_bytes > kMaxResponseBytes) {
-    reactor->Finish(grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        absl::StrCat("response_bytes = ", response_bytes, " is over ", kMaxResponseBytes)));
+  const uint64_t limit = std::min(max_response_bytes_, kMaxProtobufPayloadBytes);
+  if (response_bytes > limit) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                 absl::StrCat("response_bytes = ", response_bytes,
+                                              " is over the server's limit of ", limit,
+                                              " (--max_response_bytes)")));
     return reactor;
   }
   // gRPC owns the request message, which is not const and is not read after

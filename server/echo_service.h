@@ -1,8 +1,13 @@
 // The Echo service: answers at once with a payload of the requested size and
 // does nothing else, so a load test can tell the transport's cost from the
-// primitives' (see proto/primserve/v1/echo.proto).
+// primitives' (see proto/primserve/v1/echo.proto). A few request bytes can ask
+// for a large answer, so the server registers it only on request
+// (ServerOptions::echo, --enable_echo) and bounds the answer like a
+// primitive's.
 #ifndef PRIMSERVE_SERVER_ECHO_SERVICE_H_
 #define PRIMSERVE_SERVER_ECHO_SERVICE_H_
+
+#include <cstdint>
 
 #include "proto/primserve/v1/echo.grpc.pb.h"
 
@@ -10,9 +15,16 @@ namespace primserve {
 
 class EchoService final : public v1::Echo::CallbackService {
  public:
+  // Answers larger than max_response_bytes (and than a protobuf message can
+  // hold) get RESOURCE_EXHAUSTED.
+  explicit EchoService(uint64_t max_response_bytes) : max_response_bytes_(max_response_bytes) {}
+
   grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
                                  const v1::EchoRequest* request,
                                  v1::EchoResponse* response) override;
+
+ private:
+  const uint64_t max_response_bytes_;
 };
 
 }  // namespace primserve

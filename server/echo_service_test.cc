@@ -39,7 +39,9 @@ class EchoServiceTest : public ::testing::Test {
     return stub_->Echo(&context, request, response);
   }
 
-  EchoService service_;
+  // Above the 5 MB payload test, which must pass gRPC's 4 MB default.
+  static constexpr uint64_t kMaxResponseBytes = uint64_t{8} << 20;
+  EchoService service_{kMaxResponseBytes};
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::Echo::Stub> stub_;
 };
@@ -96,13 +98,30 @@ TEST_F(EchoServiceTest, CutsOrPadsToResponseBytes) {
   EXPECT_EQ(response.payload(), "");
 }
 
-TEST_F(EchoServiceTest, RefusesResponsesOverTheMessageLimit) {
+// A 6-byte request must not buy a 2 GiB answer: the server's response limit
+// binds Echo as it binds a primitive.
+TEST_F(EchoServiceTest, RefusesResponsesOverTheResponseLimit) {
   v1::EchoRequest request;
-  request.set_response_bytes(uint64_t{1} << 31);
+  request.set_response_bytes(kMaxResponseBytes);
   v1::EchoResponse response;
-  const grpc::Status status = Echo(request, &response);
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(status.error_message().find("response_bytes"), std::string::npos);
+  ASSERT_TRUE(Echo(request, &response).ok());
+  EXPECT_EQ(response.payload().size(), kMaxResponseBytes);
+
+  for (uint64_t over : {kMaxResponseBytes + 1, (uint64_t{1} << 31) - 1025}) {
+    request.set_response_bytes(over);
+    const grpc::Status status = Echo(request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << over;
+    EXPECT_NE(status.error_message().find("--max_response_bytes"), std::string::npos)
+        << status.error_message();
+  }
+}
+
+// The payload a request carries counts too when no size is asked for.
+TEST_F(EchoServiceTest, RefusesAnEchoedPayloadOverTheResponseLimit) {
+  v1::EchoRequest request;
+  *request.add_arrays() = Int32Array(Pattern(kMaxResponseBytes + 4, 3));
+  v1::EchoResponse response;
+  EXPECT_EQ(Echo(request, &response).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
 }
 
 }  // namespace

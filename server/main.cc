@@ -63,6 +63,9 @@ ABSL_FLAG(std::string, tls_client_ca, "",
 ABSL_FLAG(bool, reflection, true,
           "Serve gRPC server reflection, which describes the whole API to any caller. The health "
           "service is served either way (probes need it).");
+ABSL_FLAG(bool, enable_echo, false,
+          "Serve the Echo service, a transport probe for load tests (primload --mode=echo). "
+          "Its answers are bounded by --max_response_bytes.");
 ABSL_FLAG(std::string, metrics_host, "0.0.0.0",
           "Address to serve Prometheus metrics on (HTTP, path /metrics).");
 ABSL_FLAG(int, metrics_port, 9464,
@@ -154,6 +157,7 @@ int Main() {
   options.tls_key_path = absl::GetFlag(FLAGS_tls_key);
   options.tls_client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);
   options.reflection = absl::GetFlag(FLAGS_reflection);
+  options.echo = absl::GetFlag(FLAGS_enable_echo);
   options.metrics = &metrics;
 
   const std::string backend_name = (*backend)->name();

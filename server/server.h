@@ -1,5 +1,5 @@
-// Assembles a running primserve: the gRPC server with the Primitives, Echo,
-// health and (optionally) reflection services, over a batcher over an
+// Assembles a running primserve: the gRPC server with the Primitives and
+// health services and (optionally) Echo and reflection, over a batcher over an
 // execution backend.
 // Used by main() and by the tests, which start it on an ephemeral loopback
 // port.
@@ -42,6 +42,10 @@ struct ServerOptions {
   // Serve gRPC server reflection, which describes the whole API to any
   // caller. Health is served either way: probes need it.
   bool reflection = true;
+  // Serve the Echo service (a transport probe for load tests). Off by
+  // default: it does no work, so it is the cheapest way to make the server
+  // hold memory. Its answers are bounded by limits.max_response_bytes.
+  bool echo = false;
 };
 
 class PrimServer final {
@@ -63,7 +67,7 @@ class PrimServer final {
   std::unique_ptr<ExecutionBackend> backend_;
   Batcher batcher_;
   PrimitivesService service_;
-  EchoService echo_service_;  // no work: measures the transport
+  EchoService echo_service_;  // no work: measures the transport; served when options.echo
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool shut_down_ = false;

@@ -15,7 +15,7 @@ date -u | tee -a "$out/device.txt"
 port=50061
 metrics_port=9471
 start_server() {  # flags...
-  "$here/primserve" --port=$port --metrics_port=$metrics_port "$@" >"$out/server.log" 2>&1 &
+  "$here/primserve" --port=$port --metrics_port=$metrics_port --enable_echo "$@" >"$out/server.log" 2>&1 &
   server=$!
   for _ in $(seq 50); do "$here/primctl" --address=localhost:$port health >/dev/null 2>&1 && return; sleep 0.2; done
   echo "server did not start"; cat "$out/server.log"; exit 1
