@@ -117,8 +117,13 @@ Metrics::~Metrics() = default;
 absl::Status Metrics::ServeHttp(const std::string& address) {
   if (exposer_ != nullptr) return absl::FailedPreconditionError("metrics are already served");
   try {
-    // One thread: scrapes are rare and cheap.
-    exposer_ = std::make_unique<prometheus::Exposer>(address, 1);
+    // civetweb's request timeout counts from the connection's first byte
+    // wait, so a trickled request is cut as surely as an idle one; the same
+    // bound holds between requests on a kept-alive connection.
+    const std::string timeout_ms = absl::StrCat(absl::ToInt64Milliseconds(kHttpRequestTimeout));
+    exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", address, "num_threads", absl::StrCat(kHttpThreads),
+        "request_timeout_ms", timeout_ms, "keep_alive_timeout_ms", timeout_ms});
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("cannot serve metrics on ", address, ": ", e.what()));

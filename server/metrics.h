@@ -60,8 +60,12 @@ class Metrics final {
   Metrics& operator=(const Metrics&) = delete;
 
   // Serves /metrics over HTTP on `address` (host:port; port 0 picks a free
-  // one, see http_port()). At most once.
+  // one, see http_port()). At most once. kHttpThreads threads serve it, and a
+  // connection that has not sent a whole request within kHttpRequestTimeout
+  // is closed: idle or trickling clients cannot hold every thread for long.
   absl::Status ServeHttp(const std::string& address);
+  static constexpr int kHttpThreads = 8;
+  static constexpr absl::Duration kHttpRequestTimeout = absl::Seconds(2);
   // The port /metrics is served on; 0 before ServeHttp.
   int http_port() const;
 
