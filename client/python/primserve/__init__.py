@@ -1,0 +1,22 @@
+"""Python client for primserve: GPU scan, reduce and stream compaction over gRPC.
+
+numpy arrays in and out (int32, int64, uint32, uint64, float32, float64; 1-D
+and contiguous). ``primserve.Client`` blocks; ``primserve.aio.Client`` is the
+same API on asyncio.
+
+>>> import numpy as np, primserve
+>>> client = primserve.Client("localhost:50051")
+>>> client.scan(np.array([3, 1, 4, 1, 5], dtype=np.int32))
+array([ 3,  4,  8,  9, 14], dtype=int32)
+>>> client.select(np.array([0.1, 0.7, 0.9]), ("gt", 0.5), output="indices")
+array([1, 2])
+"""
+
+from primserve.client import Client
+from primserve.errors import ServerError
+from primserve.results import ArgExtreme, KeyedReduction, Partition, Runs, Selection
+
+__version__ = "0.1.0"
+DTYPES = ("int32", "int64", "uint32", "uint64", "float32", "float64")
+
+__all__ = ["Client", "ServerError", "ArgExtreme", "KeyedReduction", "Partition", "Runs", "Selection", "DTYPES"]

@@ -1,0 +1,208 @@
+"""Each client method as a Call: the RPC, its checked request, and how to read the answer.
+
+The blocking and the asyncio clients share these and differ only in how they
+send the request, so every check on the arguments happens before anything is
+sent, in both.
+"""
+
+import numbers
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple, Union
+
+import numpy as np
+from google.protobuf.message import Message
+
+from primserve import _arrays
+from primserve.results import ArgExtreme, KeyedReduction, Partition, Runs, Selection
+from primserve.v1 import primitives_pb2 as pb
+
+
+class Call(NamedTuple):
+    rpc: str  # method of the primserve.v1.Primitives service
+    request: Message
+    parse: Callable[[Any], Any]  # the response message -> what the method returns
+
+
+_OPS = {"sum": pb.SUM, "prod": pb.PROD, "min": pb.MIN, "max": pb.MAX, "argmin": pb.ARGMIN, "argmax": pb.ARGMAX}
+_SCAN_OPS = ("sum", "prod", "min", "max")
+_AGGREGATE_OPS = ("sum", "min", "max")
+
+# Predicate kinds by name, and the comparison operators as aliases.
+_KINDS = {
+    "nonzero": pb.Predicate.NONZERO,
+    "eq": pb.Predicate.EQ, "==": pb.Predicate.EQ,
+    "ne": pb.Predicate.NE, "!=": pb.Predicate.NE,
+    "lt": pb.Predicate.LT, "<": pb.Predicate.LT,
+    "le": pb.Predicate.LE, "<=": pb.Predicate.LE,
+    "gt": pb.Predicate.GT, ">": pb.Predicate.GT,
+    "ge": pb.Predicate.GE, ">=": pb.Predicate.GE,
+    "in_range": pb.Predicate.IN_RANGE,
+}
+
+_OUTPUTS = {
+    "values": pb.SelectRequest.VALUES,
+    "indices": pb.SelectRequest.INDICES,
+    "both": pb.SelectRequest.VALUES_AND_INDICES,
+    "count": pb.SelectRequest.COUNT,
+}
+
+Segments = Optional[Union[Sequence[int], np.ndarray]]
+Where = Union[str, Tuple[Any, ...]]
+
+
+def _op(op: str, allowed: Sequence[str], method: str) -> int:
+    name = op.lower() if isinstance(op, str) else op
+    if name not in allowed:
+        raise ValueError(f"{method} takes op {', '.join(map(repr, allowed))}; got {op!r}")
+    return _OPS[name]
+
+
+def _offsets(segments: Segments) -> Optional[np.ndarray]:
+    if segments is None:
+        return None
+    offsets = _arrays.to_offsets(segments)
+    if offsets.size == 0:
+        raise ValueError("segments is empty; its first start is 0 (segments=None means one segment over all of a)")
+    return offsets
+
+
+def _first_if(whole: bool, values: np.ndarray) -> Any:
+    """values[0] when the call named no segments (one result, a scalar like numpy's), else values."""
+    return values[0] if whole else values
+
+
+def scan(a: np.ndarray, op: str, exclusive: bool, segments: Segments) -> Call:
+    a = _arrays.check_array(a, "a")
+    request = pb.ScanRequest(input=_arrays.to_proto(a), op=_op(op, _SCAN_OPS, "scan"), exclusive=bool(exclusive))
+    offsets = _offsets(segments)
+    if offsets is not None:
+        request.segment_offsets.extend(offsets.tolist())
+    return Call("Scan", request, lambda response: _arrays.from_proto(response.output))
+
+
+def reduce(a: np.ndarray, op: str, segments: Segments) -> Call:
+    a = _arrays.check_array(a, "a")
+    code = _op(op, tuple(_OPS), "reduce")
+    request = pb.ReduceRequest(input=_arrays.to_proto(a), op=code)
+    offsets = _offsets(segments)
+    if offsets is not None:
+        request.segment_offsets.extend(offsets.tolist())
+    whole = offsets is None
+
+    def parse(response: pb.ReduceResponse) -> Any:
+        values = _first_if(whole, _arrays.from_proto(response.values))
+        if code in (pb.ARGMIN, pb.ARGMAX):
+            return ArgExtreme(values, _first_if(whole, _arrays.from_proto(response.indices)))
+        return values
+
+    return Call("Reduce", request, parse)
+
+
+def _scalar(value: Any, dtype: np.dtype, field: str) -> pb.Scalar:
+    """The operand in the Scalar field that fits the array's dtype.
+
+    Integer arrays take integers (int_value, or uint_value for unsigned
+    dtypes), checked against the dtype's range; float arrays take any real
+    number as float_value.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{field} must be a number, not {type(value).__name__}")
+    if dtype.kind == "f":
+        return pb.Scalar(float_value=float(value))
+    if not isinstance(value, numbers.Integral):
+        raise TypeError(f"{field} {value!r} is not an integer, and the array is {dtype}")
+    value = int(value)
+    limits = np.iinfo(dtype)
+    if not limits.min <= value <= limits.max:
+        raise ValueError(f"{field} {value} does not fit {dtype} [{limits.min}, {limits.max}]")
+    return pb.Scalar(uint_value=value) if dtype.kind == "u" else pb.Scalar(int_value=value)
+
+
+def _predicate(where: Where, dtype: np.dtype) -> pb.Predicate:
+    if not isinstance(where, (str, tuple, list)):
+        raise TypeError(f"where must be a kind name or a tuple like ('gt', 0.5), not {type(where).__name__}")
+    parts = (where,) if isinstance(where, str) else tuple(where)
+    name = parts[0].lower() if parts and isinstance(parts[0], str) else None
+    if name not in _KINDS:
+        raise ValueError(f"where must start with one of {', '.join(map(repr, _KINDS))}; got {where!r}")
+    kind = _KINDS[name]
+    operands = {pb.Predicate.NONZERO: 0, pb.Predicate.IN_RANGE: 2}.get(kind, 1)
+    if len(parts) != 1 + operands:
+        raise ValueError(f"where=({name!r}, ...) takes {operands} operand(s); got {where!r}")
+    predicate = pb.Predicate(kind=kind)
+    if operands >= 1:
+        predicate.operand.CopyFrom(_scalar(parts[1], dtype, "the where operand"))
+    if operands == 2:
+        predicate.upper.CopyFrom(_scalar(parts[2], dtype, "the where upper bound"))
+    return predicate
+
+
+def select(a: np.ndarray, where: Optional[Where], flags: Optional[np.ndarray], output: str, partition: bool) -> Call:
+    a = _arrays.check_array(a, "a")
+    if (where is None) == (flags is None):
+        raise ValueError("select takes exactly one of where= and flags=")
+    if output not in _OUTPUTS:
+        raise ValueError(f"output must be one of {', '.join(map(repr, _OUTPUTS))}; got {output!r}")
+    if partition and output == "count":
+        raise ValueError("partition=True does not apply to output='count'")
+    request = pb.SelectRequest(input=_arrays.to_proto(a), output=_OUTPUTS[output], partition=bool(partition))
+    if where is not None:
+        request.predicate.CopyFrom(_predicate(where, a.dtype))
+    else:
+        if isinstance(flags, np.ndarray) and flags.dtype == np.bool_:
+            # numpy's mask: one vectorized copy to the narrowest dtype the server takes.
+            flags = flags.astype(np.int32)
+        flags = _arrays.check_integer_array(flags, "flags")
+        _arrays.check_same_length(a, "a", flags, "flags")
+        request.flags.CopyFrom(_arrays.to_proto(flags))
+
+    def parse(response: pb.SelectResponse) -> Any:
+        if output == "count":
+            return int(response.count)
+        if output == "values":
+            answer = _arrays.from_proto(response.values)
+        elif output == "indices":
+            answer = _arrays.from_proto(response.indices)
+        else:
+            answer = Selection(_arrays.from_proto(response.values), _arrays.from_proto(response.indices))
+        if not partition:
+            return answer
+        kept = response.count
+        if output == "both":
+            return Partition(Selection(answer.values[:kept], answer.indices[:kept]),
+                             Selection(answer.values[kept:], answer.indices[kept:]))
+        return Partition(answer[:kept], answer[kept:])
+
+    return Call("Select", request, parse)
+
+
+def unique(a: np.ndarray) -> Call:
+    a = _arrays.check_array(a, "a")
+    return Call("Unique", pb.UniqueRequest(input=_arrays.to_proto(a)),
+                lambda response: _arrays.from_proto(response.values))
+
+
+def run_length_encode(a: np.ndarray) -> Call:
+    a = _arrays.check_array(a, "a")
+    return Call("RunLengthEncode", pb.RunLengthEncodeRequest(input=_arrays.to_proto(a)),
+                lambda response: Runs(_arrays.from_proto(response.values), _arrays.from_proto(response.lengths)))
+
+
+def reduce_by_key(keys: np.ndarray, values: np.ndarray, op: str) -> Call:
+    keys = _arrays.check_array(keys, "keys")
+    values = _arrays.check_array(values, "values")
+    _arrays.check_same_length(keys, "keys", values, "values")
+    request = pb.ReduceByKeyRequest(keys=_arrays.to_proto(keys), values=_arrays.to_proto(values),
+                                    op=_op(op, _SCAN_OPS, "reduce_by_key"))
+    return Call("ReduceByKey", request,
+                lambda response: KeyedReduction(_arrays.from_proto(response.keys), _arrays.from_proto(response.values)))
+
+
+def aggregate_by_key(keys: np.ndarray, values: np.ndarray, num_keys: int, op: str) -> Call:
+    keys = _arrays.check_integer_array(keys, "keys")
+    values = _arrays.check_array(values, "values")
+    _arrays.check_same_length(keys, "keys", values, "values")
+    if isinstance(num_keys, (bool, np.bool_)) or not isinstance(num_keys, numbers.Integral) or num_keys < 1:
+        raise ValueError(f"num_keys must be an integer >= 1; got {num_keys!r}")
+    request = pb.AggregateByKeyRequest(keys=_arrays.to_proto(keys), values=_arrays.to_proto(values),
+                                       op=_op(op, _AGGREGATE_OPS, "aggregate_by_key"), num_keys=int(num_keys))
+    return Call("AggregateByKey", request, lambda response: _arrays.from_proto(response.values))

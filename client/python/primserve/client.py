@@ -1,0 +1,216 @@
+"""The blocking client."""
+
+from typing import Any, Optional, Union
+
+import grpc
+import numpy as np
+
+from primserve import _calls, _channel
+from primserve.errors import ServerError
+from primserve.results import KeyedReduction, Partition, Runs, Selection
+from primserve.v1 import primitives_pb2_grpc
+
+
+class Client:
+    """A connection to a primserve server; its methods block until the answer.
+
+    Arrays go in as 1-D, C-contiguous numpy arrays of int32, int64, uint32,
+    uint64, float32 or float64, and come back as read-only numpy arrays over
+    the response's bytes. Anything else (a list, another dtype, a 2-D array, a
+    strided view) raises TypeError or ValueError before anything is sent; a
+    call the server refuses or that fails raises ServerError.
+
+    Args:
+        address: ``"host:port"`` of the server.
+        tls: None for plaintext; True to verify the server against the
+            system's root certificates; the PEM bytes of the CA that signed
+            the server's certificate, or the path to that PEM file; or any
+            ``grpc.ChannelCredentials``, such as
+            ``grpc.ssl_channel_credentials(ca, client_key, client_chain)`` for
+            mutual TLS.
+        timeout: seconds each call may take; None for no limit. A call past
+            it raises ServerError with code DEADLINE_EXCEEDED.
+
+    >>> import numpy as np, primserve
+    >>> with primserve.Client("localhost:50051") as client:
+    ...     client.scan(np.array([3, 1, 4, 1, 5], dtype=np.int32))
+    array([ 3,  4,  8,  9, 14], dtype=int32)
+    """
+
+    def __init__(self, address: str, *, tls: _channel.Tls = None, timeout: Optional[float] = None):
+        creds = _channel.credentials(tls)
+        if creds is None:
+            self._channel = grpc.insecure_channel(address, options=_channel.OPTIONS)
+        else:
+            self._channel = grpc.secure_channel(address, creds, options=_channel.OPTIONS)
+        self._stub = primitives_pb2_grpc.PrimitivesStub(self._channel)
+        self._health = self._channel.unary_unary(
+            _channel.HEALTH_CHECK,
+            request_serializer=_channel.HEALTH_REQUEST.SerializeToString,
+            response_deserializer=_channel.HEALTH_RESPONSE.FromString,
+        )
+        self.timeout = timeout
+
+    def close(self) -> None:
+        """Closes the channel; calls in flight end with CANCELLED."""
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def _invoke(self, call: _calls.Call) -> Any:
+        try:
+            response = getattr(self._stub, call.rpc)(call.request, timeout=self.timeout)
+        except grpc.RpcError as error:
+            raise ServerError.from_rpc_error(error) from error
+        return call.parse(response)
+
+    def scan(self, a: np.ndarray, op: str = "sum", exclusive: bool = False,
+             segments: _calls.Segments = None) -> np.ndarray:
+        """Inclusive or exclusive scan: ``numpy.cumsum`` and its kin.
+
+        Args:
+            a: the input.
+            op: "sum", "prod", "min" or "max" (integers wrap; min/max
+                propagate NaN).
+            exclusive: out[i] combines the elements before i, starting from
+                the op's identity (0, 1, the dtype's max, its lowest).
+            segments: start positions (the first 0, non-decreasing, each
+                <= len(a)); the scan restarts at each.
+
+        Returns:
+            An array of a's dtype and length.
+
+        >>> client.scan(np.array([1, 2, 3, 4], dtype=np.int64), exclusive=True)
+        array([0, 1, 3, 6])
+        >>> client.scan(np.array([1., 2., 3., 4.]), op="max", segments=[0, 2])
+        array([1., 2., 3., 4.])
+        """
+        return self._invoke(_calls.scan(a, op, exclusive, segments))
+
+    def reduce(self, a: np.ndarray, op: str = "sum", segments: _calls.Segments = None) -> Any:
+        """Reduction: ``a.sum()``, ``a.prod()``, ``a.min()``, ``a.max()``, argmin, argmax.
+
+        Args:
+            a: the input.
+            op: "sum", "prod", "min", "max", "argmin" or "argmax".
+            segments: start positions as for scan; one result per segment,
+                the op's identity for an empty one.
+
+        Returns:
+            Without segments, a numpy scalar of a's dtype; with segments, an
+            array of them. For "argmin"/"argmax", an ArgExtreme(value, index):
+            the extreme and the first index holding it (the first NaN's if
+            there is one; -1 for an empty segment).
+
+        >>> client.reduce(np.array([3, 9, 2, 9], dtype=np.int32))
+        23
+        >>> client.reduce(np.array([3, 9, 2, 9], dtype=np.int32), op="argmax")
+        ArgExtreme(value=9, index=1)
+        >>> client.reduce(np.array([3, 9, 2, 9], dtype=np.int32), op="min", segments=[0, 1])
+        array([3, 2], dtype=int32)
+        """
+        return self._invoke(_calls.reduce(a, op, segments))
+
+    def select(self, a: np.ndarray, where: Optional[_calls.Where] = None, *, flags: Optional[np.ndarray] = None,
+               output: str = "values", partition: bool = False) -> Union[np.ndarray, Selection, Partition, int]:
+        """Stream compaction: ``a[mask]``, ``numpy.flatnonzero(mask)``, ``numpy.count_nonzero(mask)``.
+
+        Give exactly one criterion:
+
+        where: a predicate on each element x, as a tuple: ``("gt", 0.5)``
+            keeps x > 0.5; the kinds are "eq", "ne", "lt", "le", "gt", "ge"
+            (or "==", "!=", "<", "<=", ">", ">="), ``"nonzero"`` (alone or as
+            a 1-tuple) and ``("in_range", lo, hi)`` for lo <= x < hi.
+            Comparisons are IEEE's: NaN fails all but "ne" and "nonzero".
+            Operands of an integer array must be integers that fit its dtype.
+        flags: keep a[i] where flags[i] != 0: an integer array of a's length,
+            or a bool mask (converted to int32 with one vectorized copy).
+
+        Args:
+            output: "values" (the kept elements), "indices" (their int64
+                positions), "both" (a Selection(values, indices)) or "count"
+                (their number, an int).
+            partition: also return the rejected elements, as
+                Partition(selected, rejected), each part in the form output
+                names, in input order.
+
+        >>> a = np.array([5, 1, 7, 3, 9], dtype=np.int32)
+        >>> client.select(a, ("gt", 4))
+        array([5, 7, 9], dtype=int32)
+        >>> client.select(a, flags=a > 4, output="indices")
+        array([0, 2, 4])
+        >>> client.select(a, ("in_range", 3, 8), output="count")
+        3
+        >>> client.select(a, (">", 4), partition=True)
+        Partition(selected=array([5, 7, 9], dtype=int32), rejected=array([1, 3], dtype=int32))
+        """
+        return self._invoke(_calls.select(a, where, flags, output, partition))
+
+    def unique(self, a: np.ndarray) -> np.ndarray:
+        """Drops consecutive duplicates (bit-pattern equality), keeping order.
+
+        Unlike ``numpy.unique`` it does not sort: on a sorted array the two
+        agree.
+
+        >>> client.unique(np.array([1, 1, 2, 2, 1], dtype=np.uint32))
+        array([1, 2, 1], dtype=uint32)
+        """
+        return self._invoke(_calls.unique(a))
+
+    def run_length_encode(self, a: np.ndarray) -> Runs:
+        """Runs of consecutive equal elements (bit-pattern equality): Runs(values, lengths).
+
+        >>> client.run_length_encode(np.array([7, 7, 7, 2, 7], dtype=np.int64))
+        Runs(values=array([7, 2, 7]), lengths=array([3, 1, 1]))
+        """
+        return self._invoke(_calls.run_length_encode(a))
+
+    def reduce_by_key(self, keys: np.ndarray, values: np.ndarray, op: str = "sum") -> KeyedReduction:
+        """Reduces the values of each run of consecutive equal keys: KeyedReduction(keys, values).
+
+        Args:
+            keys, values: arrays of the same length, of any supported dtypes.
+            op: "sum", "prod", "min" or "max".
+
+        >>> client.reduce_by_key(np.array([4, 4, 1], dtype=np.int32), np.array([0.5, 1.0, 2.0]))
+        KeyedReduction(keys=array([4, 1], dtype=int32), values=array([1.5, 2. ]))
+        """
+        return self._invoke(_calls.reduce_by_key(keys, values, op))
+
+    def aggregate_by_key(self, keys: np.ndarray, values: np.ndarray, num_keys: int, op: str = "sum") -> np.ndarray:
+        """Group-by over unsorted keys: out[k] = op over values[i] with keys[i] == k.
+
+        Like ``numpy.bincount(keys, weights=values, minlength=num_keys)`` for
+        "sum", with the values' dtype kept.
+
+        Args:
+            keys: integer array, each in [0, num_keys).
+            values: same length, any supported dtype.
+            num_keys: the number of groups (>= 1); a key that never occurs
+                gets the op's identity.
+            op: "sum", "min" or "max".
+
+        >>> client.aggregate_by_key(np.array([2, 0, 2], dtype=np.int32), np.array([1., 2., 3.]), num_keys=3)
+        array([2., 0., 4.])
+        """
+        return self._invoke(_calls.aggregate_by_key(keys, values, num_keys, op))
+
+    def health(self, service: str = "") -> str:
+        """The standard gRPC health check: "SERVING", or "NOT_SERVING" while draining.
+
+        Args:
+            service: "" for the server as a whole, or a service's full name
+                ("primserve.v1.Primitives").
+
+        >>> client.health()
+        'SERVING'
+        """
+        try:
+            response = self._health(_channel.HEALTH_REQUEST(service=service), timeout=self.timeout)
+        except grpc.RpcError as error:
+            raise ServerError.from_rpc_error(error) from error
+        return _channel.health_status(response)
