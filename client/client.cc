@@ -2,6 +2,9 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "grpc/grpc.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -15,29 +18,57 @@ absl::Status ToAbsl(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-grpc::ChannelArguments UnlimitedMessageSizes() {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
-  return args;
+// "0.05s": the service config's duration format.
+std::string JsonDuration(absl::Duration duration) {
+  return absl::StrFormat("%.3fs", absl::ToDoubleSeconds(duration));
 }
 
 }  // namespace
 
-std::shared_ptr<grpc::Channel> PrimitivesClient::Connect(const std::string& address) {
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                   UnlimitedMessageSizes());
+grpc::ChannelArguments PrimitivesClient::ChannelArgs(const ConnectOptions& options) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  args.SetServiceConfigJSON(PrimitivesClient::ServiceConfig(options));
+  args.SetInt(GRPC_ARG_PER_RPC_RETRY_BUFFER_SIZE, options.retry_buffer_bytes);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options.max_reconnect_backoff)));
+  return args;
 }
 
-std::shared_ptr<grpc::Channel> PrimitivesClient::ConnectTls(const std::string& address,
+std::string PrimitivesClient::ServiceConfig(const ConnectOptions& options) {
+  std::string config = absl::StrFormat(R"({"loadBalancingConfig": [{"%s": {}}])",
+                                       options.load_balancing);
+  // An empty service name: the server's overall status, which primserve sets.
+  if (options.health_check) absl::StrAppend(&config, R"(, "healthCheckConfig": {"serviceName": ""})");
+  if (options.max_attempts > 1) {
+    absl::StrAppendFormat(
+        &config,
+        R"(, "methodConfig": [{"name": [{"service": "%s"}, {"service": "primserve.v1.Echo"}], )"
+        R"("retryPolicy": {"maxAttempts": %d, "initialBackoff": "%s", "maxBackoff": "%s", )"
+        R"("backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE", "CANCELLED"]}}])",
+        v1::Primitives::service_full_name(), options.max_attempts,
+        JsonDuration(options.initial_backoff), JsonDuration(options.max_backoff));
+  }
+  return config + "}";
+}
+
+std::shared_ptr<grpc::Channel> PrimitivesClient::Connect(const std::string& target,
+                                                         const ConnectOptions& options) {
+  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(),
+                                   ChannelArgs(options));
+}
+
+std::shared_ptr<grpc::Channel> PrimitivesClient::ConnectTls(const std::string& target,
                                                             const std::string& ca_pem,
                                                             const std::string& client_cert_pem,
-                                                            const std::string& client_key_pem) {
+                                                            const std::string& client_key_pem,
+                                                            const ConnectOptions& options) {
   grpc::SslCredentialsOptions tls;
   tls.pem_root_certs = ca_pem;
   tls.pem_cert_chain = client_cert_pem;
   tls.pem_private_key = client_key_pem;
-  return grpc::CreateCustomChannel(address, grpc::SslCredentials(tls), UnlimitedMessageSizes());
+  return grpc::CreateCustomChannel(target, grpc::SslCredentials(tls), ChannelArgs(options));
 }
 
 PrimitivesClient::PrimitivesClient(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout)

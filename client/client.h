@@ -3,6 +3,8 @@
 // request. Errors come back as absl::Status with the server's code and message.
 //
 //   auto channel = primserve::PrimitivesClient::Connect("localhost:50051");
+//   // or several replicas: "ipv4:10.0.0.1:50051,10.0.0.2:50051",
+//   // "dns:///primserve-headless.default.svc.cluster.local:50051"
 //   primserve::PrimitivesClient client(channel);
 //   absl::StatusOr<std::vector<float>> sums =
 //       client.Scan<float>(values, primserve::Op::kSum);
@@ -20,6 +22,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/support/channel_arguments.h"
 #include "core/primitives.h"
 #include "proto/primserve/v1/primitives.grpc.pb.h"
 
@@ -86,19 +89,61 @@ struct KeyedReduction {
   std::vector<V> values;
 };
 
+// How a channel spreads calls over the servers its target names, and what it
+// does when one goes away. The defaults suit a pool of primserve replicas;
+// with a single server they change nothing but the retries.
+struct ConnectOptions {
+  // The gRPC load-balancing policy over the addresses the target resolves to:
+  // "round_robin" sends successive calls to successive ready servers;
+  // "pick_first" keeps one connection.
+  std::string load_balancing = "round_robin";
+  // Client-side health checking (round_robin only): each connection watches
+  // the server's grpc.health.v1 status, and a server reporting NOT_SERVING
+  // (draining after SIGTERM, or a sticky CUDA error) gets no new calls.
+  bool health_check = true;
+  // Attempts per call, the first included, while the answer is UNAVAILABLE
+  // (server gone, connection reset, refusing calls as it drains) or a
+  // CANCELLED the server sent (a server shutting down cancels calls it had
+  // received but not started, and calls that outlive its drain). Every
+  // primitive is idempotent, so a retry on another server is safe; a call the
+  // caller cancels or whose deadline passes is not retried. gRPC caps this at
+  // 5; 1 turns retries off. Retries back off exponentially from `initial_backoff` to
+  // `max_backoff`, with jitter.
+  int max_attempts = 4;
+  absl::Duration initial_backoff = absl::Milliseconds(50);
+  absl::Duration max_backoff = absl::Seconds(1);
+  // gRPC keeps a call's request to resend it only up to this many bytes; a
+  // larger call is not retried (gRPC's default is 256 KiB).
+  int retry_buffer_bytes = 64 << 20;
+  // The longest wait between attempts to reconnect to a server that went
+  // away, so a replica that comes back gets calls within about this long
+  // (gRPC's default is 120 s).
+  absl::Duration max_reconnect_backoff = absl::Seconds(5);
+};
+
 class PrimitivesClient final {
  public:
-  // A channel to `address` (host:port) that takes messages of any size.
-  static std::shared_ptr<grpc::Channel> Connect(const std::string& address);
+  // A channel to `target` that takes messages of any size. `target` is a
+  // gRPC target: one server "host:port", several as
+  // "ipv4:10.0.0.1:50051,10.0.0.2:50051" (or "ipv6:[::1]:50051,..."), or a
+  // DNS name whose every address is a server, "dns:///primserve-headless:50051".
+  static std::shared_ptr<grpc::Channel> Connect(const std::string& target,
+                                                const ConnectOptions& options = {});
 
   // As Connect, over TLS. The server's certificate must chain to a CA in
-  // `ca_pem` (PEM; empty: the system's roots) and name the host of `address`.
+  // `ca_pem` (PEM; empty: the system's roots) and name the host of `target`.
   // For a server that requires client certificates (--tls_client_ca), pass
   // this client's certificate chain and private key (PEM).
-  static std::shared_ptr<grpc::Channel> ConnectTls(const std::string& address,
+  static std::shared_ptr<grpc::Channel> ConnectTls(const std::string& target,
                                                    const std::string& ca_pem,
                                                    const std::string& client_cert_pem = "",
-                                                   const std::string& client_key_pem = "");
+                                                   const std::string& client_key_pem = "",
+                                                   const ConnectOptions& options = {});
+
+  // The channel arguments Connect uses, for callers that add their own.
+  static grpc::ChannelArguments ChannelArgs(const ConnectOptions& options);
+  // Their service config (JSON): balancing, health checking and retries.
+  static std::string ServiceConfig(const ConnectOptions& options);
 
   // Each call gets `timeout` as its deadline.
   explicit PrimitivesClient(std::shared_ptr<grpc::Channel> channel,

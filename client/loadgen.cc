@@ -65,7 +65,7 @@
 #include "proto/primserve/v1/echo.grpc.pb.h"
 #include "proto/primserve/v1/primitives.grpc.pb.h"
 
-ABSL_FLAG(std::string, address, "localhost:50051", "The server, host:port.");
+ABSL_FLAG(std::string, address, "localhost:50051", primserve::kAddressFlagHelp);
 ABSL_FLAG(std::string, rpc, "scan",
           "The RPC: scan, reduce, select, unique, rle, reduce_by_key or aggregate_by_key.");
 ABSL_FLAG(std::string, mode, "primitive",
@@ -1100,14 +1100,13 @@ void PrintHeader(const Options& options, const Workload& workload) {
 
 // ---------------------------------------------------------------------------
 
-// Each channel gets its own HTTP/2 connection: gRPC would otherwise share one
-// between channels to the same address with the same arguments.
+// Each channel gets its own HTTP/2 connections: gRPC would otherwise share
+// them between channels to the same address with the same arguments. Each
+// balances over the servers `address` names as PrimitivesClient::Connect does.
 std::vector<std::shared_ptr<grpc::Channel>> Connect(const std::string& address, int count) {
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (int i = 0; i < count; ++i) {
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(-1);
-    args.SetMaxSendMessageSize(-1);
+    grpc::ChannelArguments args = PrimitivesClient::ChannelArgs(ConnectOptions());
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     channels.push_back(
         grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));

@@ -41,7 +41,7 @@
 #include "client/client.h"
 #include "core/primitives.h"
 
-ABSL_FLAG(std::string, address, "localhost:50051", "The server, host:port.");
+ABSL_FLAG(std::string, address, "localhost:50051", primserve::kAddressFlagHelp);
 ABSL_FLAG(bool, tls, false,
           "Connect over TLS (implied by the other --tls_ flags), verifying the server against "
           "--tls_ca or else the system's CAs.");

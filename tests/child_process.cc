@@ -75,4 +75,11 @@ ChildProcess::Exit ChildProcess::Terminate(absl::Duration limit) {
   return exit;
 }
 
+void ChildProcess::Kill() {
+  if (pid_ == 0) return;
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = 0;
+}
+
 }  // namespace primserve

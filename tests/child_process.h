@@ -39,6 +39,8 @@ class ChildProcess final {
   // SIGTERM, then waits up to `limit` for the exit, timed to the millisecond;
   // SIGKILL after that.
   Exit Terminate(absl::Duration limit);
+  // SIGKILL (no drain), then reaps it.
+  void Kill();
 
  private:
   const std::string log_path_;
