@@ -127,6 +127,10 @@ class Client:
             a 1-tuple) and ``("in_range", lo, hi)`` for lo <= x < hi.
             Comparisons are IEEE's: NaN fails all but "ne" and "nonzero".
             Operands of an integer array must be integers that fit its dtype.
+            A float operand is compared exactly as given: on a float32 array
+            ``("gt", 0.1)`` compares with the double 0.1, where numpy's
+            ``a > 0.1`` rounds 0.1 to float32 first; pass ``np.float32(0.1)``
+            for numpy's answer.
         flags: keep a[i] where flags[i] != 0: an integer array of a's length,
             or a bool mask (converted to int32 with one vectorized copy).
 

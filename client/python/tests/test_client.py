@@ -129,6 +129,12 @@ def test_select_where(client, rng, dtype):
         ref.assert_matches(both.indices, np.flatnonzero(mask), np.int64)
 
 
+def test_float_operand_is_compared_exactly_as_given(client):
+    a = np.array([np.float32(0.1), 0.5], dtype=np.float32)  # float32(0.1) is just above the double 0.1
+    assert client.select(a, ("gt", 0.1), output="count") == 2
+    assert client.select(a, ("gt", np.float32(0.1)), output="count") == np.count_nonzero(a > 0.1) == 1
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_select_partition(client, rng, dtype):
     a = ref.random_array(rng, dtype, random_length(rng))

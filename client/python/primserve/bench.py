@@ -1,0 +1,54 @@
+"""The Python client's throughput for an int32 sum scan, next to numpy.cumsum's.
+
+    python3 -m primserve.bench --address=localhost:50051 --n=67108864 --repeats=10
+
+Each is timed `repeats` times after one warm-up (the client's answer is
+checked against numpy's then); the medians are printed as milliseconds and
+as GB/s two ways: the input's bytes per second, and the payload's (request +
+response bytes, as primload counts them; for numpy the bytes read + written).
+The client's time is the whole call: packing the request, the round trip, the
+server's work and np.frombuffer on the answer.
+"""
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import primserve
+
+
+def median_seconds(function, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--address", default="localhost:50051", help="the primserve server")
+    parser.add_argument("--n", type=int, default=64 << 20, help="int32 elements to scan (default 64M)")
+    parser.add_argument("--repeats", type=int, default=10, help="timed calls of each, after one warm-up")
+    args = parser.parse_args()
+
+    a = np.random.default_rng().integers(-1000, 1000, size=args.n, dtype=np.int32)
+    with primserve.Client(args.address) as client:
+        if not np.array_equal(client.scan(a), np.cumsum(a, dtype=np.int32)):
+            raise SystemExit("the server's scan differs from numpy.cumsum")
+        rows = [
+            ("primserve.Client.scan", median_seconds(lambda: client.scan(a), args.repeats)),
+            ("numpy.cumsum", median_seconds(lambda: np.cumsum(a, dtype=np.int32), args.repeats)),
+        ]
+    input_bytes = a.nbytes
+    print(f"int32 sum scan, n={args.n}, median of {args.repeats}")
+    print(f"{'':24}{'ms':>10}{'input GB/s':>12}{'payload GB/s':>14}")
+    for name, seconds in rows:
+        print(f"{name:24}{seconds * 1e3:10.2f}{input_bytes / seconds / 1e9:12.3f}{2 * input_bytes / seconds / 1e9:14.3f}")
+
+
+if __name__ == "__main__":
+    main()
