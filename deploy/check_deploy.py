@@ -2,9 +2,11 @@
 
 Every metric name the dashboard, the alerts and the autoscaler query must be
 one a live primserve exports (or, for GPU-only metrics, one server/metrics.cc
-declares); every flag the Dockerfile and the manifests pass must exist; the
-Kubernetes objects must have the fields and cross-references a GPU deployment
-needs. Prints each problem and exits 1 if there is any.
+declares); every flag the image definitions and the manifests pass must exist; the
+Containerfile (built in CI) and the Dockerfile (Docker, from source) must make
+the same image, which the Deployment must start as it is (entrypoint, user,
+ports, nothing exec'd that the image lacks); the Kubernetes objects must have
+the fields and cross-references a GPU deployment needs. Prints each problem and exits 1 if there is any.
 """
 
 import argparse
@@ -130,11 +132,45 @@ def check_alerts(path, queryable):
             problem(f"{path}: no {needed} alert")
 
 
+def exec_commands(container):
+    """Every command the kubelet would exec in the container: hooks and probes."""
+    commands = []
+    for hook in container.get("lifecycle", {}).values():
+        commands.append(hook.get("exec", {}).get("command"))
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        commands.append(container.get(probe, {}).get("exec", {}).get("command"))
+    return [c for c in commands if c]
+
+
+def check_container_against_image(container, pod_spec, image):
+    """The container starts the image's entrypoint as the image's user, and
+    execs only what the image holds."""
+    if image is None:
+        return
+    command = container.get("command")
+    if command is not None and command != image["entrypoint"]:
+        problem(f"Deployment: command {command} replaces the image's ENTRYPOINT "
+                f"{image['entrypoint']}")
+    uid = image["user"].split(":")[0]
+    run_as = container.get("securityContext", {}).get("runAsUser",
+                                                      pod_spec.get("securityContext", {}).get("runAsUser"))
+    if run_as is not None and str(run_as) != uid:
+        problem(f"Deployment: runAsUser {run_as} is not the image's USER {uid}")
+    tools = os.path.dirname(image["entrypoint"][0])
+    for exec_command in exec_commands(container):
+        if os.path.dirname(exec_command[0]) != tools:
+            problem(f"Deployment: execs {exec_command[0]}, which the image (no shell, only "
+                    f"{tools}) does not hold")
+    for port in container.get("ports", []):
+        if str(port.get("containerPort")) not in image["exposed"]:
+            problem(f"Deployment: port {port.get('containerPort')} is not EXPOSEd by the image")
+
+
 def matches(selector, labels):
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
 
-def check_kubernetes(k8s_dir, server_flags, queryable):
+def check_kubernetes(k8s_dir, server_flags, queryable, image):
     objects = []
     for path in sorted(glob.glob(os.path.join(k8s_dir, "*.yaml"))):
         with open(path) as f:
@@ -191,14 +227,19 @@ def check_kubernetes(k8s_dir, server_flags, queryable):
     grace = float(flags.get("shutdown_grace_seconds") or 0)
     if "shutdown_grace_seconds" not in flags:
         problem("Deployment: args do not set --shutdown_grace_seconds")
-    pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
-    pre_stop_seconds = float(pre_stop[-1]) if pre_stop[:1] == ["sleep"] else 0
+    pre_stop = container.get("lifecycle", {}).get("preStop", {})
+    # The image has no shell and no sleep binary: Kubernetes' own sleep action.
+    pre_stop_seconds = pre_stop.get("sleep", {}).get("seconds", 0)
+    if pre_stop_seconds <= 0:
+        problem("Deployment: no preStop sleep action (lifecycle.preStop.sleep.seconds) to let "
+                "endpoint and DNS updates reach clients before the drain")
     # The metrics HTTP server can take 2 s to stop after the gRPC drain.
     if pod["spec"].get("terminationGracePeriodSeconds", 30) <= pre_stop_seconds + grace + 2:
         problem("Deployment: terminationGracePeriodSeconds must exceed the preStop sleep plus "
                 "--shutdown_grace_seconds plus 2 s")
     if not pod["spec"].get("securityContext", {}).get("runAsNonRoot"):
         problem("Deployment: the pod must run as non-root")
+    check_container_against_image(container, pod["spec"], image)
 
     services = by_kind.get("Service", [])
     headless = [s for s in services if s["spec"].get("clusterIP") == "None"]
@@ -228,6 +269,8 @@ def check_kubernetes(k8s_dir, server_flags, queryable):
     if not pdbs:
         problem("no PodDisruptionBudget")
     for pdb in pdbs:
+        if "maxUnavailable" not in pdb["spec"] and "minAvailable" not in pdb["spec"]:
+            problem("PodDisruptionBudget: sets neither maxUnavailable nor minAvailable")
         if not matches(pdb["spec"].get("selector", {}).get("matchLabels"), pod_labels):
             problem("PodDisruptionBudget: selector does not match the pods")
 
@@ -269,24 +312,30 @@ def exec_form(argument):
     return words if isinstance(words, list) else None
 
 
-def check_dockerfile(path, server_flags, client_flags):
+def final_stage(path):
+    """The instructions after the last FROM, and the number of stages."""
     instructions = dockerfile_instructions(path)
-    args = {}
-    for instruction, argument in instructions:
-        if instruction == "ARG" and "=" in argument:
-            name, _, value = argument.partition("=")
-            args[name] = value
-    stages = [a for i, a in instructions if i == "FROM"]
-    if len(stages) < 2:
-        problem(f"{path}: not a multi-stage build")
-    else:
-        final = re.sub(r"\$\{(\w+)\}", lambda m: args.get(m.group(1), m.group(0)), stages[-1])
-        if not re.match(r"nvidia/cuda:\S+-runtime-", final):
-            problem(f"{path}: the final stage runs on {final}, not an nvidia/cuda runtime image")
-    users = [a for i, a in instructions if i == "USER"]
-    if not users or users[-1].split(":")[0] in ("root", "0"):
-        problem(f"{path}: the image must run as a non-root USER")
-    healthchecks = [a for i, a in instructions if i == "HEALTHCHECK"]
+    froms = [n for n, (i, _) in enumerate(instructions) if i == "FROM"]
+    if not froms:
+        problem(f"{path}: no FROM")
+        return [], 0
+    return instructions[froms[-1]:], len(froms)
+
+
+def check_image_definition(path, server_flags, client_flags):
+    """Checks one image definition's final stage; returns what a runtime
+    starts: {'user', 'entrypoint', 'cmd', 'exposed'}, or None."""
+    stage, _ = final_stage(path)
+    if not stage:
+        return None
+    if stage[0][1] != "scratch":
+        problem(f"{path}: the final stage is FROM {stage[0][1]}, not scratch")
+    users = [a for i, a in stage if i == "USER"]
+    user = users[-1] if users else ""
+    if not re.fullmatch(r"[0-9]+(:[0-9]+)?", user) or user.split(":")[0] == "0":
+        problem(f"{path}: the image must run as a numeric non-root USER (Kubernetes' runAsNonRoot "
+                f"can only verify a number), not '{user}'")
+    healthchecks = [a for i, a in stage if i == "HEALTHCHECK"]
     if not healthchecks:
         problem(f"{path}: no HEALTHCHECK")
     for healthcheck in healthchecks:
@@ -295,19 +344,35 @@ def check_dockerfile(path, server_flags, client_flags):
             problem(f"{path}: HEALTHCHECK is not an exec-form 'primctl ... health'")
         else:
             check_flags(f"{path}: HEALTHCHECK", command[1:-1], client_flags)
-    entrypoint = [exec_form(a) for i, a in instructions if i == "ENTRYPOINT"]
+    entrypoint = [exec_form(a) for i, a in stage if i == "ENTRYPOINT"]
     if not entrypoint or not entrypoint[-1] or not entrypoint[-1][0].endswith("/primserve"):
         problem(f"{path}: ENTRYPOINT is not an exec-form primserve")
-    cmd = [exec_form(a) for i, a in instructions if i == "CMD"]
+        return None
+    cmd = [exec_form(a) for i, a in stage if i == "CMD"]
     if not cmd or not cmd[-1]:
         problem(f"{path}: no exec-form CMD with the server's flags")
-        return
+        return None
     check_flags(f"{path}: CMD", cmd[-1], server_flags)
     flags = flag_values(cmd[-1])
-    exposed = " ".join(a for i, a in instructions if i == "EXPOSE").split()
+    exposed = " ".join(a for i, a in stage if i == "EXPOSE").split()
     for flag in ("port", "metrics_port"):
         if flags.get(flag) not in exposed:
             problem(f"{path}: --{flag}={flags.get(flag)} is not EXPOSEd")
+    return {"user": user, "entrypoint": entrypoint[-1], "cmd": cmd[-1], "exposed": exposed}
+
+
+def check_images(containerfile, dockerfile, server_flags, client_flags):
+    """The Containerfile (built in CI) and the Dockerfile (from source) must
+    make the same image; returns the Containerfile's check_image_definition."""
+    image = check_image_definition(containerfile, server_flags, client_flags)
+    check_image_definition(dockerfile, server_flags, client_flags)
+    if final_stage(dockerfile)[1] < 2:
+        problem(f"{dockerfile}: no build stage")
+    # Past FROM and the COPY of the root filesystem, line for line.
+    ours, theirs = (final_stage(path)[0][2:] for path in (containerfile, dockerfile))
+    if ours != theirs:
+        problem(f"{dockerfile}: its final stage differs from {containerfile}'s")
+    return image
 
 
 def check_prometheus_config(path, server_help):
@@ -347,8 +412,9 @@ def main():
     deploy = options.deploy_dir
     check_dashboard(os.path.join(deploy, "grafana", "primserve-dashboard.json"), queryable)
     check_alerts(os.path.join(deploy, "alerts.yml"), queryable)
-    check_kubernetes(os.path.join(deploy, "k8s"), server_flags, queryable)
-    check_dockerfile(os.path.join(deploy, "Dockerfile"), server_flags, client_flags)
+    image = check_images(os.path.join(deploy, "Containerfile"), os.path.join(deploy, "Dockerfile"),
+                         server_flags, client_flags)
+    check_kubernetes(os.path.join(deploy, "k8s"), server_flags, queryable, image)
     check_prometheus_config(os.path.join(deploy, "prometheus.yml"), server_help)
 
     for message in problems:

@@ -10,6 +10,7 @@ PACKAGES=(
   libgrpc++-dev libgrpc-dev libabsl-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev
   prometheus python3 python3-yaml curl patchelf openssl
+  podman
   python3-grpcio python3-protobuf python3-numpy python3-pytest python3-pip python3-setuptools python3-venv
 )
 

@@ -9,6 +9,9 @@ bazel test //... "$@"
 # The Python client (client/python) against the primserve just built, on
 # Debian's python3, which has the packages setup.sh installs.
 /usr/bin/python3 -m pytest -q -p no:cacheprovider client/python/tests --primserve="$(bazel info bazel-bin)/server/primserve"
+# The container image: built with podman from what was just built, its
+# entrypoint started from the exported root filesystem and called.
+./deploy/image_test.sh
 # Memory errors, leaks and undefined behaviour, in the in-process tests (the
 # tests of the primserve binary would rebuild the CUDA kernels for this config).
 bazel test --config=asan-ubsan --build_tests_only //reference:reference_test //server:all \
