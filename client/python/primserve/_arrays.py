@@ -1,4 +1,4 @@
-"""numpy arrays to and from the API's Array message (packed little-endian bytes)."""
+"""Checks on the numpy arrays a call takes, and their dtypes in the API's Array message."""
 
 from typing import Any, Dict
 
@@ -54,14 +54,9 @@ def check_integer_array(a: Any, name: str) -> np.ndarray:
     return a
 
 
-def to_proto(a: np.ndarray) -> pb.Array:
-    """The Array message holding a copy of a checked array's bytes."""
-    return pb.Array(dtype=DTYPES[a.dtype], data=a.tobytes())
-
-
-def from_proto(array: pb.Array) -> np.ndarray:
-    """A read-only array over the message's bytes (no per-element work)."""
-    return np.frombuffer(array.data, dtype=NUMPY_DTYPES[array.dtype])
+def header(a: np.ndarray) -> pb.Array:
+    """The Array message for a checked array, without its data (_wire.serialize adds it)."""
+    return pb.Array(dtype=DTYPES[a.dtype])
 
 
 def check_same_length(a: np.ndarray, a_name: str, b: np.ndarray, b_name: str) -> None:

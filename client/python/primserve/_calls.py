@@ -9,17 +9,18 @@ import numbers
 from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
-from google.protobuf.message import Message
+from google.protobuf.descriptor import Descriptor
 
-from primserve import _arrays
+from primserve import _arrays, _wire
 from primserve.results import ArgExtreme, KeyedReduction, Partition, Runs, Selection
 from primserve.v1 import primitives_pb2 as pb
 
 
 class Call(NamedTuple):
     rpc: str  # method of the primserve.v1.Primitives service
-    request: Message
-    parse: Callable[[Any], Any]  # the response message -> what the method returns
+    request: bytes  # serialized, with the arrays' data spliced in (see _wire)
+    response: Descriptor  # the response's message type
+    parse: Callable[[Any], Any]  # the response as _wire.parse reads it -> what the method returns
 
 
 _OPS = {"sum": pb.SUM, "prod": pb.PROD, "min": pb.MIN, "max": pb.MAX, "argmin": pb.ARGMIN, "argmax": pb.ARGMAX}
@@ -72,29 +73,30 @@ def _first_if(whole: bool, values: np.ndarray) -> Any:
 
 def scan(a: np.ndarray, op: str, exclusive: bool, segments: Segments) -> Call:
     a = _arrays.check_array(a, "a")
-    request = pb.ScanRequest(input=_arrays.to_proto(a), op=_op(op, _SCAN_OPS, "scan"), exclusive=bool(exclusive))
+    request = pb.ScanRequest(input=_arrays.header(a), op=_op(op, _SCAN_OPS, "scan"), exclusive=bool(exclusive))
     offsets = _offsets(segments)
     if offsets is not None:
         request.segment_offsets.extend(offsets.tolist())
-    return Call("Scan", request, lambda response: _arrays.from_proto(response.output))
+    return Call("Scan", _wire.serialize(request, {"input": a}), pb.ScanResponse.DESCRIPTOR,
+                lambda response: response.output)
 
 
 def reduce(a: np.ndarray, op: str, segments: Segments) -> Call:
     a = _arrays.check_array(a, "a")
     code = _op(op, tuple(_OPS), "reduce")
-    request = pb.ReduceRequest(input=_arrays.to_proto(a), op=code)
+    request = pb.ReduceRequest(input=_arrays.header(a), op=code)
     offsets = _offsets(segments)
     if offsets is not None:
         request.segment_offsets.extend(offsets.tolist())
     whole = offsets is None
 
-    def parse(response: pb.ReduceResponse) -> Any:
-        values = _first_if(whole, _arrays.from_proto(response.values))
+    def parse(response: Any) -> Any:
+        values = _first_if(whole, response.values)
         if code in (pb.ARGMIN, pb.ARGMAX):
-            return ArgExtreme(values, _first_if(whole, _arrays.from_proto(response.indices)))
+            return ArgExtreme(values, _first_if(whole, response.indices))
         return values
 
-    return Call("Reduce", request, parse)
+    return Call("Reduce", _wire.serialize(request, {"input": a}), pb.ReduceResponse.DESCRIPTOR, parse)
 
 
 def _scalar(value: Any, dtype: np.dtype, field: str) -> pb.Scalar:
@@ -144,7 +146,8 @@ def select(a: np.ndarray, where: Optional[Where], flags: Optional[np.ndarray], o
         raise ValueError(f"output must be one of {', '.join(map(repr, _OUTPUTS))}; got {output!r}")
     if partition and output == "count":
         raise ValueError("partition=True does not apply to output='count'")
-    request = pb.SelectRequest(input=_arrays.to_proto(a), output=_OUTPUTS[output], partition=bool(partition))
+    request = pb.SelectRequest(input=_arrays.header(a), output=_OUTPUTS[output], partition=bool(partition))
+    arrays = {"input": a}
     if where is not None:
         request.predicate.CopyFrom(_predicate(where, a.dtype))
     else:
@@ -153,17 +156,18 @@ def select(a: np.ndarray, where: Optional[Where], flags: Optional[np.ndarray], o
             flags = flags.astype(np.int32)
         flags = _arrays.check_integer_array(flags, "flags")
         _arrays.check_same_length(a, "a", flags, "flags")
-        request.flags.CopyFrom(_arrays.to_proto(flags))
+        request.flags.CopyFrom(_arrays.header(flags))
+        arrays["flags"] = flags
 
-    def parse(response: pb.SelectResponse) -> Any:
+    def parse(response: Any) -> Any:
         if output == "count":
-            return int(response.count)
+            return response.count
         if output == "values":
-            answer = _arrays.from_proto(response.values)
+            answer = response.values
         elif output == "indices":
-            answer = _arrays.from_proto(response.indices)
+            answer = response.indices
         else:
-            answer = Selection(_arrays.from_proto(response.values), _arrays.from_proto(response.indices))
+            answer = Selection(response.values, response.indices)
         if not partition:
             return answer
         kept = response.count
@@ -172,29 +176,29 @@ def select(a: np.ndarray, where: Optional[Where], flags: Optional[np.ndarray], o
                              Selection(answer.values[kept:], answer.indices[kept:]))
         return Partition(answer[:kept], answer[kept:])
 
-    return Call("Select", request, parse)
+    return Call("Select", _wire.serialize(request, arrays), pb.SelectResponse.DESCRIPTOR, parse)
 
 
 def unique(a: np.ndarray) -> Call:
     a = _arrays.check_array(a, "a")
-    return Call("Unique", pb.UniqueRequest(input=_arrays.to_proto(a)),
-                lambda response: _arrays.from_proto(response.values))
+    return Call("Unique", _wire.serialize(pb.UniqueRequest(input=_arrays.header(a)), {"input": a}),
+                pb.UniqueResponse.DESCRIPTOR, lambda response: response.values)
 
 
 def run_length_encode(a: np.ndarray) -> Call:
     a = _arrays.check_array(a, "a")
-    return Call("RunLengthEncode", pb.RunLengthEncodeRequest(input=_arrays.to_proto(a)),
-                lambda response: Runs(_arrays.from_proto(response.values), _arrays.from_proto(response.lengths)))
+    return Call("RunLengthEncode", _wire.serialize(pb.RunLengthEncodeRequest(input=_arrays.header(a)), {"input": a}),
+                pb.RunLengthEncodeResponse.DESCRIPTOR, lambda response: Runs(response.values, response.lengths))
 
 
 def reduce_by_key(keys: np.ndarray, values: np.ndarray, op: str) -> Call:
     keys = _arrays.check_array(keys, "keys")
     values = _arrays.check_array(values, "values")
     _arrays.check_same_length(keys, "keys", values, "values")
-    request = pb.ReduceByKeyRequest(keys=_arrays.to_proto(keys), values=_arrays.to_proto(values),
+    request = pb.ReduceByKeyRequest(keys=_arrays.header(keys), values=_arrays.header(values),
                                     op=_op(op, _SCAN_OPS, "reduce_by_key"))
-    return Call("ReduceByKey", request,
-                lambda response: KeyedReduction(_arrays.from_proto(response.keys), _arrays.from_proto(response.values)))
+    return Call("ReduceByKey", _wire.serialize(request, {"keys": keys, "values": values}),
+                pb.ReduceByKeyResponse.DESCRIPTOR, lambda response: KeyedReduction(response.keys, response.values))
 
 
 def aggregate_by_key(keys: np.ndarray, values: np.ndarray, num_keys: int, op: str) -> Call:
@@ -203,6 +207,7 @@ def aggregate_by_key(keys: np.ndarray, values: np.ndarray, num_keys: int, op: st
     _arrays.check_same_length(keys, "keys", values, "values")
     if isinstance(num_keys, (bool, np.bool_)) or not isinstance(num_keys, numbers.Integral) or num_keys < 1:
         raise ValueError(f"num_keys must be an integer >= 1; got {num_keys!r}")
-    request = pb.AggregateByKeyRequest(keys=_arrays.to_proto(keys), values=_arrays.to_proto(values),
+    request = pb.AggregateByKeyRequest(keys=_arrays.header(keys), values=_arrays.header(values),
                                        op=_op(op, _AGGREGATE_OPS, "aggregate_by_key"), num_keys=int(num_keys))
-    return Call("AggregateByKey", request, lambda response: _arrays.from_proto(response.values))
+    return Call("AggregateByKey", _wire.serialize(request, {"keys": keys, "values": values}),
+                pb.AggregateByKeyResponse.DESCRIPTOR, lambda response: response.values)

@@ -5,7 +5,7 @@ from typing import Optional, Union
 
 import grpc
 
-from primserve.v1 import health_pb2
+from primserve.v1 import health_pb2, primitives_pb2
 
 # TLS settings a client takes: None or False for plaintext; True for TLS
 # trusting the system's root certificates; bytes for the PEM of the CA that
@@ -17,6 +17,11 @@ Tls = Union[None, bool, bytes, str, "os.PathLike[str]", grpc.ChannelCredentials]
 # Arrays can be far larger than gRPC's default 4 MB receive limit; the server
 # has its own (--max_receive_message_bytes).
 OPTIONS = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
+
+# The Primitives methods' paths, by name. The clients call them with bytes in
+# and out: _wire serializes the requests and reads the responses.
+_SERVICE = primitives_pb2.DESCRIPTOR.services_by_name["Primitives"]
+RPC_PATHS = {method.name: f"/{_SERVICE.full_name}/{method.name}" for method in _SERVICE.methods}
 
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 HEALTH_REQUEST = health_pb2.HealthCheckRequest

@@ -17,10 +17,9 @@ import grpc
 import grpc.aio
 import numpy as np
 
-from primserve import _calls, _channel
+from primserve import _calls, _channel, _wire
 from primserve.errors import ServerError
 from primserve.results import KeyedReduction, Partition, Runs, Selection
-from primserve.v1 import primitives_pb2_grpc
 
 
 class Client:
@@ -35,7 +34,7 @@ class Client:
             self._channel = grpc.aio.insecure_channel(address, options=_channel.OPTIONS)
         else:
             self._channel = grpc.aio.secure_channel(address, creds, options=_channel.OPTIONS)
-        self._stub = primitives_pb2_grpc.PrimitivesStub(self._channel)
+        self._rpcs = {name: self._channel.unary_unary(path) for name, path in _channel.RPC_PATHS.items()}
         self._health = self._channel.unary_unary(
             _channel.HEALTH_CHECK,
             request_serializer=_channel.HEALTH_REQUEST.SerializeToString,
@@ -55,10 +54,10 @@ class Client:
 
     async def _invoke(self, call: _calls.Call) -> Any:
         try:
-            response = await getattr(self._stub, call.rpc)(call.request, timeout=self.timeout)
+            response = await self._rpcs[call.rpc](call.request, timeout=self.timeout)
         except grpc.RpcError as error:
             raise ServerError.from_rpc_error(error) from error
-        return call.parse(response)
+        return call.parse(_wire.parse(response, call.response))
 
     async def scan(self, a: np.ndarray, op: str = "sum", exclusive: bool = False,
                    segments: _calls.Segments = None) -> np.ndarray:

@@ -23,14 +23,19 @@ def magnitude(a: np.ndarray) -> float:
     return float(np.abs(a.astype(np.float64)).sum())
 
 
-def test_installed_copy_is_tested(request):
+def test_installed_copy_is_tested(request, address):
     # conftest installed the package with pip; the tests must run that copy,
-    # with its generated modules.
-    site = request.config.primserve_site
-    assert primserve.__file__.startswith(str(site))
-    from primserve.v1 import primitives_pb2_grpc
+    # whose generated modules also serve callers who want the raw stub.
+    import grpc
+    from primserve.v1 import primitives_pb2, primitives_pb2_grpc
 
-    assert primitives_pb2_grpc.__file__.startswith(str(site))
+    site = str(request.config.primserve_site)
+    assert primserve.__file__.startswith(site) and primitives_pb2_grpc.__file__.startswith(site)
+    with grpc.insecure_channel(address) as channel:
+        response = primitives_pb2_grpc.PrimitivesStub(channel).Scan(primitives_pb2.ScanRequest(
+            input=primitives_pb2.Array(dtype=primitives_pb2.INT64, data=np.int64([2, 3, 4]).tobytes()),
+            op=primitives_pb2.SUM))
+    assert np.frombuffer(response.output.data, np.int64).tolist() == [2, 5, 9]
 
 
 def test_health(client):
