@@ -21,6 +21,9 @@ struct RequestLimits {
   // Largest answer a request may ask for, in bytes of array data (checked at
   // validation, from the request's sizes, before anything is allocated).
   uint64_t max_response_bytes = uint64_t{1} << 30;
+  // Requests one Multiplex stream may have read and not yet answered; the
+  // stream reads no further until answers are written.
+  uint64_t multiplex_window = 1024;
 };
 
 // The returned Operation views the request, which must outlive it.

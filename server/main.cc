@@ -35,6 +35,9 @@ ABSL_FLAG(uint64_t, max_request_elements, uint64_t{1} << 31,
 ABSL_FLAG(uint64_t, max_response_bytes, uint64_t{1} << 30,
           "Largest answer (bytes of array data) a request may ask for, judged from the request "
           "before anything is allocated; larger get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(uint64_t, multiplex_window, 1024,
+          "Requests one Multiplex stream may have sent and not yet had answered; the server "
+          "reads no further on that stream until its answers are read.");
 ABSL_FLAG(std::string, cuda_devices, "",
           "Comma-separated CUDA devices to serve (e.g. 0,1); empty serves every visible one.");
 ABSL_FLAG(int, cuda_streams_per_device, 4, "CUDA streams (concurrent batches) per device.");
@@ -147,6 +150,7 @@ int Main() {
   options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
   options.limits.max_elements = absl::GetFlag(FLAGS_max_request_elements);
   options.limits.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
+  options.limits.multiplex_window = absl::GetFlag(FLAGS_multiplex_window);
   options.batcher.num_threads = absl::GetFlag(FLAGS_batch_threads);
   options.batcher.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   options.batcher.max_batch_items = absl::GetFlag(FLAGS_max_batch_items);

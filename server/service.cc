@@ -5,8 +5,10 @@
 #include <string>
 #include <utility>
 
+#include "server/call_record.h"
+#include "server/multiplex.h"
+
 namespace primserve {
-namespace {
 
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
@@ -19,54 +21,12 @@ absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
   return absl::FromChrono(deadline);
 }
 
-// The metric labels of a call, read from the request as sent (they may be
-// invalid; Metrics maps unknown values to "none"). 0 is "no op".
-struct CallLabels {
-  Rpc rpc;
-  int op;
-  int dtype;
-};
-CallLabels LabelsOf(const v1::ScanRequest& r) {
-  return {Rpc::kScan, r.op(), r.input().dtype()};
-}
-CallLabels LabelsOf(const v1::ReduceRequest& r) {
-  return {Rpc::kReduce, r.op(), r.input().dtype()};
-}
-CallLabels LabelsOf(const v1::SelectRequest& r) {
-  return {Rpc::kSelect, 0, r.input().dtype()};
-}
-CallLabels LabelsOf(const v1::UniqueRequest& r) {
-  return {Rpc::kUnique, 0, r.input().dtype()};
-}
-CallLabels LabelsOf(const v1::RunLengthEncodeRequest& r) {
-  return {Rpc::kRunLengthEncode, 0, r.input().dtype()};
-}
-CallLabels LabelsOf(const v1::ReduceByKeyRequest& r) {
-  return {Rpc::kReduceByKey, r.op(), r.keys().dtype()};
-}
-CallLabels LabelsOf(const v1::AggregateByKeyRequest& r) {
-  return {Rpc::kAggregateByKey, r.op(), r.keys().dtype()};
-}
-
-// One call from receipt to answer, as the metrics see it.
-struct CallRecord {
-  Metrics* metrics;  // null: record nothing
-  CallLabels labels;
-  absl::Time received;
-  uint64_t bytes_in;
-};
+namespace {
 
 // Records the call, then answers it (after which the response is gone).
-// `response` is null unless `status` is OK; `elements` counts only then.
 void Answer(grpc::ServerUnaryReactor* reactor, const CallRecord& call, const absl::Status& status,
             const google::protobuf::Message* response, uint64_t elements) {
-  if (call.metrics != nullptr) {
-    call.metrics->RequestDone(call.labels.rpc, call.labels.op, call.labels.dtype, status.code(),
-                              absl::Now() - call.received, call.bytes_in,
-                              response != nullptr ? response->ByteSizeLong() : 0,
-                              status.ok() ? elements : 0);
-    call.metrics->RequestFinished();
-  }
+  call.Done(status, response, elements);
   reactor->Finish(ToGrpc(status));
 }
 
@@ -76,19 +36,10 @@ template <typename Request, typename Response>
 grpc::ServerUnaryReactor* PrimitivesService::Handle(grpc::CallbackServerContext* context,
                                                     const Request* request, Response* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  CallRecord call{metrics_, LabelsOf(*request), absl::Now(), 0};
-  if (metrics_ != nullptr) {
-    call.bytes_in = request->ByteSizeLong();
-    metrics_->RequestStarted();
-  }
+  const CallRecord call = CallRecord::Start(metrics_, LabelsOf(*request), *request);
   absl::StatusOr<Operation> operation = ToOperation(*request, limits_);
   if (!operation.ok()) {
-    if (metrics_ != nullptr) {
-      if (absl::IsInvalidArgument(operation.status())) metrics_->Rejected(RejectReason::kInvalid);
-      if (absl::IsResourceExhausted(operation.status())) {
-        metrics_->Rejected(RejectReason::kTooLarge);
-      }
-    }
+    RecordRefusal(metrics_, operation.status());
     Answer(reactor, call, operation.status(), nullptr, 0);
     return reactor;
   }
@@ -149,6 +100,11 @@ grpc::ServerUnaryReactor* PrimitivesService::AggregateByKey(
     grpc::CallbackServerContext* context, const v1::AggregateByKeyRequest* request,
     v1::AggregateByKeyResponse* response) {
   return Handle(context, request, response);
+}
+
+grpc::ServerBidiReactor<v1::MultiplexRequest, v1::MultiplexResponse>*
+PrimitivesService::Multiplex(grpc::CallbackServerContext* context) {
+  return new MultiplexReactor(context, scheduler_, limits_, metrics_);
 }
 
 }  // namespace primserve

@@ -11,6 +11,11 @@
 
 namespace primserve {
 
+grpc::Status ToGrpc(const absl::Status& status);
+
+// The caller's deadline, as the scheduler takes it.
+absl::Time DeadlineOf(const grpc::CallbackServerContext& context);
+
 class PrimitivesService final : public v1::Primitives::CallbackService {
  public:
   // Records every call (count, latency, payload, refusals) into `metrics`
@@ -40,6 +45,8 @@ class PrimitivesService final : public v1::Primitives::CallbackService {
   grpc::ServerUnaryReactor* AggregateByKey(grpc::CallbackServerContext* context,
                                            const v1::AggregateByKeyRequest* request,
                                            v1::AggregateByKeyResponse* response) override;
+  grpc::ServerBidiReactor<v1::MultiplexRequest, v1::MultiplexResponse>* Multiplex(
+      grpc::CallbackServerContext* context) override;
 
  private:
   template <typename Request, typename Response>

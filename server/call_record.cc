@@ -1,0 +1,46 @@
+#include "server/call_record.h"
+
+namespace primserve {
+
+CallLabels LabelsOf(const v1::ScanRequest& r) { return {Rpc::kScan, r.op(), r.input().dtype()}; }
+CallLabels LabelsOf(const v1::ReduceRequest& r) {
+  return {Rpc::kReduce, r.op(), r.input().dtype()};
+}
+CallLabels LabelsOf(const v1::SelectRequest& r) { return {Rpc::kSelect, 0, r.input().dtype()}; }
+CallLabels LabelsOf(const v1::UniqueRequest& r) { return {Rpc::kUnique, 0, r.input().dtype()}; }
+CallLabels LabelsOf(const v1::RunLengthEncodeRequest& r) {
+  return {Rpc::kRunLengthEncode, 0, r.input().dtype()};
+}
+CallLabels LabelsOf(const v1::ReduceByKeyRequest& r) {
+  return {Rpc::kReduceByKey, r.op(), r.keys().dtype()};
+}
+CallLabels LabelsOf(const v1::AggregateByKeyRequest& r) {
+  return {Rpc::kAggregateByKey, r.op(), r.keys().dtype()};
+}
+
+CallRecord CallRecord::Start(Metrics* metrics, const CallLabels& labels,
+                             const google::protobuf::Message& request) {
+  CallRecord call{metrics, labels, absl::Now(), 0};
+  if (metrics != nullptr) {
+    call.bytes_in = request.ByteSizeLong();
+    metrics->RequestStarted();
+  }
+  return call;
+}
+
+void CallRecord::Done(const absl::Status& status, const google::protobuf::Message* response,
+                      uint64_t elements) const {
+  if (metrics == nullptr) return;
+  metrics->RequestDone(labels.rpc, labels.op, labels.dtype, status.code(), absl::Now() - received,
+                       bytes_in, response != nullptr ? response->ByteSizeLong() : 0,
+                       status.ok() ? elements : 0);
+  metrics->RequestFinished();
+}
+
+void RecordRefusal(Metrics* metrics, const absl::Status& status) {
+  if (metrics == nullptr) return;
+  if (absl::IsInvalidArgument(status)) metrics->Rejected(RejectReason::kInvalid);
+  if (absl::IsResourceExhausted(status)) metrics->Rejected(RejectReason::kTooLarge);
+}
+
+}  // namespace primserve

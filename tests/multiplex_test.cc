@@ -1,0 +1,334 @@
+// The Multiplex RPC against a real server (CPU backend, loopback): many
+// requests of every RPC on one stream get exactly the unary answers, matched
+// by id; answers come back out of order; one bad request gets its own code
+// while the stream goes on; an id already in flight is refused; and a client
+// that stops reading stalls only its own stream.
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "client/client.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "server/cpu_backend.h"
+#include "server/server.h"
+
+namespace primserve {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The CPU backend, but batches of the held RPC wait until released.
+class HoldingBackend final : public ExecutionBackend {
+ public:
+  explicit HoldingBackend(Rpc held) : held_(held) {}
+  std::string name() const override { return "holding"; }
+  void Execute(std::vector<std::unique_ptr<Task>> batch) override {
+    if (RpcOf(batch.front()->operation) == held_) {
+      if (!arrived_once_.exchange(true)) arrived_.Notify();
+      release_.WaitForNotification();
+    }
+    cpu_.Execute(std::move(batch));
+  }
+  absl::Notification arrived_, release_;
+
+ private:
+  const Rpc held_;
+  std::atomic<bool> arrived_once_{false};
+  CpuBackend cpu_;
+};
+
+template <typename T>
+std::vector<T> Random(std::mt19937& rng, size_t n) {
+  std::uniform_int_distribution<int> dist(-50, 50);
+  std::vector<T> v(n);
+  for (T& x : v) x = static_cast<T>(dist(rng));
+  return v;
+}
+
+// A random request of a random RPC.
+v1::MultiplexRequest RandomRequest(std::mt19937& rng, uint64_t id) {
+  v1::MultiplexRequest m;
+  m.set_id(id);
+  const size_t n = rng() % 200;
+  switch (rng() % 7) {
+    case 0: {
+      auto* r = m.mutable_scan();
+      *r->mutable_input() = PackArray<int32_t>(Random<int32_t>(rng, n));
+      r->set_op(v1::SUM);
+      r->set_exclusive(rng() % 2);
+      break;
+    }
+    case 1: {
+      auto* r = m.mutable_reduce();
+      *r->mutable_input() = PackArray<double>(Random<double>(rng, n));
+      r->set_op(v1::ARGMAX);
+      break;
+    }
+    case 2: {
+      auto* r = m.mutable_select();
+      *r->mutable_input() = PackArray<int64_t>(Random<int64_t>(rng, n));
+      r->mutable_predicate()->set_kind(v1::Predicate::GT);
+      r->mutable_predicate()->mutable_operand()->set_int_value(static_cast<int>(rng() % 20));
+      r->set_output(v1::SelectRequest::VALUES_AND_INDICES);
+      break;
+    }
+    case 3:
+      *m.mutable_unique()->mutable_input() = PackArray<uint32_t>(Random<uint32_t>(rng, n));
+      break;
+    case 4:
+      *m.mutable_run_length_encode()->mutable_input() = PackArray<float>(Random<float>(rng, n));
+      break;
+    case 5: {
+      auto* r = m.mutable_reduce_by_key();
+      std::vector<int32_t> keys(n);
+      for (size_t i = 0; i < n; ++i) keys[i] = static_cast<int32_t>(i / 3);
+      *r->mutable_keys() = PackArray<int32_t>(keys);
+      *r->mutable_values() = PackArray<int64_t>(Random<int64_t>(rng, n));
+      r->set_op(v1::MAX);
+      break;
+    }
+    default: {
+      auto* r = m.mutable_aggregate_by_key();
+      std::vector<uint64_t> keys(n);
+      for (uint64_t& k : keys) k = rng() % 10;
+      *r->mutable_keys() = PackArray<uint64_t>(keys);
+      *r->mutable_values() = PackArray<float>(Random<float>(rng, n));
+      r->set_op(v1::MIN);
+      r->set_num_keys(10);
+      break;
+    }
+  }
+  return m;
+}
+
+class MultiplexTest : public ::testing::Test {
+ protected:
+  void Start(std::unique_ptr<ExecutionBackend> backend, uint64_t window = 1024) {
+    ServerOptions options;
+    options.address = "127.0.0.1:0";
+    options.limits.multiplex_window = window;
+    absl::StatusOr<std::unique_ptr<PrimServer>> server =
+        PrimServer::Start(options, std::move(backend));
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::Primitives::NewStub(channel_);
+  }
+
+  // The unary answer to the request inside `m`, as the stream should give it.
+  v1::MultiplexResponse Unary(const v1::MultiplexRequest& m) {
+    v1::MultiplexResponse want;
+    want.set_id(m.id());
+    grpc::Status status;
+    auto call = [&](auto method, const auto& request, auto* response) {
+      grpc::ClientContext context;
+      status = ((*stub_).*method)(&context, request, response);
+    };
+    using S = v1::Primitives::Stub;
+    switch (m.request_case()) {
+      case v1::MultiplexRequest::kScan: call(&S::Scan, m.scan(), want.mutable_scan()); break;
+      case v1::MultiplexRequest::kReduce:
+        call(&S::Reduce, m.reduce(), want.mutable_reduce());
+        break;
+      case v1::MultiplexRequest::kSelect:
+        call(&S::Select, m.select(), want.mutable_select());
+        break;
+      case v1::MultiplexRequest::kUnique:
+        call(&S::Unique, m.unique(), want.mutable_unique());
+        break;
+      case v1::MultiplexRequest::kRunLengthEncode:
+        call(&S::RunLengthEncode, m.run_length_encode(), want.mutable_run_length_encode());
+        break;
+      case v1::MultiplexRequest::kReduceByKey:
+        call(&S::ReduceByKey, m.reduce_by_key(), want.mutable_reduce_by_key());
+        break;
+      case v1::MultiplexRequest::kAggregateByKey:
+        call(&S::AggregateByKey, m.aggregate_by_key(), want.mutable_aggregate_by_key());
+        break;
+      case v1::MultiplexRequest::REQUEST_NOT_SET:
+        break;
+    }
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return want;
+  }
+
+  std::unique_ptr<PrimServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Primitives::Stub> stub_;
+};
+
+TEST_F(MultiplexTest, EveryAnswerEqualsTheUnaryOneMatchedById) {
+  Start(std::make_unique<CpuBackend>());
+  std::mt19937 rng(1);
+  constexpr int kRequests = 500;
+  std::vector<v1::MultiplexRequest> requests;
+  for (int i = 0; i < kRequests; ++i) requests.push_back(RandomRequest(rng, 1000 + 7 * i));
+  grpc::ClientContext context;
+  auto stream = stub_->Multiplex(&context);
+  for (const auto& r : requests) ASSERT_TRUE(stream->Write(r));
+  ASSERT_TRUE(stream->WritesDone());
+  absl::flat_hash_map<uint64_t, v1::MultiplexResponse> answers;
+  v1::MultiplexResponse answer;
+  while (stream->Read(&answer)) {
+    EXPECT_TRUE(answers.emplace(answer.id(), answer).second) << "two answers for " << answer.id();
+  }
+  const grpc::Status status = stream->Finish();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(answers.size(), requests.size());
+  for (const auto& r : requests) {
+    const v1::MultiplexResponse& got = answers[r.id()];
+    EXPECT_EQ(got.code(), 0) << got.message();
+    EXPECT_EQ(got.SerializeAsString(), Unary(r).SerializeAsString()) << "id " << r.id();
+  }
+}
+
+TEST_F(MultiplexTest, AnswersComeBackAsEachFinishes) {
+  auto backend = std::make_unique<HoldingBackend>(Rpc::kReduce);
+  HoldingBackend* holding = backend.get();
+  Start(std::move(backend));
+  std::mt19937 rng(2);
+  grpc::ClientContext context;
+  auto stream = stub_->Multiplex(&context);
+  v1::MultiplexRequest slow;
+  slow.set_id(1);
+  *slow.mutable_reduce()->mutable_input() = PackArray<int32_t>(Random<int32_t>(rng, 100));
+  slow.mutable_reduce()->set_op(v1::SUM);
+  v1::MultiplexRequest fast;
+  fast.set_id(2);
+  *fast.mutable_scan()->mutable_input() = PackArray<int32_t>(Random<int32_t>(rng, 100));
+  fast.mutable_scan()->set_op(v1::SUM);
+  ASSERT_TRUE(stream->Write(slow));
+  holding->arrived_.WaitForNotification();
+  ASSERT_TRUE(stream->Write(fast));
+  v1::MultiplexResponse first, second;
+  ASSERT_TRUE(stream->Read(&first));
+  EXPECT_EQ(first.id(), 2u);
+  holding->release_.Notify();
+  ASSERT_TRUE(stream->Read(&second));
+  EXPECT_EQ(second.id(), 1u);
+  EXPECT_EQ(second.SerializeAsString(), Unary(slow).SerializeAsString());
+  ASSERT_TRUE(stream->WritesDone());
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_F(MultiplexTest, ABadRequestGetsItsOwnCodeAndTheStreamGoesOn) {
+  Start(std::make_unique<CpuBackend>());
+  std::mt19937 rng(3);
+  grpc::ClientContext context;
+  auto stream = stub_->Multiplex(&context);
+  std::vector<v1::MultiplexRequest> good;
+  for (int i = 0; i < 20; ++i) good.push_back(RandomRequest(rng, i));
+  v1::MultiplexRequest bad;
+  bad.set_id(99);
+  bad.mutable_scan()->mutable_input()->set_dtype(v1::INT32);
+  bad.mutable_scan()->mutable_input()->set_data("abc");  // not whole elements
+  bad.mutable_scan()->set_op(v1::SUM);
+  v1::MultiplexRequest empty;
+  empty.set_id(100);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(stream->Write(good[i]));
+  ASSERT_TRUE(stream->Write(bad));
+  ASSERT_TRUE(stream->Write(empty));
+  for (int i = 10; i < 20; ++i) ASSERT_TRUE(stream->Write(good[i]));
+  ASSERT_TRUE(stream->WritesDone());
+  absl::flat_hash_map<uint64_t, v1::MultiplexResponse> answers;
+  v1::MultiplexResponse answer;
+  while (stream->Read(&answer)) answers[answer.id()] = answer;
+  ASSERT_TRUE(stream->Finish().ok());
+  ASSERT_EQ(answers.size(), 22u);
+  EXPECT_EQ(answers[99].code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(answers[99].message(), HasSubstr("input.data has 3 bytes"));
+  EXPECT_EQ(answers[99].response_case(), v1::MultiplexResponse::RESPONSE_NOT_SET);
+  EXPECT_EQ(answers[100].code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(answers[100].message(), HasSubstr("request is not set"));
+  for (const auto& r : good) {
+    EXPECT_EQ(answers[r.id()].SerializeAsString(), Unary(r).SerializeAsString());
+  }
+}
+
+TEST_F(MultiplexTest, AnIdInFlightIsRefusedForTheNewRequestOnly) {
+  auto backend = std::make_unique<HoldingBackend>(Rpc::kReduce);
+  HoldingBackend* holding = backend.get();
+  Start(std::move(backend));
+  std::mt19937 rng(4);
+  grpc::ClientContext context;
+  auto stream = stub_->Multiplex(&context);
+  v1::MultiplexRequest held;
+  held.set_id(7);
+  *held.mutable_reduce()->mutable_input() = PackArray<int64_t>(Random<int64_t>(rng, 50));
+  held.mutable_reduce()->set_op(v1::MAX);
+  ASSERT_TRUE(stream->Write(held));
+  holding->arrived_.WaitForNotification();
+  v1::MultiplexRequest again = RandomRequest(rng, 7);
+  ASSERT_TRUE(stream->Write(again));
+  v1::MultiplexResponse refused, answered;
+  ASSERT_TRUE(stream->Read(&refused));
+  EXPECT_EQ(refused.id(), 7u);
+  EXPECT_EQ(refused.code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.message(), HasSubstr("id 7 is already in flight"));
+  holding->release_.Notify();
+  ASSERT_TRUE(stream->Read(&answered));
+  EXPECT_EQ(answered.SerializeAsString(), Unary(held).SerializeAsString());
+  // Answered: the id may be used again.
+  ASSERT_TRUE(stream->Write(again));
+  ASSERT_TRUE(stream->Read(&answered));
+  EXPECT_EQ(answered.SerializeAsString(), Unary(again).SerializeAsString());
+  ASSERT_TRUE(stream->WritesDone());
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_F(MultiplexTest, AClientThatStopsReadingStallsOnlyItsOwnStream) {
+  Start(std::make_unique<CpuBackend>(), /*window=*/4);
+  std::mt19937 rng(5);
+  grpc::ClientContext context;
+  auto stream = stub_->Multiplex(&context);
+  // Far more than the window and than the socket buffers hold: the writer
+  // thread blocks once the server stops reading.
+  constexpr int kRequests = 2000;
+  std::vector<v1::MultiplexRequest> requests;
+  for (int i = 0; i < kRequests; ++i) {
+    v1::MultiplexRequest m;
+    m.set_id(i);
+    *m.mutable_scan()->mutable_input() = PackArray<int32_t>(Random<int32_t>(rng, 4096));
+    m.mutable_scan()->set_op(v1::SUM);
+    requests.push_back(std::move(m));
+  }
+  absl::Notification written;
+  std::thread writer([&] {
+    for (const auto& r : requests) {
+      if (!stream->Write(r)) break;
+    }
+    stream->WritesDone();
+    written.Notify();
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(written.HasBeenNotified()) << "the server read the whole stream unanswered";
+  // Other callers are served meanwhile.
+  PrimitivesClient other(channel_);
+  const std::vector<int32_t> input = {1, 2, 3};
+  absl::StatusOr<std::vector<int32_t>> sums = other.Scan<int32_t>(input, Op::kSum);
+  ASSERT_TRUE(sums.ok()) << sums.status();
+  EXPECT_EQ(*sums, (std::vector<int32_t>{1, 3, 6}));
+  // Reading resumes the stream; every answer arrives.
+  int answered = 0;
+  v1::MultiplexResponse answer;
+  while (stream->Read(&answer)) {
+    EXPECT_EQ(answer.code(), 0) << answer.message();
+    ++answered;
+  }
+  writer.join();
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(answered, kRequests);
+}
+
+}  // namespace
+}  // namespace primserve
