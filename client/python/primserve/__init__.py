@@ -17,6 +17,5 @@ from primserve.errors import ServerError
 from primserve.results import ArgExtreme, KeyedReduction, Partition, Runs, Selection
 
 __version__ = "0.1.0"
-DTYPES = ("int32", "int64", "uint32", "uint64", "float32", "float64")
 
-__all__ = ["Client", "ServerError", "ArgExtreme", "KeyedReduction", "Partition", "Runs", "Selection", "DTYPES"]
+__all__ = ["Client", "ServerError", "ArgExtreme", "KeyedReduction", "Partition", "Runs", "Selection"]

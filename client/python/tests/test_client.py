@@ -38,6 +38,18 @@ def test_installed_copy_is_tested(request, address):
     assert np.frombuffer(response.output.data, np.int64).tolist() == [2, 5, 9]
 
 
+def test_method_docstring_examples(client):
+    # The examples in help(primserve.Client) are what the server answers.
+    import doctest
+
+    runner = doctest.DocTestRunner()
+    for test in doctest.DocTestFinder().find(primserve.Client, globs={"client": client, "np": np}):
+        if test.name != "Client" and test.examples:  # the class's own example names an address
+            runner.run(test)
+    results = runner.summarize(verbose=False)
+    assert results.failed == 0 and results.attempted >= 15
+
+
 def test_health(client):
     assert client.health() == "SERVING"
 
