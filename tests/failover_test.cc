@@ -216,13 +216,20 @@ class ServerProcess {
   int port() const { return port_; }
   ChildProcess& child() { return child_; }
 
+  // Its primserve_requests_in_flight gauge; nullopt when the scrape fails.
+  std::optional<double> RequestsInFlight() const {
+    const std::optional<std::string> metrics = Scrape();
+    if (!metrics) return std::nullopt;
+    return testing::SampleValue(*metrics, "primserve_requests_in_flight");
+  }
+
   // The sum of primserve_requests_total over its series; nullopt when the
   // scrape fails.
   std::optional<double> Requests() const {
-    absl::StatusOr<testing::HttpResponse> scrape = testing::HttpGet(metrics_port_, "/metrics");
-    if (!scrape.ok() || scrape->status != 200) return std::nullopt;
+    const std::optional<std::string> metrics = Scrape();
+    if (!metrics) return std::nullopt;
     double total = 0;
-    for (absl::string_view line : absl::StrSplit(scrape->body, '\n')) {
+    for (absl::string_view line : absl::StrSplit(*metrics, '\n')) {
       if (!absl::ConsumePrefix(&line, "primserve_requests_total{")) continue;
       double value = 0;
       if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) total += value;
@@ -231,6 +238,12 @@ class ServerProcess {
   }
 
  private:
+  std::optional<std::string> Scrape() const {
+    absl::StatusOr<testing::HttpResponse> scrape = testing::HttpGet(metrics_port_, "/metrics");
+    if (!scrape.ok() || scrape->status != 200) return std::nullopt;
+    return scrape->body;
+  }
+
   static std::string LogPath(int index) {
     static std::atomic<int> starts{0};
     const char* dir = std::getenv("TEST_TMPDIR");
@@ -354,12 +367,15 @@ TEST(FailoverTest, SigtermSigkillAndComeBack) {
   absl::SleepFor(absl::Seconds(2));
   scrape();
 
-  // Killed while calls are in flight (on both live servers, round robin).
+  // Killed while it has calls in flight: its own gauge, scraped just before.
   load.set_phase(2);
-  for (const absl::Time give_up = absl::Now() + absl::Seconds(5);
-       load.in_flight() < kCallers / 2 && absl::Now() < give_up;) {
+  int in_flight_at_kill = 0;
+  double killed_in_flight = 0;
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(5); absl::Now() < give_up;) {
+    in_flight_at_kill = load.in_flight();
+    killed_in_flight = servers[1]->RequestsInFlight().value_or(0);
+    if (killed_in_flight >= 1) break;
   }
-  const int in_flight_at_kill = load.in_flight();
   servers[1]->child().Kill();
   absl::SleepFor(absl::Seconds(3));
   scrape();
@@ -423,16 +439,19 @@ TEST(FailoverTest, SigtermSigkillAndComeBack) {
                 tallies[p].failures(), tallies[p].wrong, absl::StrJoin(spread, ", ").c_str(),
                 codes.empty() ? "" : absl::StrCat("  (", absl::StrJoin(codes, " "), ")").c_str());
   }
-  std::printf("server 0 drained and exited %.3f s after SIGTERM (status %d); %d calls in flight "
-              "(over both live servers) at the SIGKILL; server 1 took calls %.3f s after its restart; %d calls in %.1f s\n",
-              absl::ToDoubleSeconds(drained.took), drained.status, in_flight_at_kill,
-              absl::ToDoubleSeconds(rejoined_after), static_cast<int>(outcomes.size()),
-              absl::ToDoubleSeconds(took));
+  std::printf("server 0 drained and exited %.3f s after SIGTERM (status %d)\n"
+              "SIGKILL: server 1 had %g calls in flight (its primserve_requests_in_flight just "
+              "before), the client %d over both servers\n"
+              "server 1 took calls %.3f s after its restart; %d calls in %.1f s\n",
+              absl::ToDoubleSeconds(drained.took), drained.status, killed_in_flight,
+              in_flight_at_kill, absl::ToDoubleSeconds(rejoined_after),
+              static_cast<int>(outcomes.size()), absl::ToDoubleSeconds(took));
 
   for (const Tally& t : tallies) EXPECT_EQ(t.wrong, 0);
   EXPECT_TRUE(drained.exited && WIFEXITED(drained.status) && WEXITSTATUS(drained.status) == 0);
   EXPECT_EQ(tallies[0].failures(), 0);
   EXPECT_EQ(tallies[1].failures(), 0) << "calls failed around the SIGTERM";
+  EXPECT_GE(killed_in_flight, 1) << "no call was in flight on the killed server";
   EXPECT_LE(tallies[2].failures(), in_flight_at_kill);
   EXPECT_EQ(tallies[2].failures(), tallies[2].failed[absl::StatusCode::kUnavailable])
       << "a call around the SIGKILL failed with other than UNAVAILABLE";
