@@ -106,8 +106,10 @@ struct ConnectOptions {
   // CANCELLED the server sent (a server shutting down cancels calls it had
   // received but not started, and calls that outlive its drain). Every
   // primitive is idempotent, so a retry on another server is safe; a call the
-  // caller cancels or whose deadline passes is not retried. gRPC caps this at
-  // 5; 1 turns retries off. Retries back off exponentially from `initial_backoff` to
+  // caller cancels or whose deadline passes is not retried. A Multiplex
+  // stream is retried only until its first answer arrives; after that an
+  // error ends it, and the caller opens another. gRPC caps this at 5; 1
+  // turns retries off. Retries back off exponentially from `initial_backoff` to
   // `max_backoff`, with jitter.
   int max_attempts = 4;
   absl::Duration initial_backoff = absl::Milliseconds(50);
