@@ -55,6 +55,14 @@ ABSL_FLAG(uint64_t, max_enqueued_tasks, 4096,
           "Requests accepted but not started; beyond it requests get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(uint64_t, large_request_items, uint64_t{1} << 18,
           "Requests of at least this many elements run alone, unbatched.");
+ABSL_FLAG(uint64_t, max_in_flight_bytes, uint64_t{4} << 30,
+          "Admission: cost (request bytes + largest answer) of all requests running at once; "
+          "the rest wait, each caller in its own queue, taking turns.");
+ABSL_FLAG(uint64_t, max_peer_in_flight_bytes, uint64_t{1} << 30,
+          "Admission: cost one caller (client address) may have running at once; its other "
+          "requests wait behind each other, not in front of other callers.");
+ABSL_FLAG(uint64_t, max_peer_queued_tasks, 1024,
+          "Admission: requests one caller may have waiting; more get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(double, shutdown_grace_seconds, 30,
           "On SIGINT/SIGTERM, how long calls in flight get to finish.");
 ABSL_FLAG(std::string, tls_cert, "",
@@ -151,6 +159,9 @@ int Main() {
   options.limits.max_elements = absl::GetFlag(FLAGS_max_request_elements);
   options.limits.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   options.limits.multiplex_window = absl::GetFlag(FLAGS_multiplex_window);
+  options.admission.max_in_flight_bytes = absl::GetFlag(FLAGS_max_in_flight_bytes);
+  options.admission.max_peer_in_flight_bytes = absl::GetFlag(FLAGS_max_peer_in_flight_bytes);
+  options.admission.max_peer_queued_tasks = absl::GetFlag(FLAGS_max_peer_queued_tasks);
   options.batcher.num_threads = absl::GetFlag(FLAGS_batch_threads);
   options.batcher.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   options.batcher.max_batch_items = absl::GetFlag(FLAGS_max_batch_items);

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/admission.h"
 #include "server/call_record.h"
 #include "server/service.h"
 
@@ -113,6 +114,7 @@ void MultiplexReactor::Schedule(std::unique_ptr<v1::MultiplexRequest> holder,
   task->operation = *std::move(operation);
   task->deadline = DeadlineOf(*context_);
   task->is_cancelled = [context = context_] { return context->IsCancelled(); };
+  task->peer = PeerKey(context_->peer());
   // The operation views `holder`, which the task keeps until it is answered.
   task->done = [this, holder = std::move(holder), answer_field, call,
                 elements](absl::StatusOr<Result> result) {

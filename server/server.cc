@@ -82,7 +82,8 @@ class ReflectionOption final : public grpc::ServerBuilderOption {
 PrimServer::PrimServer(std::unique_ptr<ExecutionBackend> backend, const ServerOptions& options)
     : backend_(std::move(backend)),
       batcher_(options.batcher, backend_.get(), options.metrics),
-      service_(&batcher_, options.limits, options.metrics),
+      admission_(options.admission, &batcher_, options.metrics),
+      service_(&admission_, options.limits, options.metrics),
       echo_service_(options.limits.max_response_bytes) {}
 
 absl::StatusOr<std::unique_ptr<PrimServer>> PrimServer::Start(
@@ -135,6 +136,7 @@ void PrimServer::Shutdown(absl::Duration grace) {
     server_->GetHealthCheckService()->SetServingStatus(false);
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   }
+  admission_.Shutdown();
   batcher_.Shutdown();
 }
 

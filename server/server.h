@@ -1,6 +1,6 @@
 // Assembles a running primserve: the gRPC server with the Primitives and
-// health services and (optionally) Echo and reflection, over a batcher over an
-// execution backend.
+// health services and (optionally) Echo and reflection, over fair admission
+// over a batcher over an execution backend.
 // Used by main() and by the tests, which start it on an ephemeral loopback
 // port.
 #ifndef PRIMSERVE_SERVER_SERVER_H_
@@ -14,6 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
+#include "server/admission.h"
 #include "server/backend.h"
 #include "server/batcher.h"
 #include "server/convert.h"
@@ -29,6 +30,8 @@ struct ServerOptions {
   // gRPC refuses larger messages before reading them (RESOURCE_EXHAUSTED).
   int max_receive_message_bytes = 2147483647;
   RequestLimits limits;
+  // Per-caller fairness and bounds on cost in flight, before the batcher.
+  AdmissionOptions admission;
   BatcherOptions batcher;
   // Where the transport and the batcher record; not owned, outlives the
   // server. Null records nothing. (The backend gets it from its creator.)
@@ -66,6 +69,7 @@ class PrimServer final {
 
   std::unique_ptr<ExecutionBackend> backend_;
   Batcher batcher_;
+  FairAdmission admission_;  // in front of batcher_
   PrimitivesService service_;
   EchoService echo_service_;  // no work: measures the transport; served when options.echo
   std::unique_ptr<grpc::Server> server_;

@@ -7,6 +7,7 @@
 
 #include "server/call_record.h"
 #include "server/multiplex.h"
+#include "server/admission.h"
 
 namespace primserve {
 
@@ -48,6 +49,7 @@ grpc::ServerUnaryReactor* PrimitivesService::Handle(grpc::CallbackServerContext*
   task->operation = *std::move(operation);
   task->deadline = DeadlineOf(*context);
   task->is_cancelled = [context] { return context->IsCancelled(); };
+  task->peer = PeerKey(context->peer());
   task->done = [reactor, response, call, elements](absl::StatusOr<Result> result) {
     const absl::Status status =
         result.ok() ? ToResponse(*std::move(result), response) : result.status();

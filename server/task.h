@@ -199,6 +199,9 @@ struct Task {
   // Called exactly once, with the result or the reason there is none.
   absl::AnyInvocable<void(absl::StatusOr<Result>)> done;
   absl::Time enqueued_at;
+  // Who sent it (see PeerKey in admission.h); admission keeps callers apart
+  // by it.
+  std::string peer;
 };
 
 }  // namespace primserve

@@ -20,5 +20,6 @@ bazel test --config=asan-ubsan --build_tests_only //reference:reference_test //s
   //tests/fuzz:corpus_test
 # Data races, in the tests whose threads meet only in primserve's own code
 # (see .bazelrc on why not the gRPC ones).
-bazel test --config=tsan //server:batcher_test //server:metrics_test //server:memory_budget_test
+bazel test --config=tsan //server:batcher_test //server:metrics_test //server:memory_budget_test \
+  //server:admission_test
 ./tools/fuzz.sh

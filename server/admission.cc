@@ -1,0 +1,241 @@
+#include "server/admission.h"
+
+#include <utility>
+#include <variant>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace primserve {
+namespace {
+
+// Charged for every request on top of its bytes: the fixed cost of a call,
+// so that floods of empty requests are not free.
+constexpr uint64_t kRequestOverheadBytes = 4096;
+
+uint64_t RequestBytes(const Operation& operation) {
+  auto offsets = [](absl::Span<const uint64_t> s) { return s.size() * sizeof(uint64_t); };
+  return std::visit(
+      Overloaded{
+          [&](const ScanOperation& o) { return o.input.bytes.size() + offsets(o.segment_offsets); },
+          [&](const ReduceOperation& o) {
+            return o.input.bytes.size() + offsets(o.segment_offsets);
+          },
+          [&](const SelectOperation& o) {
+            return o.input.bytes.size() + (o.flags ? o.flags->bytes.size() : 0);
+          },
+          [&](const UniqueOperation& o) { return o.input.bytes.size(); },
+          [&](const RunLengthEncodeOperation& o) { return o.input.bytes.size(); },
+          [&](const ReduceByKeyOperation& o) {
+            return o.keys.bytes.size() + o.values.bytes.size();
+          },
+          [&](const AggregateByKeyOperation& o) {
+            return o.keys.bytes.size() + o.values.bytes.size();
+          },
+      },
+      operation);
+}
+
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+// The reason a waiting task can no longer run, or OK.
+absl::Status Dead(const Task& task, absl::Time now) {
+  if (task.is_cancelled && task.is_cancelled()) {
+    return absl::CancelledError("the caller cancelled the request while it waited its turn");
+  }
+  if (now >= task.deadline) {
+    return absl::DeadlineExceededError("the deadline passed while the request waited its turn");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+uint64_t AdmissionCost(const Operation& operation) {
+  return SaturatingAdd(SaturatingAdd(RequestBytes(operation), MaxAnswerBytes(operation)),
+                       kRequestOverheadBytes);
+}
+
+std::string PeerKey(const std::string& peer) {
+  if (!absl::StartsWith(peer, "ipv4:") && !absl::StartsWith(peer, "ipv6:")) return peer;
+  const size_t colon = peer.rfind(':');
+  return colon > 4 ? peer.substr(0, colon) : peer;
+}
+
+FairAdmission::FairAdmission(const AdmissionOptions& options, Scheduler* next, Metrics* metrics)
+    : options_(options), next_(next), metrics_(metrics) {
+  sweeper_ = std::thread([this] { SweepLoop(); });
+}
+
+FairAdmission::~FairAdmission() { Shutdown(); }
+
+absl::Status FairAdmission::Schedule(std::unique_ptr<Task>* task) {
+  const uint64_t cost = AdmissionCost((*task)->operation);
+  std::vector<Handoff> admitted;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::UnavailableError("the server is shutting down");
+    Peer& peer = peers_[(*task)->peer];
+    if (peer.queue.size() >= options_.max_peer_queued_tasks) {
+      ForgetIfIdle((*task)->peer);
+      if (metrics_ != nullptr) metrics_->Rejected(RejectReason::kQueueFull);
+      return absl::ResourceExhaustedError(
+          absl::StrCat("this caller already has ", options_.max_peer_queued_tasks,
+                       " requests waiting for their turn; retry later"));
+    }
+    if (peer.queue.empty()) turns_.push_back((*task)->peer);
+    peer.queue.push_back({std::move(*task), cost});
+    ++queued_;
+    admitted = TakeAdmitted();
+  }
+  HandOn(std::move(admitted));
+  return absl::OkStatus();
+}
+
+std::vector<FairAdmission::Handoff> FairAdmission::TakeAdmitted() {
+  std::vector<Handoff> admitted;
+  // One pass over the turns without a task admitted means none fits now.
+  for (size_t refused = 0; !turns_.empty() && refused < turns_.size();) {
+    std::string name = std::move(turns_.front());
+    turns_.pop_front();
+    Peer& peer = peers_[name];
+    const uint64_t cost = peer.queue.front().cost;
+    const bool peer_fits =
+        peer.in_flight == 0 || peer.in_flight + cost <= options_.max_peer_in_flight_bytes;
+    const bool total_fits = in_flight_ == 0 || in_flight_ + cost <= options_.max_in_flight_bytes;
+    if (!peer_fits || !total_fits) {
+      turns_.push_back(std::move(name));
+      ++refused;
+      continue;
+    }
+    refused = 0;
+    peer.in_flight += cost;
+    in_flight_ += cost;
+    --queued_;
+    admitted.push_back({name, std::move(peer.queue.front())});
+    peer.queue.pop_front();
+    if (!peer.queue.empty()) turns_.push_back(std::move(name));
+  }
+  return admitted;
+}
+
+void FairAdmission::HandOn(std::vector<Handoff> admitted) {
+  const absl::Time now = absl::Now();
+  for (Handoff& handoff : admitted) {
+    std::unique_ptr<Task>& task = handoff.waiting.task;
+    const uint64_t cost = handoff.waiting.cost;
+    if (absl::Status dead = Dead(*task, now); !dead.ok()) {
+      if (metrics_ != nullptr) {
+        metrics_->Rejected(absl::IsCancelled(dead) ? RejectReason::kCancelled
+                                                   : RejectReason::kDeadline);
+      }
+      Release(handoff.peer, cost);
+      task->done(dead);
+      continue;
+    }
+    // The cost is freed once the answer has been handed to the transport.
+    task->done = [this, peer = handoff.peer, cost,
+                  done = std::move(task->done)](absl::StatusOr<Result> result) mutable {
+      done(std::move(result));
+      Release(peer, cost);
+    };
+    if (absl::Status scheduled = next_->Schedule(&task); !scheduled.ok()) {
+      task->done(scheduled);  // `next` recorded its own refusal
+    }
+  }
+}
+
+void FairAdmission::Release(const std::string& peer, uint64_t cost) {
+  std::vector<Handoff> admitted;
+  {
+    absl::MutexLock lock(&mu_);
+    peers_[peer].in_flight -= cost;
+    in_flight_ -= cost;
+    ForgetIfIdle(peer);
+    admitted = TakeAdmitted();
+  }
+  HandOn(std::move(admitted));
+}
+
+void FairAdmission::ForgetIfIdle(const std::string& peer) {
+  auto it = peers_.find(peer);
+  if (it != peers_.end() && it->second.queue.empty() && it->second.in_flight == 0) {
+    peers_.erase(it);
+  }
+}
+
+void FairAdmission::SweepLoop() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    mu_.Await(absl::Condition(
+        +[](FairAdmission* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return self->stopping_ || self->queued_ > 0;
+        },
+        this));
+    if (stopping_) return;
+    std::vector<std::pair<std::unique_ptr<Task>, absl::Status>> dead;
+    const absl::Time now = absl::Now();
+    for (auto turn = turns_.begin(); turn != turns_.end();) {
+      Peer& peer = peers_[*turn];
+      for (auto it = peer.queue.begin(); it != peer.queue.end();) {
+        if (absl::Status why = Dead(*it->task, now); !why.ok()) {
+          dead.emplace_back(std::move(it->task), why);
+          it = peer.queue.erase(it);
+          --queued_;
+        } else {
+          ++it;
+        }
+      }
+      if (peer.queue.empty()) {
+        ForgetIfIdle(*turn);
+        turn = turns_.erase(turn);
+      } else {
+        ++turn;
+      }
+    }
+    if (!dead.empty()) {
+      mu_.Unlock();
+      for (auto& [task, why] : dead) {
+        if (metrics_ != nullptr) {
+          metrics_->Rejected(absl::IsCancelled(why) ? RejectReason::kCancelled
+                                                    : RejectReason::kDeadline);
+        }
+        task->done(why);
+      }
+      mu_.Lock();
+    }
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.sweep_interval);
+  }
+}
+
+void FairAdmission::Shutdown() {
+  std::vector<std::unique_ptr<Task>> waiting;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    for (const std::string& name : turns_) {
+      for (Waiting& w : peers_[name].queue) waiting.push_back(std::move(w.task));
+      peers_[name].queue.clear();
+      ForgetIfIdle(name);
+    }
+    turns_.clear();
+    queued_ = 0;
+  }
+  sweeper_.join();
+  for (std::unique_ptr<Task>& task : waiting) {
+    task->done(absl::UnavailableError("the server is shutting down"));
+  }
+}
+
+uint64_t FairAdmission::queued() const {
+  absl::MutexLock lock(&mu_);
+  return queued_;
+}
+
+uint64_t FairAdmission::in_flight_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return in_flight_;
+}
+
+}  // namespace primserve
