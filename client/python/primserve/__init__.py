@@ -2,7 +2,7 @@
 
 numpy arrays in and out (int32, int64, uint32, uint64, float32, float64; 1-D
 and contiguous). ``primserve.Client`` blocks; ``primserve.aio.Client`` is the
-same API on asyncio.
+same API on asyncio; ``client.multiplex()`` sends many calls on one stream.
 
 >>> import numpy as np, primserve
 >>> client = primserve.Client("localhost:50051")

@@ -1,8 +1,8 @@
 """Each client method as a Call: the RPC, its checked request, and how to read the answer.
 
-The blocking and the asyncio clients share these and differ only in how they
-send the request, so every check on the arguments happens before anything is
-sent, in both.
+The blocking and the asyncio clients and their Multiplex streams share these
+and differ only in how they send the request, so every check on the arguments
+happens before anything is sent, in all of them.
 """
 
 import numbers

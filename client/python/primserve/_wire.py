@@ -18,7 +18,7 @@ Field numbers and types come from the generated descriptors.
 """
 
 from types import SimpleNamespace
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
@@ -27,7 +27,8 @@ from google.protobuf.message import Message
 from primserve import _arrays
 from primserve.v1 import primitives_pb2 as pb
 
-_VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
+# Wire types.
+VARINT, _I64, LEN, _I32 = 0, 1, 2, 5
 _ARRAY_DTYPE = pb.Array.DESCRIPTOR.fields_by_name["dtype"].number
 _ARRAY_DATA = pb.Array.DESCRIPTOR.fields_by_name["data"].number
 # The responses' scalar fields (SelectResponse.count): non-negative varints.
@@ -38,7 +39,7 @@ def _is_array(field: FieldDescriptor) -> bool:
     return field.message_type is not None and field.message_type.full_name == pb.Array.DESCRIPTOR.full_name
 
 
-def _varint(value: int) -> bytes:
+def varint(value: int) -> bytes:
     out = bytearray()
     while value > 0x7F:
         out.append(value & 0x7F | 0x80)
@@ -47,8 +48,9 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def _key(field_number: int, wire_type: int) -> bytes:
-    return _varint(field_number << 3 | wire_type)
+def key(field_number: int, wire_type: int) -> bytes:
+    """A field's tag."""
+    return varint(field_number << 3 | wire_type)
 
 
 def serialize(request: Message, arrays: Dict[str, np.ndarray]) -> bytes:
@@ -58,10 +60,10 @@ def serialize(request: Message, arrays: Dict[str, np.ndarray]) -> bytes:
     fields' names to checked (1-D, contiguous) arrays.
     """
     parts: List[object] = [request.SerializeToString()]
-    fields = request.DESCRIPTOR.fields_by_name
+    numbers = request.DESCRIPTOR.fields_by_name
     for name, a in arrays.items():
-        data_header = _key(_ARRAY_DATA, _LEN) + _varint(a.nbytes)
-        parts += [_key(fields[name].number, _LEN), _varint(len(data_header) + a.nbytes), data_header,
+        data_header = key(_ARRAY_DATA, LEN) + varint(a.nbytes)
+        parts += [key(numbers[name].number, LEN), varint(len(data_header) + a.nbytes), data_header,
                   memoryview(a).cast("B")]
     return b"".join(parts)
 
@@ -79,15 +81,15 @@ def _read_varint(buffer: bytes, at: int, end: int) -> Tuple[int, int]:
         shift += 7
 
 
-def _fields(buffer: bytes, at: int, end: int):
+def fields(buffer: bytes, at: int, end: int):
     """(field number, wire type, value) for each field in buffer[at:end]: an int for a
     varint, (start, end) of the payload for a length-delimited field."""
     while at < end:
-        key, at = _read_varint(buffer, at, end)
-        number, wire_type = key >> 3, key & 7
-        if wire_type == _VARINT:
+        tag, at = _read_varint(buffer, at, end)
+        number, wire_type = tag >> 3, tag & 7
+        if wire_type == VARINT:
             value, at = _read_varint(buffer, at, end)
-        elif wire_type == _LEN:
+        elif wire_type == LEN:
             length, at = _read_varint(buffer, at, end)
             value = (at, at + length)
             at += length
@@ -101,25 +103,26 @@ def _fields(buffer: bytes, at: int, end: int):
         yield number, wire_type, value
 
 
-def parse(buffer: bytes, descriptor: Descriptor) -> SimpleNamespace:
-    """The response's fields by name: each Array as a read-only ndarray over `buffer`
-    (None if the response has none), each unsigned integer as an int (0 if absent)."""
+def parse(buffer: bytes, descriptor: Descriptor, start: int = 0, end: Optional[int] = None) -> SimpleNamespace:
+    """The fields by name of the response in buffer[start:end]: each Array as a
+    read-only ndarray over `buffer` (None if the response has none), each
+    unsigned integer as an int (0 if absent)."""
     by_number = {field.number: field for field in descriptor.fields}
     arrays: Dict[str, List] = {}  # name -> [dtype code, (start, end) of data]
     scalars: Dict[str, int] = {}
-    for number, wire_type, value in _fields(buffer, 0, len(buffer)):
+    for number, wire_type, value in fields(buffer, start, len(buffer) if end is None else end):
         field = by_number.get(number)
         if field is None:
             continue  # a field this client predates
-        if _is_array(field) and wire_type == _LEN:
+        if _is_array(field) and wire_type == LEN:
             # A repeated occurrence merges into the earlier one, as protobuf's parser does.
             array = arrays.setdefault(field.name, [pb.DTYPE_UNSPECIFIED, (0, 0)])
-            for inner_number, inner_type, inner in _fields(buffer, *value):
-                if inner_number == _ARRAY_DTYPE and inner_type == _VARINT:
+            for inner_number, inner_type, inner in fields(buffer, *value):
+                if inner_number == _ARRAY_DTYPE and inner_type == VARINT:
                     array[0] = inner
-                elif inner_number == _ARRAY_DATA and inner_type == _LEN:
+                elif inner_number == _ARRAY_DATA and inner_type == LEN:
                     array[1] = inner
-        elif field.type in _UNSIGNED and wire_type == _VARINT:
+        elif field.type in _UNSIGNED and wire_type == VARINT:
             scalars[field.name] = value
     answer = SimpleNamespace()
     for field in descriptor.fields:

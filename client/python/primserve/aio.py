@@ -11,13 +11,15 @@ before anything is sent, same answers and the same ServerError.
 [45, 4950]
 """
 
-from typing import Any, Optional, Union
+import asyncio
+import itertools
+from typing import Any, Dict, Optional, Tuple, Union
 
 import grpc
 import grpc.aio
 import numpy as np
 
-from primserve import _calls, _channel, _wire
+from primserve import _calls, _channel, _multiplex, _wire
 from primserve.errors import ServerError
 from primserve.results import KeyedReduction, Partition, Runs, Selection
 
@@ -35,6 +37,7 @@ class Client:
         else:
             self._channel = grpc.aio.secure_channel(address, creds, options=_channel.OPTIONS)
         self._rpcs = {name: self._channel.unary_unary(path) for name, path in _channel.RPC_PATHS.items()}
+        self._multiplex = self._channel.stream_stream(_multiplex.PATH)
         self._health = self._channel.unary_unary(
             _channel.HEALTH_CHECK,
             request_serializer=_channel.HEALTH_REQUEST.SerializeToString,
@@ -91,6 +94,16 @@ class Client:
         """primserve.Client.aggregate_by_key, awaited."""
         return await self._invoke(_calls.aggregate_by_key(keys, values, num_keys, op))
 
+    def multiplex(self) -> "Multiplex":
+        """A Multiplex stream (see primserve.Client.multiplex): many calls on one gRPC
+        stream, each method awaited for its own answer.
+
+        >>> async with client.multiplex() as stream:
+        ...     await asyncio.gather(*(stream.reduce(np.arange(n, dtype=np.int64)) for n in (10, 100)))
+        [45, 4950]
+        """
+        return Multiplex(self._multiplex)
+
     async def health(self, service: str = "") -> str:
         """primserve.Client.health, awaited."""
         try:
@@ -98,3 +111,98 @@ class Client:
         except grpc.RpcError as error:
             raise ServerError.from_rpc_error(error) from error
         return _channel.health_status(response)
+
+
+class Multiplex:
+    """Calls on one Multiplex stream, from Client.multiplex(); use it in one event loop.
+
+    Each method sends its request at once and returns the answer when it
+    arrives, as the unary call would (a refusal raises ServerError and the
+    stream goes on). A task reads the answers; an error that ends the stream
+    fails every call still waiting with its ServerError.
+    """
+
+    def __init__(self, method: Any):
+        self._stream = method()
+        self._pending: Dict[int, Tuple[asyncio.Future, _calls.Call]] = {}
+        self._ids = itertools.count()
+        self._closed = False
+        self._writing = asyncio.Lock()  # gRPC takes one message write at a time
+        self._reader = asyncio.ensure_future(self._read())
+
+    async def _invoke(self, call: _calls.Call) -> Any:
+        if self._closed:
+            raise ValueError("this Multiplex stream is closed")
+        request_id = next(self._ids)
+        future = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = (future, call)
+        async with self._writing:
+            await self._stream.write(_multiplex.frame(request_id, call))
+        return await future
+
+    async def _read(self) -> None:
+        failure: Exception = ServerError(grpc.StatusCode.UNKNOWN, "the Multiplex stream ended before answering")
+        try:
+            while (buffer := await self._stream.read()) is not grpc.aio.EOF:
+                answer = _multiplex.read(buffer)
+                future, call = self._pending.pop(answer.id, (None, None))
+                if future is None:
+                    raise ValueError(f"the server answered Multiplex id {answer.id}, which no call has")
+                try:
+                    future.set_result(_multiplex.result(call, buffer, answer))
+                except ServerError as error:
+                    future.set_exception(error)
+        except grpc.RpcError as error:
+            failure = ServerError.from_rpc_error(error)
+        except ValueError as error:  # a malformed answer: the stream cannot be trusted further
+            self._stream.cancel()
+            failure = error
+        unanswered, self._pending = list(self._pending.values()), {}
+        for future, _ in unanswered:
+            future.set_exception(failure)
+
+    async def close(self) -> None:
+        """Sends no more calls and waits for the answers to those sent."""
+        if not self._closed:
+            self._closed = True
+            async with self._writing:
+                await self._stream.done_writing()
+        await self._reader
+
+    async def __aenter__(self) -> "Multiplex":
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()
+
+    async def scan(self, a: np.ndarray, op: str = "sum", exclusive: bool = False,
+                   segments: _calls.Segments = None) -> np.ndarray:
+        """primserve.Client.scan, awaited."""
+        return await self._invoke(_calls.scan(a, op, exclusive, segments))
+
+    async def reduce(self, a: np.ndarray, op: str = "sum", segments: _calls.Segments = None) -> Any:
+        """primserve.Client.reduce, awaited."""
+        return await self._invoke(_calls.reduce(a, op, segments))
+
+    async def select(self, a: np.ndarray, where: Optional[_calls.Where] = None, *,
+                     flags: Optional[np.ndarray] = None, output: str = "values",
+                     partition: bool = False) -> Union[np.ndarray, Selection, Partition, int]:
+        """primserve.Client.select, awaited."""
+        return await self._invoke(_calls.select(a, where, flags, output, partition))
+
+    async def unique(self, a: np.ndarray) -> np.ndarray:
+        """primserve.Client.unique, awaited."""
+        return await self._invoke(_calls.unique(a))
+
+    async def run_length_encode(self, a: np.ndarray) -> Runs:
+        """primserve.Client.run_length_encode, awaited."""
+        return await self._invoke(_calls.run_length_encode(a))
+
+    async def reduce_by_key(self, keys: np.ndarray, values: np.ndarray, op: str = "sum") -> KeyedReduction:
+        """primserve.Client.reduce_by_key, awaited."""
+        return await self._invoke(_calls.reduce_by_key(keys, values, op))
+
+    async def aggregate_by_key(self, keys: np.ndarray, values: np.ndarray, num_keys: int,
+                               op: str = "sum") -> np.ndarray:
+        """primserve.Client.aggregate_by_key, awaited."""
+        return await self._invoke(_calls.aggregate_by_key(keys, values, num_keys, op))

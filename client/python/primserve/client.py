@@ -1,11 +1,15 @@
-"""The blocking client."""
+"""The blocking client, and its Multiplex stream."""
 
-from typing import Any, Optional, Union
+import itertools
+import queue
+import threading
+from concurrent.futures import Future
+from typing import Any, Dict, Optional, Tuple, Union
 
 import grpc
 import numpy as np
 
-from primserve import _calls, _channel, _wire
+from primserve import _calls, _channel, _multiplex, _wire
 from primserve.errors import ServerError
 from primserve.results import KeyedReduction, Partition, Runs, Selection
 
@@ -43,6 +47,7 @@ class Client:
         else:
             self._channel = grpc.secure_channel(address, creds, options=_channel.OPTIONS)
         self._rpcs = {name: self._channel.unary_unary(path) for name, path in _channel.RPC_PATHS.items()}
+        self._multiplex = self._channel.stream_stream(_multiplex.PATH)
         self._health = self._channel.unary_unary(
             _channel.HEALTH_CHECK,
             request_serializer=_channel.HEALTH_REQUEST.SerializeToString,
@@ -202,6 +207,22 @@ class Client:
         """
         return self._invoke(_calls.aggregate_by_key(keys, values, num_keys, op))
 
+    def multiplex(self) -> "Multiplex":
+        """A Multiplex stream: many calls on one gRPC stream, each answered as it finishes.
+
+        Its methods are this client's, but send at once and return a
+        ``concurrent.futures.Future`` of the answer; a refused call's future
+        raises ServerError, and the stream goes on. Leaving the ``with``
+        block waits for every answer. The stream has no deadline (the
+        client's timeout bounds unary calls only).
+
+        >>> with client.multiplex() as stream:
+        ...     futures = [stream.reduce(np.arange(n, dtype=np.int64)) for n in (10, 100, 1000)]
+        >>> [f.result() for f in futures]
+        [45, 4950, 499500]
+        """
+        return Multiplex(self._multiplex)
+
     def health(self, service: str = "") -> str:
         """The standard gRPC health check: "SERVING", or "NOT_SERVING" while draining.
 
@@ -217,3 +238,104 @@ class Client:
         except grpc.RpcError as error:
             raise ServerError.from_rpc_error(error) from error
         return _channel.health_status(response)
+
+
+_END = object()  # ends a Multiplex's request queue
+
+
+class Multiplex:
+    """Calls on one Multiplex stream, from Client.multiplex(); each method returns a Future.
+
+    Thread-safe: any thread may make calls. A thread reads the answers and
+    completes the futures; an error that ends the stream fails every call
+    still waiting with its ServerError.
+    """
+
+    def __init__(self, method: Any):
+        self._requests: "queue.Queue[Any]" = queue.Queue()
+        self._pending: Dict[int, Tuple[Future, _calls.Call]] = {}
+        self._lock = threading.Lock()
+        self._ids = itertools.count()
+        self._closed = False
+        self._answers = method(iter(self._requests.get, _END))
+        self._reader = threading.Thread(target=self._read, name="primserve-multiplex", daemon=True)
+        self._reader.start()
+
+    def _invoke(self, call: _calls.Call) -> Future:
+        future: Future = Future()
+        with self._lock:
+            if self._closed:
+                raise ValueError("this Multiplex stream is closed")
+            request_id = next(self._ids)
+            self._pending[request_id] = (future, call)
+        self._requests.put(_multiplex.frame(request_id, call))
+        return future
+
+    def _read(self) -> None:
+        failure: Exception = ServerError(grpc.StatusCode.UNKNOWN, "the Multiplex stream ended before answering")
+        try:
+            for buffer in self._answers:
+                answer = _multiplex.read(buffer)
+                with self._lock:
+                    future, call = self._pending.pop(answer.id, (None, None))
+                if future is None:
+                    raise ValueError(f"the server answered Multiplex id {answer.id}, which no call has")
+                try:
+                    future.set_result(_multiplex.result(call, buffer, answer))
+                except ServerError as error:
+                    future.set_exception(error)
+        except grpc.RpcError as error:
+            failure = ServerError.from_rpc_error(error)
+        except ValueError as error:  # a malformed answer: the stream cannot be trusted further
+            self._answers.cancel()
+            failure = error
+        with self._lock:
+            unanswered, self._pending = list(self._pending.values()), {}
+        for future, _ in unanswered:
+            future.set_exception(failure)
+
+    def close(self) -> None:
+        """Sends no more calls and waits for the answers to those sent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._requests.put(_END)
+        self._reader.join()
+
+    def __enter__(self) -> "Multiplex":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def scan(self, a: np.ndarray, op: str = "sum", exclusive: bool = False,
+             segments: _calls.Segments = None) -> "Future[np.ndarray]":
+        """Client.scan, answered through a Future."""
+        return self._invoke(_calls.scan(a, op, exclusive, segments))
+
+    def reduce(self, a: np.ndarray, op: str = "sum", segments: _calls.Segments = None) -> "Future[Any]":
+        """Client.reduce, answered through a Future."""
+        return self._invoke(_calls.reduce(a, op, segments))
+
+    def select(self, a: np.ndarray, where: Optional[_calls.Where] = None, *, flags: Optional[np.ndarray] = None,
+               output: str = "values", partition: bool = False) -> "Future[Any]":
+        """Client.select, answered through a Future."""
+        return self._invoke(_calls.select(a, where, flags, output, partition))
+
+    def unique(self, a: np.ndarray) -> "Future[np.ndarray]":
+        """Client.unique, answered through a Future."""
+        return self._invoke(_calls.unique(a))
+
+    def run_length_encode(self, a: np.ndarray) -> "Future[Runs]":
+        """Client.run_length_encode, answered through a Future."""
+        return self._invoke(_calls.run_length_encode(a))
+
+    def reduce_by_key(self, keys: np.ndarray, values: np.ndarray, op: str = "sum") -> "Future[KeyedReduction]":
+        """Client.reduce_by_key, answered through a Future."""
+        return self._invoke(_calls.reduce_by_key(keys, values, op))
+
+    def aggregate_by_key(self, keys: np.ndarray, values: np.ndarray, num_keys: int,
+                         op: str = "sum") -> "Future[np.ndarray]":
+        """Client.aggregate_by_key, answered through a Future."""
+        return self._invoke(_calls.aggregate_by_key(keys, values, num_keys, op))

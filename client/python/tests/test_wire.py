@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+import primserve
 from primserve import _arrays, _wire
 from primserve.v1 import primitives_pb2 as pb
 import reference as ref
@@ -81,3 +82,30 @@ def test_absent_fields_read_as_defaults():
 def test_malformed_answers_raise(buffer, message):
     with pytest.raises(ValueError, match=message):
         _wire.parse(buffer, pb.ScanResponse.DESCRIPTOR)
+
+
+def test_multiplex_frames_match_protobuf():
+    from primserve import _calls, _multiplex
+
+    a = np.arange(300, dtype=np.float32)
+    call = _calls.select(a, ("in_range", 1.5, 9), None, "both", False)
+    frame = pb.MultiplexRequest.FromString(_multiplex.frame(2**40 + 3, call))
+    assert frame.id == 2**40 + 3 and frame.WhichOneof("request") == "select"
+    assert frame.select == pb.SelectRequest.FromString(call.request)
+
+    values = np.float32([2, 3])
+    answer_bytes = pb.MultiplexResponse(id=7, select=pb.SelectResponse(
+        values=full(values), indices=full(np.int64([2, 3])), count=2)).SerializeToString()
+    answer = _multiplex.read(answer_bytes)
+    assert answer.id == 7 and answer.code == 0
+    result = _multiplex.result(call, answer_bytes, answer)
+    assert result.values.tolist() == [2, 3] and result.indices.tolist() == [2, 3]
+
+    refusal = pb.MultiplexResponse(id=8, code=8, message="queue full").SerializeToString()
+    with pytest.raises(primserve.ServerError) as raised:
+        _multiplex.result(call, refusal, _multiplex.read(refusal))
+    assert raised.value.code.name == "RESOURCE_EXHAUSTED" and raised.value.details == "queue full"
+
+    wrong_type = pb.MultiplexResponse(id=9, unique=pb.UniqueResponse(values=full(values))).SerializeToString()
+    with pytest.raises(ValueError, match="not a SelectResponse"):
+        _multiplex.result(call, wrong_type, _multiplex.read(wrong_type))
