@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -46,6 +47,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -61,6 +63,7 @@
 #include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/support/slice.h"
 #include "core/primitives.h"
+#include "core/rpc.h"
 #include "reference/reference.h"
 #include "proto/primserve/v1/echo.grpc.pb.h"
 #include "proto/primserve/v1/primitives.grpc.pb.h"
@@ -101,6 +104,9 @@ ABSL_FLAG(int, max_outstanding, 4096,
           "--rate: a request due while this many are outstanding is not sent; it counts as a "
           "NOT_SENT error.");
 ABSL_FLAG(int, channels, 1, "HTTP/2 connections to spread the requests over.");
+ABSL_FLAG(bool, multiplex, false,
+          "Send the primitive calls as requests on one Multiplex stream per channel instead of "
+          "as unary calls (Echo stays unary).");
 ABSL_FLAG(double, warmup_seconds, 2, "Load before each level's measurement, not measured.");
 ABSL_FLAG(double, measure_seconds, 5, "Measurement time of each level.");
 ABSL_FLAG(int, timeout_seconds, 60, "Deadline of each call, and of connecting.");
@@ -121,31 +127,23 @@ constexpr char kUsage[] =
 template <typename T>
 constexpr double kTolerance = std::is_same_v<T, float> ? 1e-4 : 1e-12;
 
-enum class Rpc { kScan, kReduce, kSelect, kUnique, kRle, kReduceByKey, kAggregateByKey };
 enum class Mode { kPrimitive, kEcho, kBoth };
 
 struct RpcInfo {
   Rpc rpc;
-  absl::string_view flag;    // --rpc value
-  absl::string_view method;  // in primserve.v1.Primitives
-  std::vector<Op> ops;       // those it takes; empty: it takes none
+  absl::string_view flag;  // --rpc value
+  std::vector<Op> ops;     // those it takes; empty: it takes none
 };
 
 const std::vector<RpcInfo>& Rpcs() {
   static const auto* rpcs = new std::vector<RpcInfo>{
-      {Rpc::kScan, "scan", "Scan", {Op::kSum, Op::kProd, Op::kMin, Op::kMax}},
-      {Rpc::kReduce,
-       "reduce",
-       "Reduce",
-       {Op::kSum, Op::kProd, Op::kMin, Op::kMax, Op::kArgMin, Op::kArgMax}},
-      {Rpc::kSelect, "select", "Select", {}},
-      {Rpc::kUnique, "unique", "Unique", {}},
-      {Rpc::kRle, "rle", "RunLengthEncode", {}},
-      {Rpc::kReduceByKey,
-       "reduce_by_key",
-       "ReduceByKey",
-       {Op::kSum, Op::kProd, Op::kMin, Op::kMax}},
-      {Rpc::kAggregateByKey, "aggregate_by_key", "AggregateByKey", {Op::kSum, Op::kMin, Op::kMax}},
+      {Rpc::kScan, "scan", {Op::kSum, Op::kProd, Op::kMin, Op::kMax}},
+      {Rpc::kReduce, "reduce", {Op::kSum, Op::kProd, Op::kMin, Op::kMax, Op::kArgMin, Op::kArgMax}},
+      {Rpc::kSelect, "select", {}},
+      {Rpc::kUnique, "unique", {}},
+      {Rpc::kRunLengthEncode, "rle", {}},
+      {Rpc::kReduceByKey, "reduce_by_key", {Op::kSum, Op::kProd, Op::kMin, Op::kMax}},
+      {Rpc::kAggregateByKey, "aggregate_by_key", {Op::kSum, Op::kMin, Op::kMax}},
   };
   return *rpcs;
 }
@@ -173,6 +171,7 @@ struct Options {
   std::vector<double> levels;
   int max_outstanding = 0;
   int channels = 0;
+  bool multiplex = false;  // primitive calls as requests on Multiplex streams
   absl::Duration warmup;
   absl::Duration measure;
   absl::Duration timeout;
@@ -336,6 +335,7 @@ absl::StatusOr<Options> ParseOptions() {
   options.levels = *std::move(levels);
   options.max_outstanding = absl::GetFlag(FLAGS_max_outstanding);
   options.channels = absl::GetFlag(FLAGS_channels);
+  options.multiplex = absl::GetFlag(FLAGS_multiplex);
   if (options.max_outstanding < 1 || options.channels < 1) {
     return absl::InvalidArgumentError("--max_outstanding and --channels must be at least 1");
   }
@@ -382,29 +382,41 @@ struct CallOutcome {
   bool mismatch = false;  // ... and it was wrong
 };
 
+// A method and the requests the run sends it.
 class Target {
  public:
-  Target(std::string name, std::string method,
-         const std::vector<std::shared_ptr<grpc::Channel>>& channels, absl::Duration timeout)
+  virtual ~Target() = default;
+  virtual const std::string& name() const = 0;
+  virtual size_t num_requests() const = 0;
+  // `check` may be empty when no call will be verified.
+  virtual void Add(const google::protobuf::Message& request, Check check) = 0;
+  // Starts a call of request `index` on channel `channel`; `done` runs once,
+  // on a gRPC thread, when it ends. `verify`: check the response.
+  virtual void Start(size_t channel, size_t index, bool verify,
+                     std::function<void(const CallOutcome&)> done) const = 0;
+};
+
+// Each call a unary call.
+class UnaryTarget final : public Target {
+ public:
+  UnaryTarget(std::string name, std::string method,
+              const std::vector<std::shared_ptr<grpc::Channel>>& channels, absl::Duration timeout)
       : name_(std::move(name)), method_(std::move(method)), timeout_(timeout) {
     for (const auto& channel : channels) {
       stubs_.push_back(std::make_unique<grpc::GenericStub>(channel));
     }
   }
 
-  const std::string& name() const { return name_; }
-  size_t num_requests() const { return requests_.size(); }
+  const std::string& name() const override { return name_; }
+  size_t num_requests() const override { return requests_.size(); }
 
-  // `check` may be empty when no call will be verified.
-  void Add(const google::protobuf::Message& request, Check check) {
+  void Add(const google::protobuf::Message& request, Check check) override {
     grpc::Slice bytes(request.SerializeAsString());
     requests_.push_back({grpc::ByteBuffer(&bytes, 1), std::move(check)});
   }
 
-  // Starts a call of request `index` on channel `channel`; `done` runs once,
-  // on a gRPC thread, when it ends. `verify`: check the response.
   void Start(size_t channel, size_t index, bool verify,
-             std::function<void(const CallOutcome&)> done) const {
+             std::function<void(const CallOutcome&)> done) const override {
     auto* call = new Call;  // deleted by the callback
     call->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
     const Request& request = requests_[index];
@@ -437,6 +449,204 @@ class Target {
   const std::string method_;  // "/package.Service/Method"
   const absl::Duration timeout_;
   std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;  // one per channel
+  std::vector<Request> requests_;
+};
+
+// Bytes of a protobuf varint.
+std::string Varint(uint64_t value) {
+  std::string out;
+  while (value >= 0x80) {
+    out.push_back(static_cast<char>(value | 0x80));
+    value >>= 7;
+  }
+  out.push_back(static_cast<char>(value));
+  return out;
+}
+
+// One Multiplex stream: requests go out in order (one write at a time),
+// answers come back in any order and are matched to their calls by id.
+class MultiplexStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  struct Call {
+    uint64_t request_bytes = 0;
+    const Check* check = nullptr;  // null: not verified
+    std::function<void(const CallOutcome&)> done;
+  };
+
+  MultiplexStream(grpc::GenericStub& stub, const std::string& method) {
+    stub.PrepareBidiStreamingCall(&context_, method, grpc::StubOptions(), this);
+    StartRead(&incoming_);
+    StartCall();
+  }
+
+  // Sends `body` (the request's oneof field, tag and length included) as call
+  // `id`'s request.
+  void Send(const grpc::Slice& body, Call call) {
+    const std::string id = Varint(next_id_.fetch_add(1));
+    grpc::Slice slices[] = {grpc::Slice("\x08" + id), body};
+    grpc::ByteBuffer request(slices, 2);
+    const uint64_t key = DecodeId(id);
+    bool start = false;
+    {
+      absl::MutexLock lock(&mu_);
+      call.request_bytes = request.Length();
+      calls_.emplace(key, std::move(call));
+      writes_.push_back(std::move(request));
+      if (!writing_) start = writing_ = true;
+    }
+    if (start) StartWrite(&writes_.front());
+  }
+
+  // Half-closes the stream once every request is written, and waits for its
+  // end. Every call must have been answered.
+  void Close() {
+    bool now = false;
+    {
+      absl::MutexLock lock(&mu_);
+      closing_ = true;
+      now = !writing_;
+    }
+    if (now) StartWritesDone();
+    done_.WaitForNotification();
+  }
+
+  void OnWriteDone(bool ok) override {
+    bool next = false, close = false;
+    {
+      absl::MutexLock lock(&mu_);
+      writes_.pop_front();
+      if (!ok) writes_.clear();
+      next = !writes_.empty();
+      writing_ = next;
+      close = !next && closing_;
+    }
+    if (next) StartWrite(&writes_.front());
+    if (close) StartWritesDone();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    v1::MultiplexResponse answer;
+    const uint64_t response_bytes = incoming_.Length();
+    const bool parsed =
+        grpc::SerializationTraits<v1::MultiplexResponse>::Deserialize(&incoming_, &answer).ok();
+    StartRead(&incoming_);
+    Call call;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = calls_.find(answer.id());
+      if (!parsed || it == calls_.end()) return;
+      call = std::move(it->second);
+      calls_.erase(it);
+    }
+    CallOutcome outcome;
+    outcome.status = answer.code() == 0
+                         ? grpc::Status::OK
+                         : grpc::Status(static_cast<grpc::StatusCode>(answer.code()),
+                                        answer.message());
+    if (outcome.status.ok()) {
+      outcome.bytes = call.request_bytes + response_bytes;
+      outcome.verified = call.check != nullptr;
+      outcome.mismatch = call.check != nullptr && !(*call.check)(InnerResponse(answer));
+    }
+    call.done(outcome);
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    std::vector<Call> orphans;
+    {
+      absl::MutexLock lock(&mu_);
+      for (auto& [id, call] : calls_) orphans.push_back(std::move(call));
+      calls_.clear();
+    }
+    for (Call& call : orphans) {
+      CallOutcome outcome;
+      outcome.status = status.ok() ? grpc::Status(grpc::StatusCode::UNKNOWN,
+                                                  "the stream ended without this answer")
+                                   : status;
+      call.done(outcome);
+    }
+    done_.Notify();
+  }
+
+ private:
+  static uint64_t DecodeId(const std::string& varint) {
+    uint64_t value = 0;
+    for (size_t i = 0; i < varint.size(); ++i) {
+      value |= static_cast<uint64_t>(static_cast<uint8_t>(varint[i]) & 0x7f) << (7 * i);
+    }
+    return value;
+  }
+
+  // The answer's response (the oneof) serialized alone, as a unary call
+  // would have returned it.
+  static grpc::ByteBuffer InnerResponse(const v1::MultiplexResponse& answer) {
+    const google::protobuf::Reflection* reflection = answer.GetReflection();
+    const google::protobuf::OneofDescriptor* oneof =
+        answer.GetDescriptor()->FindOneofByName("response");
+    const google::protobuf::FieldDescriptor* field =
+        reflection->GetOneofFieldDescriptor(answer, oneof);
+    std::string bytes;
+    if (field != nullptr) bytes = reflection->GetMessage(answer, field).SerializeAsString();
+    grpc::Slice slice(bytes);
+    return grpc::ByteBuffer(&slice, 1);
+  }
+
+  grpc::ClientContext context_;
+  grpc::ByteBuffer incoming_;
+  std::atomic<uint64_t> next_id_{0};
+  absl::Mutex mu_;
+  std::map<uint64_t, Call> calls_ ABSL_GUARDED_BY(mu_);
+  // The front is being written; deque keeps its address while others queue.
+  std::deque<grpc::ByteBuffer> writes_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Notification done_;
+};
+
+// Each call a request on the channel's Multiplex stream.
+class MultiplexTarget final : public Target {
+ public:
+  MultiplexTarget(std::string name, Rpc rpc,
+                  const std::vector<std::shared_ptr<grpc::Channel>>& channels)
+      : name_(std::move(name)),
+        field_tag_(Varint(((RpcIndex(rpc) + 2) << 3) | 2)) {  // MultiplexRequest's oneof
+    const std::string method =
+        absl::StrCat("/", v1::Primitives::service_full_name(), "/Multiplex");
+    for (const auto& channel : channels) {
+      stubs_.push_back(std::make_unique<grpc::GenericStub>(channel));
+      streams_.push_back(std::make_unique<MultiplexStream>(*stubs_.back(), method));
+    }
+  }
+  ~MultiplexTarget() override {
+    for (auto& stream : streams_) stream->Close();
+  }
+
+  const std::string& name() const override { return name_; }
+  size_t num_requests() const override { return requests_.size(); }
+
+  void Add(const google::protobuf::Message& request, Check check) override {
+    const std::string bytes = request.SerializeAsString();
+    requests_.push_back({grpc::Slice(field_tag_ + Varint(bytes.size()) + bytes), std::move(check)});
+  }
+
+  void Start(size_t channel, size_t index, bool verify,
+             std::function<void(const CallOutcome&)> done) const override {
+    const Request& request = requests_[index];
+    streams_[channel]->Send(request.body,
+                            {0, verify ? &request.check : nullptr, std::move(done)});
+  }
+
+ private:
+  struct Request {
+    grpc::Slice body;
+    Check check;
+  };
+
+  const std::string name_;
+  const std::string field_tag_;
+  std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;
+  std::vector<std::unique_ptr<MultiplexStream>> streams_;
   std::vector<Request> requests_;
 };
 
@@ -476,13 +686,18 @@ class Workload {
   Workload(const Options& options, const std::vector<std::shared_ptr<grpc::Channel>>& channels)
       : verify_(options.verify_every > 0) {
     if (options.mode != Mode::kEcho) {
-      primitive_ = std::make_unique<Target>(
-          std::string(options.rpc.flag),
-          absl::StrCat("/", v1::Primitives::service_full_name(), "/", options.rpc.method), channels,
-          options.timeout);
+      if (options.multiplex) {
+        primitive_ = std::make_unique<MultiplexTarget>(
+            absl::StrCat(options.rpc.flag, "/multiplex"), options.rpc.rpc, channels);
+      } else {
+        primitive_ = std::make_unique<UnaryTarget>(
+            std::string(options.rpc.flag),
+            absl::StrCat("/", v1::Primitives::service_full_name(), "/", RpcName(options.rpc.rpc)),
+            channels, options.timeout);
+      }
     }
     if (options.mode != Mode::kPrimitive) {
-      echo_ = std::make_unique<Target>("echo",
+      echo_ = std::make_unique<UnaryTarget>("echo",
                                        absl::StrCat("/", v1::Echo::service_full_name(), "/Echo"),
                                        channels, options.timeout);
     }
@@ -810,7 +1025,7 @@ void AddRequest(const Options& options, uint32_t index, Workload* workload) {
         return AddSelect<T>(options.spec, rng, workload);
       case Rpc::kUnique:
         return AddUnique<T>(options.spec, rng, workload);
-      case Rpc::kRle:
+      case Rpc::kRunLengthEncode:
         return AddRunLengthEncode<T>(options.spec, rng, workload);
       case Rpc::kReduceByKey:
         return AddReduceByKey<T>(options.spec, rng, workload);

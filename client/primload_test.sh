@@ -74,6 +74,12 @@ load scan --rpc=scan --n=50000 --concurrency=1,4 --verify --verify_every=1 --csv
 expect_rows scan 2
 expect_row scan scan 1
 expect_row scan scan 4
+# The same calls as requests on Multiplex streams (one per channel).
+load multiplex --rpc=reduce_by_key --n=20000 --concurrency=1,16 --channels=2 --multiplex --verify \
+  --verify_every=1
+expect_rows multiplex 2
+expect_row multiplex reduce_by_key/multiplex 1
+expect_row multiplex reduce_by_key/multiplex 16
 readonly COLUMNS="target concurrency requests/s items/s GB/s p50_ms p90_ms p99_ms ok verified \
 mismatches errors"
 [[ "$(sed -n 2p "$TMP/scan.out" | tr -s ' ')" == "$COLUMNS" ]] ||
