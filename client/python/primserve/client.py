@@ -263,12 +263,12 @@ class Multiplex:
 
     def _invoke(self, call: _calls.Call) -> Future:
         future: Future = Future()
-        with self._lock:
+        with self._lock:  # so that no frame can follow close()'s end of the queue
             if self._closed:
                 raise ValueError("this Multiplex stream is closed")
             request_id = next(self._ids)
             self._pending[request_id] = (future, call)
-        self._requests.put(_multiplex.frame(request_id, call))
+            self._requests.put(_multiplex.frame(request_id, call))
         return future
 
     def _read(self) -> None:
