@@ -362,7 +362,13 @@ TEST(FailoverTest, SigtermSigkillAndComeBack) {
   absl::SleepFor(absl::Seconds(3));
   scrape();
 
+  // SIGTERMed while it has calls in flight, as for the SIGKILL below.
   load.set_phase(1);
+  double drained_in_flight = 0;
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(5); absl::Now() < give_up;) {
+    drained_in_flight = servers[0]->RequestsInFlight().value_or(0);
+    if (drained_in_flight >= 1) break;
+  }
   const ChildProcess::Exit drained = servers[0]->child().Terminate(absl::Seconds(15));
   absl::SleepFor(absl::Seconds(2));
   scrape();
@@ -439,11 +445,13 @@ TEST(FailoverTest, SigtermSigkillAndComeBack) {
                 tallies[p].failures(), tallies[p].wrong, absl::StrJoin(spread, ", ").c_str(),
                 codes.empty() ? "" : absl::StrCat("  (", absl::StrJoin(codes, " "), ")").c_str());
   }
-  std::printf("server 0 drained and exited %.3f s after SIGTERM (status %d)\n"
+  std::printf("SIGTERM: server 0 had %g calls in flight (its primserve_requests_in_flight just "
+              "before); it drained and exited %.3f s later (status %d)\n"
               "SIGKILL: server 1 had %g calls in flight (its primserve_requests_in_flight just "
               "before), the client %d over both servers\n"
               "server 1 took calls %.3f s after its restart; %d calls in %.1f s\n",
-              absl::ToDoubleSeconds(drained.took), drained.status, killed_in_flight,
+              drained_in_flight, absl::ToDoubleSeconds(drained.took), drained.status,
+              killed_in_flight,
               in_flight_at_kill, absl::ToDoubleSeconds(rejoined_after),
               static_cast<int>(outcomes.size()), absl::ToDoubleSeconds(took));
 
@@ -451,6 +459,7 @@ TEST(FailoverTest, SigtermSigkillAndComeBack) {
   EXPECT_TRUE(drained.exited && WIFEXITED(drained.status) && WEXITSTATUS(drained.status) == 0);
   EXPECT_EQ(tallies[0].failures(), 0);
   EXPECT_EQ(tallies[1].failures(), 0) << "calls failed around the SIGTERM";
+  EXPECT_GE(drained_in_flight, 1) << "no call was in flight on the SIGTERMed server";
   EXPECT_GE(killed_in_flight, 1) << "no call was in flight on the killed server";
   EXPECT_LE(tallies[2].failures(), in_flight_at_kill);
   EXPECT_EQ(tallies[2].failures(), tallies[2].failed[absl::StatusCode::kUnavailable])
