@@ -35,6 +35,9 @@ ABSL_FLAG(uint64_t, max_request_elements, uint64_t{1} << 31,
 ABSL_FLAG(uint64_t, max_response_bytes, uint64_t{1} << 30,
           "Largest answer (bytes of array data) a request may ask for, judged from the request "
           "before anything is allocated; larger get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(std::string, unix_socket, "",
+          "Also serve gRPC on this Unix domain socket path (clients on the same host dial "
+          "unix:PATH); empty serves TCP only.");
 ABSL_FLAG(uint64_t, multiplex_window, 1024,
           "Requests one Multiplex stream may have sent and not yet had answered; the server "
           "reads no further on that stream until its answers are read.");
@@ -156,6 +159,7 @@ int Main() {
   ServerOptions options;
   options.address = absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
   options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
+  options.unix_socket = absl::GetFlag(FLAGS_unix_socket);
   options.limits.max_elements = absl::GetFlag(FLAGS_max_request_elements);
   options.limits.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   options.limits.multiplex_window = absl::GetFlag(FLAGS_multiplex_window);

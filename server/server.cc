@@ -94,6 +94,9 @@ absl::StatusOr<std::unique_ptr<PrimServer>> PrimServer::Start(
   std::unique_ptr<PrimServer> server(new PrimServer(std::move(backend), options));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.address, *credentials, &server->port_);
+  if (!options.unix_socket.empty()) {
+    builder.AddListeningPort(absl::StrCat("unix:", options.unix_socket), *credentials);
+  }
   builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.SetMaxSendMessageSize(-1);
   // gRPC 1.51 inflates a compressed message whole before it checks the
@@ -106,7 +109,9 @@ absl::StatusOr<std::unique_ptr<PrimServer>> PrimServer::Start(
   if (options.echo) builder.RegisterService(&server->echo_service_);
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.address));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.address,
+                     options.unix_socket.empty() ? "" : " and unix:", options.unix_socket));
   }
   server->server_->GetHealthCheckService()->SetServingStatus(true);
   PrimServer* watched = server.get();

@@ -27,6 +27,10 @@ namespace primserve {
 struct ServerOptions {
   // host:port to listen on; port 0 picks a free one (see PrimServer::port()).
   std::string address = "0.0.0.0:50051";
+  // Also listen on this Unix domain socket (a path; empty: none), with the
+  // same credentials, for clients on the same host ("unix:PATH" targets):
+  // no TCP stack between them and the server.
+  std::string unix_socket;
   // gRPC refuses larger messages before reading them (RESOURCE_EXHAUSTED).
   int max_receive_message_bytes = 2147483647;
   RequestLimits limits;
