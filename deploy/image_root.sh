@@ -4,8 +4,9 @@
 # tools/build_node_bundle.sh's bundle plus the C/C++ runtime the binaries need:
 #
 #   /opt/primserve/bin/primserve, primctl   RPATH /opt/primserve/lib
-#   /opt/primserve/lib/                     gRPC, protobuf, absl, ..., glibc,
-#                                           libstdc++, libgcc_s
+#   /opt/primserve/lib/                     gRPC, protobuf, absl, ..., glibc
+#                                           (with libdl, libpthread, librt,
+#                                           which the driver's libcuda needs)
 #   /lib64/ld-linux-x86-64.so.2             the loader the binaries name
 #   /etc/passwd, /etc/group                 root and primserve (10001)
 #   /tmp                                    for CUDA's JIT cache
@@ -42,6 +43,12 @@ for binary in "$ROOT"/opt/primserve/bin/*; do
         cp -L "$path" "$ROOT/opt/primserve/lib/$soname"
       fi
     done
+done
+# The NVIDIA driver's libcuda needs these too (glibc's, tiny since 2.34); the
+# loader finds them through the binaries' RPATH.
+glibc_dir="$(dirname "$(ldd "$ROOT/opt/primserve/bin/primserve" | awk '$1 == "libc.so.6" {print $3}')")"
+for soname in libdl.so.2 libpthread.so.0 librt.so.1; do
+  [[ -e "$ROOT/opt/primserve/lib/$soname" ]] || cp -L "$glibc_dir/$soname" "$ROOT/opt/primserve/lib/"
 done
 chmod 0644 "$ROOT"/opt/primserve/lib/* "$ROOT"/lib64/*
 chmod 0755 "$ROOT"/lib64/ld-linux-x86-64.so.2
