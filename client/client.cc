@@ -40,7 +40,9 @@ std::string PrimitivesClient::ServiceConfig(const ConnectOptions& options) {
   std::string config = absl::StrFormat(R"({"loadBalancingConfig": [{"%s": {}}])",
                                        options.load_balancing);
   // An empty service name: the server's overall status, which primserve sets.
-  if (options.health_check) absl::StrAppend(&config, R"(, "healthCheckConfig": {"serviceName": ""})");
+  if (options.health_check) {
+    absl::StrAppend(&config, R"(, "healthCheckConfig": {"serviceName": ""})");
+  }
   if (options.max_attempts > 1) {
     absl::StrAppendFormat(
         &config,

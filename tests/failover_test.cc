@@ -17,7 +17,6 @@
 // Usage: failover_test <primserve binary>
 #include <sys/wait.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -135,10 +134,12 @@ std::pair<int, int> CallsAfterOneTurnsUnhealthy(bool health_check, int calls) {
       EXPECT_TRUE(!out.ok() || *out == input.scan) << "wrong answer";
     }
   };
-  // Both connected and taking calls.
-  for (const absl::Time give_up = absl::Now() + absl::Seconds(10);
-       absl::Now() < give_up && (backends[0]->TakeRequests() == 0 || backends[1]->TakeRequests() == 0);) {
+  // Until both are connected and taking calls.
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(10); absl::Now() < give_up;) {
     call_all(10);
+    const int first = backends[0]->TakeRequests();
+    const int second = backends[1]->TakeRequests();
+    if (first > 0 && second > 0) break;
   }
   backends[1]->Break();
   // The server polls its backend's health each second; a client of its own
@@ -274,7 +275,6 @@ class SteadyLoad {
 
   void set_phase(int phase) { phase_ = phase; }
   int in_flight() const { return in_flight_.load(); }
-  int calls() const { return calls_.load(); }
 
   std::vector<Outcome> Stop() {
     stop_ = true;
@@ -300,7 +300,6 @@ class SteadyLoad {
         outcome.correct = out.ok() && out->values == input.sum;
       }
       --in_flight_;
-      ++calls_;
       {
         absl::MutexLock lock(&mu_);
         outcomes_.push_back(outcome);
@@ -315,7 +314,6 @@ class SteadyLoad {
   std::atomic<bool> stop_{false};
   std::atomic<int> phase_{0};
   std::atomic<int> in_flight_{0};
-  std::atomic<int> calls_{0};
   absl::Mutex mu_;
   std::vector<Outcome> outcomes_ ABSL_GUARDED_BY(mu_);
 };
