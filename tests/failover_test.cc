@@ -150,7 +150,7 @@ std::pair<int, int> CallsAfterOneTurnsUnhealthy(bool health_check, int calls) {
     absl::SleepFor(absl::Milliseconds(50));
   }
   EXPECT_FALSE(probe.IsServing());
-  absl::SleepFor(absl::Milliseconds(200));  // the health Watch stream's update
+  absl::SleepFor(absl::Seconds(1));  // the health Watch stream's update, pushed at once
   backends[0]->TakeRequests();
   backends[1]->TakeRequests();
   call_all(calls);
