@@ -1,5 +1,6 @@
 """What the blocking and asyncio clients share about their channel: TLS and options."""
 
+import json
 import os
 from typing import Optional, Union
 
@@ -14,9 +15,38 @@ from primserve.v1 import health_pb2, primitives_pb2
 # chain) for mutual TLS).
 Tls = Union[None, bool, bytes, str, "os.PathLike[str]", grpc.ChannelCredentials]
 
+# The same defaults as the C++ client's ConnectOptions (client/client.h), so an
+# address may name several replicas ("ipv4:10.0.0.1:50051,10.0.0.2:50051" or
+# "dns:///primserve-headless:50051"): calls spread round-robin over the
+# servers that report SERVING (client-side health checking), and a call a
+# server refused as UNAVAILABLE, or cancelled while shutting down, is retried
+# on another (every primitive is idempotent) up to 4 attempts in all.
+SERVICE_CONFIG = json.dumps({
+    "loadBalancingConfig": [{"round_robin": {}}],
+    "healthCheckConfig": {"serviceName": ""},
+    "methodConfig": [{
+        "name": [{"service": "primserve.v1.Primitives"}],
+        "retryPolicy": {
+            "maxAttempts": 4,
+            "initialBackoff": "0.05s",
+            "maxBackoff": "1s",
+            "backoffMultiplier": 2,
+            "retryableStatusCodes": ["UNAVAILABLE", "CANCELLED"],
+        },
+    }],
+})
+
 # Arrays can be far larger than gRPC's default 4 MB receive limit; the server
-# has its own (--max_receive_message_bytes).
-OPTIONS = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
+# has its own (--max_receive_message_bytes). Calls above the retry buffer
+# (64 MiB) are not retried; reconnecting backs off to at most 5 s.
+OPTIONS = [
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.max_send_message_length", -1),
+    ("grpc.service_config", SERVICE_CONFIG),
+    ("grpc.enable_retries", 1),
+    ("grpc.per_rpc_retry_buffer_size", 64 << 20),
+    ("grpc.max_reconnect_backoff_ms", 5000),
+]
 
 # The Primitives methods' paths, by name. The clients call them with bytes in
 # and out: _wire serializes the requests and reads the responses.
