@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "core/messages.h"
 #include "core/primitives.h"
 #include "reference/reference.h"
 
@@ -200,8 +201,7 @@ KeyedValues<K, V> ReduceByKey(absl::Span<const K> keys,
 
 template <typename K>
 absl::Status KeyOutOfRange(uint64_t position, K key, uint64_t num_keys) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "keys[", position, "] = ", key, " is outside [0, num_keys=", num_keys, ")"));
+  return absl::InvalidArgumentError(KeyOutOfRangeMessage(position, key, num_keys));
 }
 
 template <typename K, typename V>
