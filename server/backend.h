@@ -18,6 +18,10 @@ class ExecutionBackend {
   // "cpu", "cuda", ... for logs and metrics.
   virtual std::string name() const = 0;
 
+  // What it runs on, for logs and the build-info metric: the devices' names
+  // for a GPU backend; the name where there is nothing more to say.
+  virtual std::string description() const { return name(); }
+
   // Runs a batch of tasks whose operations share one BatchKey (a backend may
   // fuse them into one launch) and completes every task's `done` before
   // returning. Called from several scheduler threads at once.

@@ -18,7 +18,7 @@
 #include "absl/time/time.h"
 #include "grpc/support/log.h"
 #include "server/cpu_backend.h"
-#include "server/cuda_backend.h"
+#include "server/cuda/cuda_backend.h"
 #include "server/metrics.h"
 #include "server/server.h"
 
@@ -45,8 +45,8 @@ ABSL_FLAG(std::string, cuda_devices, "",
           "Comma-separated CUDA devices to serve (e.g. 0,1); empty serves every visible one.");
 ABSL_FLAG(int, cuda_streams_per_device, 4, "CUDA streams (concurrent batches) per device.");
 ABSL_FLAG(uint64_t, gpu_memory_budget_bytes, 0,
-          "Device memory all requests together may hold; a request that does not fit waits. "
-          "0 means 85% of the smallest served device's memory.");
+          "Device memory all requests on one device together may hold; a request that does not "
+          "fit waits, until its deadline. 0 means 85% of each served device's memory.");
 ABSL_FLAG(int, batch_threads, 4, "Threads handing batches to the backend.");
 ABSL_FLAG(uint64_t, max_batch_size, 256, "Most requests fused into one batch.");
 ABSL_FLAG(uint64_t, max_batch_items, uint64_t{1} << 22, "Most elements in one batch.");
@@ -112,7 +112,9 @@ absl::StatusOr<std::unique_ptr<ExecutionBackend>> MakeBackend(const std::string&
     return absl::InvalidArgumentError(
         absl::StrCat("--backend=", name, " is not one of auto, cuda, cpu"));
   }
-  const int visible = VisibleCudaDevices();
+  // Asking for the devices initializes the CUDA runtime (a context, driver
+  // threads, device memory): not for a CPU server.
+  const int visible = name == "cpu" ? 0 : VisibleCudaDevices();
   if (name == "cpu" || (name == "auto" && visible == 0)) {
     gpr_log(GPR_INFO, "backend: cpu (%s)",
             name == "cpu" ? "--backend=cpu" : "no CUDA device is visible");
@@ -181,9 +183,7 @@ int Main() {
 
   const std::string backend_name = (*backend)->name();
   // build_info's device: the GPUs' names, or "cpu".
-  const auto* cuda = dynamic_cast<const CudaBackend*>(backend->get());
-  metrics.SetBuildInfo(kVersion, backend_name,
-                       cuda != nullptr ? cuda->device_names() : backend_name);
+  metrics.SetBuildInfo(kVersion, backend_name, (*backend)->description());
   absl::StatusOr<std::unique_ptr<PrimServer>> server =
       PrimServer::Start(options, *std::move(backend));
   if (!server.ok()) {

@@ -27,6 +27,8 @@ class ChildProcess final {
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   bool started() const { return pid_ != 0; }
+  // 0 when not started or reaped.
+  pid_t pid() const { return pid_; }
   // Started and not exited (reaps it if it has).
   bool running();
   std::string log() const { return ReadFile(log_path_); }

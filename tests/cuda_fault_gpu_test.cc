@@ -17,8 +17,8 @@
 #include "client/client.h"
 #include "gtest/gtest.h"
 #include "server/cpu_backend.h"
-#include "server/cuda_backend.h"
-#include "server/cuda_fault_injector.h"
+#include "server/cuda/cuda_backend.h"
+#include "server/cuda/fault_injector.h"
 #include "server/server.h"
 
 namespace primserve {

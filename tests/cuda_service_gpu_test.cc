@@ -10,7 +10,7 @@
 #include "client/client.h"
 #include "gtest/gtest.h"
 #include "server/cpu_backend.h"
-#include "server/cuda_backend.h"
+#include "server/cuda/cuda_backend.h"
 #include "server/server.h"
 #include "tests/array_diff.h"
 

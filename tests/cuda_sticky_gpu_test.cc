@@ -12,8 +12,8 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/grpc/health/v1/health.grpc.pb.h"
-#include "server/cuda_backend.h"
-#include "server/cuda_fault_injector.h"
+#include "server/cuda/cuda_backend.h"
+#include "server/cuda/fault_injector.h"
 #include "server/server.h"
 
 namespace primserve {

@@ -52,7 +52,7 @@
 #include "gtest/gtest.h"
 #include "reference/reference.h"
 #include "server/cpu_backend.h"
-#include "server/cuda_backend.h"
+#include "server/cuda/cuda_backend.h"
 #include "server/metrics.h"
 #include "server/server.h"
 #include "tests/array_diff.h"

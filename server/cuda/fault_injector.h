@@ -1,7 +1,7 @@
 // Test-only faults for the CUDA backend: a test arms a fault and the backend
 // produces it at its next chance, through the same code path as the real
 // failure, so tests can show that each one gets the right status and health.
-// Production servers pass no injector.
+// A test-only library: production servers pass no FaultHooks.
 #ifndef PRIMSERVE_SERVER_CUDA_FAULT_INJECTOR_H_
 #define PRIMSERVE_SERVER_CUDA_FAULT_INJECTOR_H_
 
@@ -10,6 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "server/cuda/fault_hooks.h"
 
 namespace primserve {
 
@@ -26,22 +27,15 @@ enum class CudaFault {
 };
 inline constexpr size_t kNumCudaFaults = 3;
 
-class CudaFaultInjector final {
+class CudaFaultInjector final : public cuda::FaultHooks {
  public:
   // The next `times` chances for `fault` fail.
-  void Arm(CudaFault fault, int times = 1) {
-    absl::MutexLock lock(&mu_);
-    armed_[static_cast<size_t>(fault)] += times;
-  }
-
+  void Arm(CudaFault fault, int times = 1);
   // True, once per armed time, when `fault` should happen now.
-  bool Fire(CudaFault fault) {
-    absl::MutexLock lock(&mu_);
-    int& armed = armed_[static_cast<size_t>(fault)];
-    if (armed == 0) return false;
-    --armed;
-    return true;
-  }
+  bool Fire(CudaFault fault);
+
+  bool FailAllocation() override { return Fire(CudaFault::kAllocation); }
+  int BeforeKernels(CUstream_st* stream) override;
 
  private:
   absl::Mutex mu_;

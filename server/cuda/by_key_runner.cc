@@ -1,0 +1,85 @@
+// The keyed families of one request: ReduceByKey (runs of equal keys, each
+// reduced) and AggregateByKey (keys are indices into num_keys slots).
+#include "core/messages.h"
+#include "kernels/aggregate.h"
+#include "kernels/select.h"
+#include "server/cuda/cuda_status.h"
+#include "server/cuda/io.h"
+#include "server/cuda/runners.h"
+#include "server/cuda/staged_run.h"
+
+namespace primserve::cuda {
+
+absl::StatusOr<Result> RunReduceByKey(Lane& lane, const ReduceByKeyOperation& op,
+                                      absl::Time deadline) {
+  const uint64_t n = op.keys.size();
+  const size_t key_size = DTypeSize(op.keys.dtype);
+  const size_t value_size = DTypeSize(op.values.dtype);
+  size_t temp_bytes = 0;
+  PRIMSERVE_RETURN_IF_CUDA_ERROR(gpu::ReduceByKey(nullptr, &temp_bytes, nullptr, op.keys.dtype,
+                                                  nullptr, op.values.dtype, n, op.op, nullptr,
+                                                  nullptr, nullptr, lane.stream()));
+  HostInput keys_input(op.keys.bytes);
+  HostInput values_input(op.values.bytes);
+  StagedRun run(lane, deadline);
+  const StagedRun::Slice keys = run.Input(keys_input);
+  const StagedRun::Slice values = run.Input(values_input);
+  const StagedRun::Slice keys_out = run.Output(n * key_size);
+  const StagedRun::Slice values_out = run.Output(n * value_size);
+  const StagedRun::Slice count = run.Output(sizeof(uint64_t));
+  const StagedRun::Slice temp = run.Scratch(temp_bytes);
+  PRIMSERVE_RETURN_IF_ERROR(run.Start());
+  PRIMSERVE_RETURN_IF_ERROR(run.Launched(gpu::ReduceByKey(
+      run.device(temp), &temp_bytes, run.device(keys), op.keys.dtype, run.device(values),
+      op.values.dtype, n, op.op, run.device(keys_out), run.device(values_out),
+      run.device<uint64_t>(count), lane.stream())));
+  PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(count, sizeof(uint64_t)));
+  PRIMSERVE_RETURN_IF_ERROR(run.Finish());
+  const uint64_t runs = *run.staged_as<uint64_t>(count);
+  PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(keys_out, runs * key_size));
+  PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(values_out, runs * value_size));
+  PRIMSERVE_RETURN_IF_ERROR(run.Finish());
+  return ReduceByKeyResult{ToHostArray(op.keys.dtype, run.staged(keys_out), runs * key_size),
+                           ToHostArray(op.values.dtype, run.staged(values_out),
+                                       runs * value_size)};
+}
+
+absl::StatusOr<Result> RunAggregateByKey(Lane& lane, const AggregateByKeyOperation& op,
+                                         absl::Time deadline) {
+  const uint64_t n = op.keys.size();
+  const size_t value_size = DTypeSize(op.values.dtype);
+  size_t temp_bytes = 0;
+  PRIMSERVE_RETURN_IF_CUDA_ERROR(gpu::AggregateByKey(
+      nullptr, &temp_bytes, nullptr, op.keys.dtype, nullptr, op.values.dtype, n, op.op,
+      op.num_keys, nullptr, nullptr, lane.stream()));
+  HostInput keys_input(op.keys.bytes);
+  HostInput values_input(op.values.bytes);
+  StagedRun run(lane, deadline);
+  const StagedRun::Slice keys = run.Input(keys_input);
+  const StagedRun::Slice values = run.Input(values_input);
+  const StagedRun::Slice out = run.Output(op.num_keys * value_size);
+  const StagedRun::Slice bad = run.Output(sizeof(int64_t));
+  const StagedRun::Slice temp = run.Scratch(temp_bytes);
+  PRIMSERVE_RETURN_IF_ERROR(run.Start());
+  PRIMSERVE_RETURN_IF_ERROR(run.Launched(gpu::AggregateByKey(
+      run.device(temp), &temp_bytes, run.device(keys), op.keys.dtype, run.device(values),
+      op.values.dtype, n, op.op, op.num_keys, run.device(out), run.device<int64_t>(bad),
+      lane.stream())));
+  PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(bad, sizeof(int64_t)));
+  PRIMSERVE_RETURN_IF_ERROR(run.Finish());
+  // The first key outside [0, num_keys), or -1.
+  const int64_t bad_position = *run.staged_as<int64_t>(bad);
+  if (bad_position >= 0) {
+    return VisitDType(op.keys.dtype, [&](auto zero) {
+      using K = decltype(zero);
+      return absl::InvalidArgumentError(KeyOutOfRangeMessage(
+          static_cast<uint64_t>(bad_position), op.keys.as<K>()[bad_position], op.num_keys));
+    });
+  }
+  PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(out, op.num_keys * value_size));
+  PRIMSERVE_RETURN_IF_ERROR(run.Finish());
+  return AggregateByKeyResult{
+      ToHostArray(op.values.dtype, run.staged(out), op.num_keys * value_size)};
+}
+
+}  // namespace primserve::cuda

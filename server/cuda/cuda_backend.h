@@ -1,0 +1,91 @@
+// The CUDA execution backend: a pool of lanes (a stream with its staging,
+// several per device), one device-memory budget per device under which large
+// requests queue rather than fail, health (a sticky CUDA error ends serving),
+// and the stage times and memory gauges in the metrics. A batch of
+// same-kind requests runs as one segmented launch (runners.h).
+//
+// Plain C++ header: no CUDA types, so the server builds with g++.
+#ifndef PRIMSERVE_SERVER_CUDA_CUDA_BACKEND_H_
+#define PRIMSERVE_SERVER_CUDA_CUDA_BACKEND_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/backend.h"
+#include "server/cuda/fault_hooks.h"
+#include "server/memory_budget.h"
+#include "server/metrics.h"
+
+namespace primserve {
+
+namespace cuda {
+class Lane;
+class LanePool;
+}  // namespace cuda
+
+// Number of CUDA devices visible to this process (0 when there is no driver
+// or no device). Initializes the CUDA runtime.
+int VisibleCudaDevices();
+
+struct CudaBackendOptions {
+  // Devices to serve; empty means every visible device.
+  std::vector<int> devices;
+  // Streams (concurrent batches) per device.
+  int streams_per_device = 4;
+  // Device memory all batches on one device may hold at once; 0 means 85% of
+  // that device's memory. A batch needing more than is free waits, until its
+  // deadline.
+  uint64_t memory_budget_bytes = 0;
+  // Pinned host memory each lane keeps for staging. A batch that needs more
+  // stages through ordinary memory, given back when it ends. Large scans
+  // pipeline through pinned staging only when 96 MiB fit.
+  size_t pinned_bytes_per_lane = size_t{128} << 20;
+  // Stage times and GPU memory go here; not owned; null records nothing.
+  Metrics* metrics = nullptr;
+  // Tests only: faults to inject; not owned; null injects none.
+  cuda::FaultHooks* faults = nullptr;
+};
+
+class CudaBackend final : public ExecutionBackend {
+ public:
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const CudaBackendOptions& options);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  // The served devices' names ("NVIDIA H100 80GB HBM3", comma-separated).
+  std::string description() const override { return device_names_; }
+  void Execute(std::vector<std::unique_ptr<Task>> batch) override;
+  absl::Status Health() const override;
+
+  const std::string& device_names() const { return device_names_; }
+
+ private:
+  CudaBackend(std::unique_ptr<MemoryBudget> budget, std::unique_ptr<cuda::LanePool> lanes,
+              std::string device_names, Metrics* metrics);
+
+  // Runs the batch on `lane`; one result per task, in order.
+  std::vector<absl::StatusOr<Result>> Run(cuda::Lane& lane, absl::Span<Task* const> tasks);
+  // Stage times of the batch just run on `lane`, and the device's memory.
+  void Record(const cuda::Lane& lane, absl::Span<Task* const> tasks);
+  // Records a sticky CUDA error: health goes NOT_SERVING.
+  void NoteFailure(const absl::Status& status);
+
+  // Lanes release device memory into it until they are destroyed.
+  const std::unique_ptr<MemoryBudget> budget_;
+  const std::unique_ptr<cuda::LanePool> lanes_;
+  const std::string device_names_;
+  Metrics* const metrics_;
+
+  mutable absl::Mutex health_mu_;
+  absl::Status health_ ABSL_GUARDED_BY(health_mu_);
+};
+
+}  // namespace primserve
+
+#endif  // PRIMSERVE_SERVER_CUDA_CUDA_BACKEND_H_

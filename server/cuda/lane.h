@@ -1,0 +1,131 @@
+// A lane: one batch at a time on one device, with its streams, timing events
+// and pinned staging, and the device memory a batch holds (DeviceBlock). The
+// pool hands lanes out and takes them back only once nothing of the last
+// batch is still in flight.
+#ifndef PRIMSERVE_SERVER_CUDA_LANE_H_
+#define PRIMSERVE_SERVER_CUDA_LANE_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/cuda/fault_hooks.h"
+#include "server/memory_budget.h"
+
+namespace primserve::cuda {
+
+class Lane final {
+ public:
+  // Stage boundaries of the last batch, timed on the stream.
+  enum Boundary { kStart, kInputsIn, kKernelDone, kOutputsOut, kNumBoundaries };
+  // Large inputs run as a pipeline of chunks: copies in, kernels and copies
+  // out on three streams, each chunk in one of kPipelineSlots staging slots.
+  static constexpr int kPipelineSlots = 3;
+  struct Pipeline {
+    cudaStream_t copy_in = nullptr;
+    cudaStream_t copy_out = nullptr;
+    cudaEvent_t copied_in[kPipelineSlots] = {};
+    cudaEvent_t computed[kPipelineSlots] = {};
+    cudaEvent_t copied_out[kPipelineSlots] = {};
+  };
+
+  // A lane on `device` whose pinned staging grows to at most `pinned_limit`
+  // bytes. `budget` and `faults` (null: none) are not owned.
+  static absl::StatusOr<std::unique_ptr<Lane>> Create(int device, size_t pinned_limit,
+                                                      MemoryBudget* budget, FaultHooks* faults);
+  ~Lane();
+  Lane(const Lane&) = delete;
+  Lane& operator=(const Lane&) = delete;
+
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  const Pipeline& pipeline() const { return pipeline_; }
+  MemoryBudget& budget() const { return *budget_; }
+  FaultHooks* faults() const { return faults_; }
+
+  // Records `boundary` on `on` (the lane's stream by default).
+  absl::Status Mark(Boundary boundary, cudaStream_t on);
+  absl::Status Mark(Boundary boundary) { return Mark(boundary, stream_); }
+  // Time between two boundaries of the finished batch; zero where a mark
+  // was not recorded.
+  absl::Duration Between(Boundary from, Boundary to) const;
+
+  // Host memory to stage `bytes` through. Up to the limit it is the lane's
+  // pinned buffer, which grows and then stays, so steady traffic allocates
+  // no host memory. Beyond the limit it is ordinary memory for this batch
+  // alone (copies from it run at pageable speed), given back by Drain().
+  absl::StatusOr<char*> Staging(size_t bytes);
+  size_t pinned_bytes() const { return pinned_bytes_; }
+  size_t pinned_limit() const { return pinned_limit_; }
+
+  // Waits until every copy and kernel queued on the lane's streams has
+  // finished (and with them the stream-ordered frees), then gives back
+  // staging beyond the limit. The first error of the waits, if any.
+  absl::Status Drain();
+
+ private:
+  Lane(int device, size_t pinned_limit, MemoryBudget* budget, FaultHooks* faults)
+      : device_(device), pinned_limit_(pinned_limit), budget_(budget), faults_(faults) {}
+
+  const int device_;
+  const size_t pinned_limit_;
+  MemoryBudget* const budget_;
+  FaultHooks* const faults_;
+  cudaStream_t stream_ = nullptr;
+  Pipeline pipeline_;
+  cudaEvent_t marks_[kNumBoundaries] = {};
+  char* pinned_ = nullptr;
+  size_t pinned_bytes_ = 0;
+  std::unique_ptr<char[]> beyond_limit_;
+};
+
+// Lanes handed out one batch at a time.
+class LanePool final {
+ public:
+  explicit LanePool(std::vector<std::unique_ptr<Lane>> lanes);
+
+  // Waits for a free lane.
+  Lane* Acquire();
+  // Drains `lane` (nothing of its batch stays in flight), then frees it for
+  // the next batch; returns the drain's error, if any.
+  absl::Status Release(Lane* lane);
+
+  const std::vector<std::unique_ptr<Lane>>& lanes() const { return lanes_; }
+
+ private:
+  const std::vector<std::unique_ptr<Lane>> lanes_;
+  absl::Mutex mu_;
+  std::vector<Lane*> free_ ABSL_GUARDED_BY(mu_);
+};
+
+// One device allocation for a batch, stream-ordered on its lane's stream,
+// counted against the device's budget until the free has run on the stream.
+class DeviceBlock final {
+ public:
+  // Waits (until `deadline`) for room in the budget, then allocates.
+  static absl::StatusOr<DeviceBlock> Allocate(Lane& lane, size_t bytes, absl::Time deadline);
+  DeviceBlock(DeviceBlock&& other) noexcept;
+  DeviceBlock& operator=(DeviceBlock&&) = delete;
+  ~DeviceBlock();
+
+  template <typename T = void>
+  T* at(size_t offset) const {
+    return reinterpret_cast<T*>(base_ + offset);
+  }
+
+ private:
+  DeviceBlock(Lane& lane, char* base, size_t bytes) : lane_(&lane), base_(base), bytes_(bytes) {}
+  Lane* lane_;
+  char* base_;
+  size_t bytes_;
+};
+
+}  // namespace primserve::cuda
+
+#endif  // PRIMSERVE_SERVER_CUDA_LANE_H_

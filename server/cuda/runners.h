@@ -1,0 +1,39 @@
+// One runner per family of primitives. Each takes a batch of operations with
+// one BatchKey, runs it on a lane through StagedRun (or the chunked pipeline
+// for a large scan), and gives one result per operation; a status for the
+// whole batch when it could not run.
+#ifndef PRIMSERVE_SERVER_CUDA_RUNNERS_H_
+#define PRIMSERVE_SERVER_CUDA_RUNNERS_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "server/cuda/lane.h"
+#include "server/task.h"
+
+namespace primserve::cuda {
+
+using Results = std::vector<absl::StatusOr<Result>>;
+
+// Segmented launches over the whole batch (a large single scan: a pipeline).
+absl::StatusOr<Results> RunScans(Lane& lane, absl::Span<const ScanOperation* const> ops,
+                                 absl::Time deadline);
+absl::StatusOr<Results> RunReduces(Lane& lane, absl::Span<const ReduceOperation* const> ops,
+                                   absl::Time deadline);
+absl::StatusOr<Results> RunSelects(Lane& lane, absl::Span<const SelectOperation* const> ops,
+                                   absl::Time deadline);
+
+// One request at a time.
+absl::StatusOr<Result> RunUnique(Lane& lane, const UniqueOperation& op, absl::Time deadline);
+absl::StatusOr<Result> RunRunLengthEncode(Lane& lane, const RunLengthEncodeOperation& op,
+                                          absl::Time deadline);
+absl::StatusOr<Result> RunReduceByKey(Lane& lane, const ReduceByKeyOperation& op,
+                                      absl::Time deadline);
+absl::StatusOr<Result> RunAggregateByKey(Lane& lane, const AggregateByKeyOperation& op,
+                                         absl::Time deadline);
+
+}  // namespace primserve::cuda
+
+#endif  // PRIMSERVE_SERVER_CUDA_RUNNERS_H_

@@ -1,0 +1,71 @@
+// Unique and RunLengthEncode of one request: the kernel counts the runs,
+// then only that many values (and lengths) come back.
+#include "kernels/select.h"
+#include "server/cuda/cuda_status.h"
+#include "server/cuda/io.h"
+#include "server/cuda/runners.h"
+#include "server/cuda/staged_run.h"
+
+namespace primserve::cuda {
+namespace {
+
+struct Runs {
+  HostArray values;
+  HostArray lengths;  // empty unless asked for
+};
+
+absl::StatusOr<Runs> RunRuns(Lane& lane, const ArrayView& input, bool with_lengths,
+                             absl::Time deadline) {
+  const DType dtype = input.dtype;
+  const size_t element = DTypeSize(dtype);
+  const uint64_t n = input.size();
+  size_t temp_bytes = 0;
+  PRIMSERVE_RETURN_IF_CUDA_ERROR(
+      with_lengths ? gpu::RunLengthEncode(nullptr, &temp_bytes, nullptr, dtype, n, nullptr,
+                                          nullptr, nullptr, lane.stream())
+                   : gpu::Unique(nullptr, &temp_bytes, nullptr, dtype, n, nullptr, nullptr,
+                                 lane.stream()));
+  HostInput data(input.bytes);
+  StagedRun run(lane, deadline);
+  const StagedRun::Slice in = run.Input(data);
+  const StagedRun::Slice values = run.Output(n * element);
+  const StagedRun::Slice lengths = run.Output(with_lengths ? n * sizeof(int64_t) : 0);
+  const StagedRun::Slice count = run.Output(sizeof(uint64_t));
+  const StagedRun::Slice temp = run.Scratch(temp_bytes);
+  PRIMSERVE_RETURN_IF_ERROR(run.Start());
+  PRIMSERVE_RETURN_IF_ERROR(run.Launched(
+      with_lengths
+          ? gpu::RunLengthEncode(run.device(temp), &temp_bytes, run.device(in), dtype, n,
+                                 run.device(values), run.device<int64_t>(lengths),
+                                 run.device<uint64_t>(count), lane.stream())
+          : gpu::Unique(run.device(temp), &temp_bytes, run.device(in), dtype, n,
+                        run.device(values), run.device<uint64_t>(count), lane.stream())));
+  PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(count, sizeof(uint64_t)));
+  PRIMSERVE_RETURN_IF_ERROR(run.Finish());
+  const uint64_t runs = *run.staged_as<uint64_t>(count);
+  PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(values, runs * element));
+  if (with_lengths) PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(lengths, runs * sizeof(int64_t)));
+  PRIMSERVE_RETURN_IF_ERROR(run.Finish());
+  Runs result{ToHostArray(dtype, run.staged(values), runs * element), HostArray{}};
+  if (with_lengths) {
+    result.lengths = ToHostArray(DType::kInt64, run.staged(lengths), runs * sizeof(int64_t));
+  }
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<Result> RunUnique(Lane& lane, const UniqueOperation& op, absl::Time deadline) {
+  absl::StatusOr<Runs> runs = RunRuns(lane, op.input, /*with_lengths=*/false, deadline);
+  if (!runs.ok()) return runs.status();
+  return UniqueResult{std::move(runs->values)};
+}
+
+absl::StatusOr<Result> RunRunLengthEncode(Lane& lane, const RunLengthEncodeOperation& op,
+                                          absl::Time deadline) {
+  absl::StatusOr<Runs> runs = RunRuns(lane, op.input, /*with_lengths=*/true, deadline);
+  if (!runs.ok()) return runs.status();
+  return RunLengthEncodeResult{std::move(runs->values), std::move(runs->lengths)};
+}
+
+}  // namespace primserve::cuda

@@ -1,0 +1,158 @@
+// Scans: a batch as one segmented launch; one large unsegmented scan as a
+// pipeline of chunks that carries the running prefix on the device.
+#include <algorithm>
+#include <cstring>
+
+#include "absl/cleanup/cleanup.h"
+
+#include "kernels/scan.h"
+#include "server/cuda/cuda_status.h"
+#include "server/cuda/io.h"
+#include "server/cuda/runners.h"
+#include "server/cuda/staged_run.h"
+
+namespace primserve::cuda {
+namespace {
+
+// Bytes per pipeline chunk: large enough that a copy runs near full
+// bandwidth, small enough that the first and last chunks (which do not
+// overlap) are a small part of the whole.
+constexpr size_t kPipelineChunkBytes = size_t{32} << 20;
+
+// While chunk k is scanned, chunk k+1 is copied in and chunk k-1 copied out,
+// and the host stages the next chunk. Each chunk sits in one of the lane's
+// pipeline slots of pinned staging.
+absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op,
+                                        absl::Time deadline) {
+  const DType dtype = op.input.dtype;
+  const size_t element = DTypeSize(dtype);
+  const uint64_t n = op.input.size();
+  const uint64_t chunk = kPipelineChunkBytes / element;
+  const uint64_t chunks = (n + chunk - 1) / chunk;
+  const size_t chunk_bytes = chunk * element;
+  const Lane::Pipeline& pipeline = lane.pipeline();
+  size_t temp_bytes = 0;
+  PRIMSERVE_RETURN_IF_CUDA_ERROR(gpu::ScanWithCarry(nullptr, &temp_bytes, nullptr, nullptr, chunk,
+                                                    dtype, op.op, op.exclusive, nullptr, nullptr,
+                                                    lane.stream()));
+  Layout device_layout;
+  const size_t slots = device_layout.Add(Lane::kPipelineSlots * chunk_bytes);
+  const size_t carry = device_layout.Add(element);
+  const size_t temp = device_layout.Add(temp_bytes);
+  Layout staging_layout;
+  const size_t staged_slots = staging_layout.Add(Lane::kPipelineSlots * chunk_bytes);
+  absl::StatusOr<char*> staging = lane.Staging(staging_layout.size());
+  if (!staging.ok()) return staging.status();
+  absl::StatusOr<DeviceBlock> block = DeviceBlock::Allocate(lane, device_layout.size(), deadline);
+  if (!block.ok()) return block.status();
+  // The block's free is queued on the lane's stream: whatever happens, the
+  // copies on the other two streams must be over first. Their errors, if
+  // any, come back from the lane's drain.
+  absl::Cleanup join_copies = [&pipeline] {
+    for (cudaStream_t stream : {pipeline.copy_in, pipeline.copy_out}) {
+      if (cudaStreamSynchronize(stream) != cudaSuccess) cudaGetLastError();
+    }
+  };
+
+  HostOutput output(n * element);
+  const char* input = op.input.bytes.data();
+  auto bytes_of = [&](uint64_t k) { return std::min<uint64_t>(chunk, n - k * chunk) * element; };
+  auto staged_slot = [&](uint64_t k) {
+    return *staging + staged_slots + (k % Lane::kPipelineSlots) * chunk_bytes;
+  };
+  // Waits for chunk k's copy out, then hands it to the answer (chunks finish
+  // in order).
+  auto finish = [&](uint64_t k) -> absl::Status {
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(
+        cudaEventSynchronize(pipeline.copied_out[k % Lane::kPipelineSlots]));
+    output.Accept(staged_slot(k), bytes_of(k));
+    return absl::OkStatus();
+  };
+  PRIMSERVE_RETURN_IF_ERROR(lane.Mark(Lane::kStart, pipeline.copy_in));
+  for (uint64_t k = 0; k < chunks; ++k) {
+    const int slot = k % Lane::kPipelineSlots;
+    if (k >= Lane::kPipelineSlots) PRIMSERVE_RETURN_IF_ERROR(finish(k - Lane::kPipelineSlots));
+    char* staged = staged_slot(k);
+    char* device = block->at<char>(slots) + slot * chunk_bytes;
+    std::memcpy(staged, input + k * chunk_bytes, bytes_of(k));
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(device, staged, bytes_of(k), cudaMemcpyHostToDevice, pipeline.copy_in));
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaEventRecord(pipeline.copied_in[slot], pipeline.copy_in));
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaStreamWaitEvent(lane.stream(), pipeline.copied_in[slot], 0));
+    if (k == 0 && lane.faults() != nullptr) {
+      PRIMSERVE_RETURN_IF_ERROR(
+          CudaStatus(lane.faults()->BeforeKernels(lane.stream()), "kernel launch"));
+    }
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(gpu::ScanWithCarry(
+        block->at(temp), &temp_bytes, device, device, bytes_of(k) / element, dtype, op.op,
+        op.exclusive, k == 0 ? nullptr : block->at(carry), block->at(carry), lane.stream()));
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaEventRecord(pipeline.computed[slot], lane.stream()));
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(
+        cudaStreamWaitEvent(pipeline.copy_out, pipeline.computed[slot], 0));
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(staged, device, bytes_of(k), cudaMemcpyDeviceToHost, pipeline.copy_out));
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaEventRecord(pipeline.copied_out[slot], pipeline.copy_out));
+  }
+  PRIMSERVE_RETURN_IF_ERROR(lane.Mark(Lane::kInputsIn, pipeline.copy_in));
+  PRIMSERVE_RETURN_IF_ERROR(lane.Mark(Lane::kKernelDone, lane.stream()));
+  PRIMSERVE_RETURN_IF_ERROR(lane.Mark(Lane::kOutputsOut, pipeline.copy_out));
+  for (uint64_t k = chunks > Lane::kPipelineSlots ? chunks - Lane::kPipelineSlots : 0; k < chunks;
+       ++k) {
+    PRIMSERVE_RETURN_IF_ERROR(finish(k));
+  }
+  return ScanResult{HostArray{dtype, std::move(output).Take()}};
+}
+
+}  // namespace
+
+absl::StatusOr<Results> RunScans(Lane& lane, absl::Span<const ScanOperation* const> ops,
+                                 absl::Time deadline) {
+  const ScanOperation& first = *ops.front();
+  // Only where the pipeline's slots fit the lane's pinned staging: beyond
+  // it, pageable staging would stall every chunk.
+  if (ops.size() == 1 && first.segment_offsets.empty() &&
+      first.input.bytes.size() > 2 * kPipelineChunkBytes &&
+      AlignUp(Lane::kPipelineSlots * kPipelineChunkBytes) <= lane.pinned_limit()) {
+    return Results{RunPipelinedScan(lane, first, deadline)};
+  }
+  const DType dtype = first.input.dtype;
+  const size_t element = DTypeSize(dtype);
+  Concatenation all;
+  HostInput data;
+  for (const ScanOperation* op : ops) {
+    all.Append(op->input.size(), op->segment_offsets);
+    data.Append(op->input.bytes);
+  }
+  const bool segmented = ops.size() > 1 || !first.segment_offsets.empty();
+  const uint64_t num_segments = all.segment_starts.size();
+  size_t temp_bytes = 0;
+  PRIMSERVE_RETURN_IF_CUDA_ERROR(
+      segmented ? gpu::SegmentedScan(nullptr, &temp_bytes, nullptr, nullptr, all.total, nullptr,
+                                     num_segments, dtype, first.op, first.exclusive, lane.stream())
+                : gpu::Scan(nullptr, &temp_bytes, nullptr, nullptr, all.total, dtype, first.op,
+                            first.exclusive, lane.stream()));
+  HostInput starts_input(absl::Span<const uint64_t>(all.segment_starts));
+  StagedRun run(lane, deadline);
+  // In place: the scan overwrites its input, halving the device memory.
+  const StagedRun::Slice in_out = run.Input(data);
+  const StagedRun::Slice starts = segmented ? run.Input(starts_input) : StagedRun::Slice{};
+  const StagedRun::Slice temp = run.Scratch(temp_bytes);
+  PRIMSERVE_RETURN_IF_ERROR(run.Start());
+  PRIMSERVE_RETURN_IF_ERROR(run.Launched(
+      segmented
+          ? gpu::SegmentedScan(run.device(temp), &temp_bytes, run.device(in_out),
+                               run.device(in_out), all.total, run.device<uint64_t>(starts),
+                               num_segments, dtype, first.op, first.exclusive, lane.stream())
+          : gpu::Scan(run.device(temp), &temp_bytes, run.device(in_out), run.device(in_out),
+                      all.total, dtype, first.op, first.exclusive, lane.stream())));
+  PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(in_out, all.total * element));
+  PRIMSERVE_RETURN_IF_ERROR(run.Finish());
+  Results results;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    results.push_back(ScanResult{ToHostArray(dtype, run.staged(in_out) + all.offsets[i] * element,
+                                             ops[i]->input.bytes.size())});
+  }
+  return results;
+}
+
+}  // namespace primserve::cuda

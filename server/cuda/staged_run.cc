@@ -1,0 +1,65 @@
+#include "server/cuda/staged_run.h"
+
+#include <algorithm>
+
+#include "server/cuda/cuda_status.h"
+
+namespace primserve::cuda {
+
+StagedRun::Slice StagedRun::Input(const InputSource& source) {
+  const Slice slice{device_layout_.Add(source.size()), staged_inputs_.Add(source.size())};
+  inputs_.emplace_back(&source, slice);
+  return slice;
+}
+
+StagedRun::Slice StagedRun::Output(size_t max_bytes) {
+  return Slice{device_layout_.Add(max_bytes), staged_outputs_.Add(max_bytes)};
+}
+
+StagedRun::Slice StagedRun::Scratch(size_t bytes) { return Slice{device_layout_.Add(bytes), 0}; }
+
+absl::Status StagedRun::Start() {
+  absl::StatusOr<char*> staging =
+      lane_.Staging(std::max(staged_inputs_.size(), staged_outputs_.size()));
+  if (!staging.ok()) return staging.status();
+  staging_ = *staging;
+  absl::StatusOr<DeviceBlock> block =
+      DeviceBlock::Allocate(lane_, device_layout_.size(), deadline_);
+  if (!block.ok()) return block.status();
+  block_.emplace(*std::move(block));
+  PRIMSERVE_RETURN_IF_ERROR(lane_.Mark(Lane::kStart));
+  for (const auto& [source, slice] : inputs_) {
+    if (source->size() == 0) continue;
+    source->StageTo(staging_ + slice.staged);
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(device(slice), staging_ + slice.staged,
+                                                   source->size(), cudaMemcpyHostToDevice,
+                                                   lane_.stream()));
+  }
+  inputs_.clear();
+  PRIMSERVE_RETURN_IF_ERROR(lane_.Mark(Lane::kInputsIn));
+  if (lane_.faults() != nullptr) {
+    PRIMSERVE_RETURN_IF_ERROR(
+        CudaStatus(lane_.faults()->BeforeKernels(lane_.stream()), "kernel launch"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StagedRun::Launched(int cuda_error) {
+  PRIMSERVE_RETURN_IF_ERROR(CudaStatus(cuda_error, "kernel launch"));
+  return lane_.Mark(Lane::kKernelDone);
+}
+
+absl::Status StagedRun::CopyBack(const Slice& slice, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(staging_ + slice.staged, device(slice), bytes,
+                                                 cudaMemcpyDeviceToHost, lane_.stream()));
+  return absl::OkStatus();
+}
+
+absl::Status StagedRun::Finish() {
+  PRIMSERVE_RETURN_IF_ERROR(lane_.Mark(Lane::kOutputsOut));
+  PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(lane_.stream()));
+  return absl::OkStatus();
+}
+
+}  // namespace primserve::cuda
