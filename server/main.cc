@@ -44,6 +44,9 @@ ABSL_FLAG(uint64_t, multiplex_window, 1024,
 ABSL_FLAG(std::string, cuda_devices, "",
           "Comma-separated CUDA devices to serve (e.g. 0,1); empty serves every visible one.");
 ABSL_FLAG(int, cuda_streams_per_device, 4, "CUDA streams (concurrent batches) per device.");
+ABSL_FLAG(uint64_t, cuda_pinned_bytes_per_lane, uint64_t{128} << 20,
+          "Pinned host staging each CUDA stream keeps; a batch needing more stages through "
+          "ordinary memory, given back when it ends. Large scans pipeline only from 96 MiB.");
 ABSL_FLAG(uint64_t, gpu_memory_budget_bytes, 0,
           "Device memory all requests on one device together may hold; a request that does not "
           "fit waits, until its deadline. 0 means 85% of each served device's memory.");
@@ -125,6 +128,7 @@ absl::StatusOr<std::unique_ptr<ExecutionBackend>> MakeBackend(const std::string&
   if (!devices.ok()) return devices.status();
   options.devices = *devices;
   options.streams_per_device = absl::GetFlag(FLAGS_cuda_streams_per_device);
+  options.pinned_bytes_per_lane = absl::GetFlag(FLAGS_cuda_pinned_bytes_per_lane);
   options.memory_budget_bytes = absl::GetFlag(FLAGS_gpu_memory_budget_bytes);
   options.metrics = metrics;
   absl::StatusOr<std::unique_ptr<CudaBackend>> cuda = CudaBackend::Create(options);
