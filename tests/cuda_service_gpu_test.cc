@@ -1,7 +1,10 @@
 // The CUDA backend through the real gRPC path, with batching on and many
 // concurrent callers: every answer is checked against the CPU reference
 // backend served the same way. Needs a GPU (tagged "gpu").
+#include <cuda_runtime_api.h>
+
 #include <atomic>
+#include <fstream>
 #include <cmath>
 #include <random>
 #include <thread>
@@ -271,6 +274,68 @@ TEST_F(CudaServiceTest, LargeScansArePipelinedAndExact) {
       EXPECT_TRUE(SameArray(gpu->output(), cpu->output(), false)) << DTypeName(dtype);
     }
   }
+}
+
+// The process's resident set (VmRSS), in MiB.
+double RssMib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024;
+  }
+  return -1;
+}
+
+// A 30-byte AggregateByKey asking for 16 GiB of groups, and a Reduce whose
+// empty segments ask for 64 MB of ARGMIN answer, are refused at validation:
+// within milliseconds, with the device's free memory and the process's RSS
+// unchanged, and the next request answered.
+TEST(CudaAmplificationTest, OversizedAnswersAreRefusedWithoutTouchingTheGpu) {
+  absl::StatusOr<std::unique_ptr<CudaBackend>> cuda = CudaBackend::Create({});
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  ServerOptions options;
+  options.address = "127.0.0.1:0";
+  options.limits.max_response_bytes = uint64_t{16} << 20;
+  absl::StatusOr<std::unique_ptr<PrimServer>> server = PrimServer::Start(options, *std::move(cuda));
+  ASSERT_TRUE(server.ok()) << server.status();
+  PrimitivesClient client(PrimitivesClient::Connect(absl::StrCat("127.0.0.1:", (*server)->port())));
+  const std::vector<int32_t> warm = {1, 2, 3};
+  ASSERT_TRUE(client.Scan<int32_t>(warm, Op::kSum).ok());
+
+  v1::AggregateByKeyRequest aggregate;
+  aggregate.mutable_keys()->set_dtype(v1::INT32);
+  aggregate.mutable_values()->set_dtype(v1::FLOAT64);
+  aggregate.set_op(v1::SUM);
+  aggregate.set_num_keys((uint64_t{1} << 31) - 1);
+  v1::ReduceRequest reduce;
+  reduce.mutable_input()->set_dtype(v1::INT64);
+  reduce.set_op(v1::ARGMIN);
+  reduce.mutable_segment_offsets()->Resize(4 << 20, 0);
+
+  size_t free_before = 0, free_after = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+  const double rss_before = RssMib();
+  absl::Time start = absl::Now();
+  absl::StatusOr<v1::AggregateByKeyResponse> refused_aggregate = client.Call(aggregate);
+  const absl::Duration aggregate_took = absl::Now() - start;
+  start = absl::Now();
+  absl::StatusOr<v1::ReduceResponse> refused_reduce = client.Call(reduce);
+  const absl::Duration reduce_took = absl::Now() - start;
+  ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+  EXPECT_EQ(refused_aggregate.status().code(), absl::StatusCode::kResourceExhausted)
+      << refused_aggregate.status();
+  EXPECT_EQ(refused_reduce.status().code(), absl::StatusCode::kResourceExhausted)
+      << refused_reduce.status();
+  EXPECT_LT(aggregate_took, absl::Milliseconds(100));
+  EXPECT_LT(reduce_took, absl::Seconds(1));
+  EXPECT_EQ(free_after, free_before) << "device memory moved";
+  EXPECT_LT(RssMib() - rss_before, 16.0) << "resident memory kept";
+  std::printf("refused in %.1f ms and %.1f ms; device free %zu -> %zu bytes; RSS %.0f -> %.0f MiB\n",
+              absl::ToDoubleMilliseconds(aggregate_took), absl::ToDoubleMilliseconds(reduce_took),
+              free_before, free_after, rss_before, RssMib());
+  absl::StatusOr<std::vector<int32_t>> next = client.Scan<int32_t>(warm, Op::kSum);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(*next, (std::vector<int32_t>{1, 3, 6}));
 }
 
 TEST_F(CudaServiceTest, SmallScansAreBatchedAndRoutedToTheirCallers) {
