@@ -33,6 +33,14 @@ struct ServerOptions {
   std::string unix_socket;
   // gRPC refuses larger messages before reading them (RESOURCE_EXHAUSTED).
   int max_receive_message_bytes = 2147483647;
+  // HTTP/2 limits of gRPC itself, per connection: streams open at once (more
+  // are refused with REFUSED_STREAM) and the size of a request's metadata.
+  // See the README's "Exposure and lockdown" for what they do not stop.
+  int max_concurrent_streams = 100;
+  int max_metadata_bytes = 16 * 1024;
+  // Memory gRPC's transport may take for its buffers (read and write
+  // buffers, parsed metadata); 0 leaves it unbounded.
+  uint64_t grpc_memory_quota_bytes = uint64_t{1} << 30;
   RequestLimits limits;
   // Per-caller fairness and bounds on cost in flight, before the batcher.
   AdmissionOptions admission;

@@ -11,6 +11,7 @@ PACKAGES=(
   prometheus-cpp-dev libgtest-dev libgmock-dev
   prometheus python3 python3-yaml curl patchelf openssl
   podman
+  haproxy python3-hpack
   python3-grpcio python3-protobuf python3-numpy python3-pytest python3-pip python3-setuptools python3-venv
 )
 
