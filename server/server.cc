@@ -12,7 +12,6 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/impl/server_builder_option.h"
 #include "grpcpp/impl/server_builder_plugin.h"
-#include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 
@@ -102,11 +101,6 @@ absl::StatusOr<std::unique_ptr<PrimServer>> PrimServer::Start(
   builder.SetMaxSendMessageSize(-1);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
   builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, options.max_metadata_bytes);
-  if (options.grpc_memory_quota_bytes != 0) {
-    grpc::ResourceQuota quota("primserve");
-    quota.Resize(options.grpc_memory_quota_bytes);
-    builder.SetResourceQuota(quota);
-  }
   // gRPC 1.51 inflates a compressed message whole before it checks the
   // receive limit: a 500 KB gzip of zeros costs 500 MB. Refuse compressed
   // requests instead (UNIMPLEMENTED); arrays of numbers gain little from it.

@@ -38,9 +38,6 @@ struct ServerOptions {
   // See the README's "Exposure and lockdown" for what they do not stop.
   int max_concurrent_streams = 100;
   int max_metadata_bytes = 16 * 1024;
-  // Memory gRPC's transport may take for its buffers (read and write
-  // buffers, parsed metadata); 0 leaves it unbounded.
-  uint64_t grpc_memory_quota_bytes = uint64_t{1} << 30;
   RequestLimits limits;
   // Per-caller fairness and bounds on cost in flight, before the batcher.
   AdmissionOptions admission;
