@@ -67,6 +67,9 @@ ABSL_FLAG(uint64_t, max_in_flight_bytes, uint64_t{4} << 30,
 ABSL_FLAG(uint64_t, max_peer_in_flight_bytes, uint64_t{1} << 30,
           "Admission: cost one caller (client address) may have running at once; its other "
           "requests wait behind each other, not in front of other callers.");
+ABSL_FLAG(std::string, caller_header, "",
+          "Admission: tell callers apart by this request header (e.g. x-forwarded-for, set by "
+          "the proxy in front) instead of their address. Only behind a proxy that sets it.");
 ABSL_FLAG(uint64_t, max_peer_queued_tasks, 1024,
           "Admission: requests one caller may have waiting; more get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(double, shutdown_grace_seconds, 30,
@@ -172,6 +175,7 @@ int Main() {
   options.admission.max_in_flight_bytes = absl::GetFlag(FLAGS_max_in_flight_bytes);
   options.admission.max_peer_in_flight_bytes = absl::GetFlag(FLAGS_max_peer_in_flight_bytes);
   options.admission.max_peer_queued_tasks = absl::GetFlag(FLAGS_max_peer_queued_tasks);
+  options.caller_header = absl::GetFlag(FLAGS_caller_header);
   options.batcher.num_threads = absl::GetFlag(FLAGS_batch_threads);
   options.batcher.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   options.batcher.max_batch_items = absl::GetFlag(FLAGS_max_batch_items);

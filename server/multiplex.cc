@@ -3,15 +3,19 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/admission.h"
 #include "server/call_record.h"
 #include "server/service.h"
 
 namespace primserve {
 
 MultiplexReactor::MultiplexReactor(grpc::CallbackServerContext* context, Scheduler* scheduler,
-                                   const RequestLimits& limits, Metrics* metrics)
-    : context_(context), scheduler_(scheduler), limits_(limits), metrics_(metrics) {
+                                   const RequestLimits& limits, Metrics* metrics,
+                                   std::string caller)
+    : context_(context),
+      scheduler_(scheduler),
+      limits_(limits),
+      metrics_(metrics),
+      caller_(std::move(caller)) {
   Advance();
 }
 
@@ -114,7 +118,7 @@ void MultiplexReactor::Schedule(std::unique_ptr<v1::MultiplexRequest> holder,
   task->operation = *std::move(operation);
   task->deadline = DeadlineOf(*context_);
   task->is_cancelled = [context = context_] { return context->IsCancelled(); };
-  task->peer = PeerKey(context_->peer());
+  task->peer = caller_;
   // The operation views `holder`, which the task keeps until it is answered.
   task->done = [this, holder = std::move(holder), answer_field, call,
                 elements](absl::StatusOr<Result> result) {

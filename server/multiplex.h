@@ -24,8 +24,9 @@ class MultiplexReactor final
     : public grpc::ServerBidiReactor<v1::MultiplexRequest, v1::MultiplexResponse> {
  public:
   // Starts reading; deletes itself when the stream is done.
+  // `caller` keys the stream's requests for admission (CallerOf).
   MultiplexReactor(grpc::CallbackServerContext* context, Scheduler* scheduler,
-                   const RequestLimits& limits, Metrics* metrics);
+                   const RequestLimits& limits, Metrics* metrics, std::string caller);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -49,6 +50,7 @@ class MultiplexReactor final
   Scheduler* const scheduler_;
   const RequestLimits limits_;
   Metrics* const metrics_;
+  const std::string caller_;
 
   absl::Mutex mu_;
   std::unique_ptr<v1::MultiplexRequest> incoming_ ABSL_GUARDED_BY(mu_);

@@ -83,7 +83,7 @@ PrimServer::PrimServer(std::unique_ptr<ExecutionBackend> backend, const ServerOp
     : backend_(std::move(backend)),
       batcher_(options.batcher, backend_.get(), options.metrics),
       admission_(options.admission, &batcher_, options.metrics),
-      service_(&admission_, options.limits, options.metrics),
+      service_(&admission_, options.limits, options.metrics, options.caller_header),
       echo_service_(options.limits.max_response_bytes) {}
 
 absl::StatusOr<std::unique_ptr<PrimServer>> PrimServer::Start(

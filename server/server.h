@@ -41,6 +41,11 @@ struct ServerOptions {
   RequestLimits limits;
   // Per-caller fairness and bounds on cost in flight, before the batcher.
   AdmissionOptions admission;
+  // When set (e.g. "x-forwarded-for"), admission tells callers apart by this
+  // request header instead of the connection's address: behind a proxy that
+  // sets it (deploy/haproxy.cfg does), every connection comes from the proxy.
+  // Trust it only when clients cannot reach primserve but through the proxy.
+  std::string caller_header;
   BatcherOptions batcher;
   // Where the transport and the batcher record; not owned, outlives the
   // server. Null records nothing. (The backend gets it from its creator.)

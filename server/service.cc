@@ -7,6 +7,7 @@
 
 #include "server/call_record.h"
 #include "server/multiplex.h"
+#include "absl/strings/str_cat.h"
 #include "server/admission.h"
 
 namespace primserve {
@@ -20,6 +21,18 @@ absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
   const auto deadline = context.deadline();
   if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
   return absl::FromChrono(deadline);
+}
+
+std::string CallerOf(const grpc::CallbackServerContext& context,
+                     const std::string& caller_header) {
+  if (!caller_header.empty()) {
+    const auto& metadata = context.client_metadata();
+    if (auto it = metadata.find(caller_header); it != metadata.end()) {
+      return absl::StrCat(caller_header, ":", absl::string_view(it->second.data(),
+                                                                it->second.size()));
+    }
+  }
+  return PeerKey(context.peer());
 }
 
 namespace {
@@ -49,7 +62,7 @@ grpc::ServerUnaryReactor* PrimitivesService::Handle(grpc::CallbackServerContext*
   task->operation = *std::move(operation);
   task->deadline = DeadlineOf(*context);
   task->is_cancelled = [context] { return context->IsCancelled(); };
-  task->peer = PeerKey(context->peer());
+  task->peer = CallerOf(*context, caller_header_);
   task->done = [reactor, response, call, elements](absl::StatusOr<Result> result) {
     const absl::Status status =
         result.ok() ? ToResponse(*std::move(result), response) : result.status();
@@ -106,7 +119,8 @@ grpc::ServerUnaryReactor* PrimitivesService::AggregateByKey(
 
 grpc::ServerBidiReactor<v1::MultiplexRequest, v1::MultiplexResponse>*
 PrimitivesService::Multiplex(grpc::CallbackServerContext* context) {
-  return new MultiplexReactor(context, scheduler_, limits_, metrics_);
+  return new MultiplexReactor(context, scheduler_, limits_, metrics_,
+                              CallerOf(*context, caller_header_));
 }
 
 }  // namespace primserve

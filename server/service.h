@@ -4,6 +4,9 @@
 #ifndef PRIMSERVE_SERVER_SERVICE_H_
 #define PRIMSERVE_SERVER_SERVICE_H_
 
+#include <string>
+#include <utility>
+
 #include "proto/primserve/v1/primitives.grpc.pb.h"
 #include "server/convert.h"
 #include "server/metrics.h"
@@ -16,13 +19,24 @@ grpc::Status ToGrpc(const absl::Status& status);
 // The caller's deadline, as the scheduler takes it.
 absl::Time DeadlineOf(const grpc::CallbackServerContext& context);
 
+// Who is calling, as admission keeps callers apart (Task::peer): the value of
+// the request header `caller_header` when it is named and present (a proxy in
+// front sets it to the client's address), else the connection's address
+// without its port (PeerKey).
+std::string CallerOf(const grpc::CallbackServerContext& context,
+                     const std::string& caller_header);
+
 class PrimitivesService final : public v1::Primitives::CallbackService {
  public:
   // Records every call (count, latency, payload, refusals) into `metrics`
   // unless it is null.
+  // `caller_header`: see CallerOf.
   PrimitivesService(Scheduler* scheduler, const RequestLimits& limits,
-                    Metrics* metrics = nullptr)
-      : scheduler_(scheduler), limits_(limits), metrics_(metrics) {}
+                    Metrics* metrics = nullptr, std::string caller_header = "")
+      : scheduler_(scheduler),
+        limits_(limits),
+        metrics_(metrics),
+        caller_header_(std::move(caller_header)) {}
 
   grpc::ServerUnaryReactor* Scan(grpc::CallbackServerContext* context,
                                  const v1::ScanRequest* request,
@@ -56,6 +70,7 @@ class PrimitivesService final : public v1::Primitives::CallbackService {
   Scheduler* const scheduler_;
   const RequestLimits limits_;
   Metrics* const metrics_;
+  const std::string caller_header_;
 };
 
 }  // namespace primserve

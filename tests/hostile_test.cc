@@ -127,12 +127,13 @@ bool Ipv6LoopbackWorks() {
   return ok;
 }
 
-// AggregateByKey into 2^22 float64 groups: 31 bytes of request, 32 MiB of
-// answer and tens of milliseconds of work (the flood used 2^24).
-v1::AggregateByKeyRequest HeavyRequest() {
+// AggregateByKey into 2^log2_keys float64 groups from one random pair: 31
+// bytes of request, 8 x 2^log2_keys bytes of answer (2^22: 32 MiB and tens of
+// milliseconds of work; the flood used 2^24).
+v1::AggregateByKeyRequest HeavyRequest(int log2_keys = 22) {
   v1::AggregateByKeyRequest request;
   request.set_op(v1::SUM);
-  request.set_num_keys(uint64_t{1} << 22);
+  request.set_num_keys(uint64_t{1} << log2_keys);
   std::mt19937 random(std::random_device{}());
   const int32_t key = static_cast<int32_t>(random() % request.num_keys());
   const double value = static_cast<double>(random() % 1000);
@@ -248,6 +249,52 @@ TEST(HostileTest, ALightCallerStaysFastBesideAHeavyOne) {
   }
   EXPECT_LT(after.p99, absl::Milliseconds(50));
   EXPECT_GT(after.heavy_done, 0);
+}
+
+// Behind a proxy every caller shares its address; with caller_header the
+// header the proxy sets tells them apart. Caller A's three heavy requests at
+// once: one runs, one waits, the third is refused (one waiting per caller
+// here); caller B, on the same connection, is answered meanwhile.
+TEST(HostileTest, TheCallerHeaderSeparatesCallersSharingAnAddress) {
+  ServerOptions options;
+  options.caller_header = "x-forwarded-for";
+  options.admission.max_peer_in_flight_bytes = 1;  // one running per caller
+  options.admission.max_peer_queued_tasks = 1;
+  std::unique_ptr<PrimServer> server = StartServer(options);
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::Primitives::NewStub(Connect(server->port()));
+  const v1::AggregateByKeyRequest heavy = HeavyRequest(24);
+  std::vector<grpc::Status> a(3);
+  std::vector<std::thread> callers;
+  for (grpc::Status& status : a) {
+    callers.emplace_back([&] {
+      v1::AggregateByKeyResponse response;
+      grpc::ClientContext context;
+      context.AddMetadata("x-forwarded-for", "10.0.0.1");
+      status = stub->AggregateByKey(&context, heavy, &response);
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(100));
+  v1::ReduceRequest light;
+  light.set_op(v1::SUM);
+  light.mutable_input()->set_dtype(v1::INT32);
+  light.mutable_input()->set_data(std::string("\x07\0\0\0\x05\0\0\0", 8));
+  v1::ReduceResponse response;
+  grpc::ClientContext context;
+  context.AddMetadata("x-forwarded-for", "10.0.0.2");
+  const grpc::Status b = stub->Reduce(&context, light, &response);
+  for (std::thread& t : callers) t.join();
+  EXPECT_TRUE(b.ok()) << b.error_message();
+  int refused = 0;
+  for (const grpc::Status& status : a) {
+    if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      EXPECT_THAT(status.error_message(), HasSubstr("requests waiting for their turn"));
+      ++refused;
+    } else {
+      EXPECT_TRUE(status.ok()) << status.error_message();
+    }
+  }
+  EXPECT_EQ(refused, 1);
 }
 
 }  // namespace
