@@ -1,8 +1,10 @@
 """CUDA sources -> objects through nvcc (CUDA 13 at /usr/local/cuda).
 
-Builds machine code for sm_80 and sm_90 plus compute_90 PTX, so the objects run
-on A100 and H100/H200 and JIT on newer chips. Host-facing headers stay free of
-CUDA, so code that only calls the kernels builds with plain g++.
+By default builds machine code for sm_80 and sm_90 plus compute_90 PTX, so the
+objects run on A100 and H100/H200 and JIT on newer chips; test-only libraries
+may ask for fewer architectures (`gencode`) to build faster. Host-facing
+headers stay free of CUDA, so code that only calls the kernels builds with
+plain g++.
 """
 
 load("@rules_cc//cc:defs.bzl", "cc_library")
@@ -15,14 +17,21 @@ NVCC_FLAGS = [
     "-Xcompiler=-fPIC",
     "-Xcompiler=-Wall",
     "--expt-relaxed-constexpr",
-    "-gencode=arch=compute_80,code=sm_80",
-    "-gencode=arch=compute_90,code=sm_90",
-    "-gencode=arch=compute_90,code=compute_90",
     "-I.",
     "-I$(GENDIR)",
 ]
 
-def cuda_library(name, srcs, hdrs = [], cuda_hdrs = [], deps = [], copts = [], visibility = None, **kwargs):
+# Machine code for A100 (sm_80) and Hopper (sm_90), PTX for newer chips.
+ALL_GENCODE = [
+    "-gencode=arch=compute_80,code=sm_80",
+    "-gencode=arch=compute_90,code=sm_90",
+    "-gencode=arch=compute_90,code=compute_90",
+]
+
+# Hopper only: the GPU machines the tests and benchmarks run on.
+HOPPER_GENCODE = ["-gencode=arch=compute_90,code=sm_90"]
+
+def cuda_library(name, srcs, hdrs = [], cuda_hdrs = [], deps = [], copts = [], gencode = ALL_GENCODE, visibility = None, **kwargs):
     """A cc_library of the objects nvcc makes from `srcs` (.cu files).
 
     Args:
@@ -33,6 +42,7 @@ def cuda_library(name, srcs, hdrs = [], cuda_hdrs = [], deps = [], copts = [], v
       deps: cc_library deps, for users of the library (headers of deps that the
         .cu files include must be listed in cuda_hdrs too).
       copts: extra nvcc flags.
+      gencode: nvcc -gencode flags (ALL_GENCODE or HOPPER_GENCODE).
       visibility: as usual.
       **kwargs: passed to cc_library (testonly, tags...).
     """
@@ -43,7 +53,7 @@ def cuda_library(name, srcs, hdrs = [], cuda_hdrs = [], deps = [], copts = [], v
             name = "%s_%s_nvcc" % (name, src.replace("/", "_").replace(".", "_")),
             srcs = [src] + hdrs + cuda_hdrs,
             outs = [obj],
-            cmd = " ".join([NVCC] + NVCC_FLAGS + copts + ["-c", "$(location %s)" % src, "-o", "$@"]),
+            cmd = " ".join([NVCC] + NVCC_FLAGS + gencode + copts + ["-c", "$(location %s)" % src, "-o", "$@"]),
             testonly = kwargs.get("testonly", False),
         )
         objects.append(obj)

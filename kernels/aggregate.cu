@@ -8,15 +8,16 @@
 
 #include "kernels/detail/atomic_combine.cuh"
 #include "kernels/detail/device_info.cuh"
+#include "kernels/detail/tuning.cuh"
 #include "core/primitives.h"
 
 namespace primserve::gpu {
 namespace {
 
-constexpr int kAggBlock = 256;
-constexpr int kAggUnroll = 4;  // elements per lane per iteration (ILP)
-constexpr size_t kAggSharedMaxBytes = 48 * 1024;
-constexpr uint64_t kWarpAggregateMaxSharedKeys = 256;
+using detail::kAggBlock;
+using detail::kAggSharedMaxBytes;
+using detail::kAggUnroll;
+using detail::kWarpAggregateMaxSharedKeys;
 
 // Keys arrive as int32/int64/uint32/uint64; each is widened to a uint64 key
 // index, and an out-of-range key (negative or >= num_keys) becomes invalid.

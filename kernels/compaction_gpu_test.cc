@@ -20,11 +20,12 @@
 
 #include "absl/types/span.h"
 #include "kernels/aggregate.h"
-#include "kernels/compaction_test_util.h"
 #include "kernels/detail/range_keep.cuh"
 #include "core/primitives.h"
 #include "reference/reference.h"
 #include "kernels/select.h"
+#include "kernels/testing/cub_baseline.h"
+#include "kernels/testing/device_helpers.h"
 
 namespace primserve::gpu {
 namespace {
@@ -224,7 +225,10 @@ struct SelectOut {
     if (check_cub && keep.d_flags == nullptr && !partition) {
       DevBuf<T> c_out(n + 1);
       DevBuf<uint64_t> c_num(1);
-      CUDA_OK(testing::CubSelectIf(d_in.p + in_offset, dt, n, keep, c_out.p, c_num.p));
+      CUDA_OK(testing::RunTwoPhase([&](void* t, size_t* b) {
+        return testing::CubSelectIf(t, b, d_in.p + in_offset, dt, n, keep, c_out.p, c_num.p,
+                                    testing::CountFor(n), nullptr);
+      }));
       ASSERT_EQ(GetCount(c_num), count);
       ASSERT_TRUE(BitsEqual(c_out.Get(count), std::vector<T>(gv.begin(), gv.begin() + count)));
     }
@@ -232,13 +236,17 @@ struct SelectOut {
       DevBuf<T> c_out(n + 1);
       DevBuf<uint64_t> c_num(1);
       if (!partition) {
-        CUDA_OK(testing::CubSelectFlagged(d_in.p + in_offset, dt, keep.d_flags, n,
-                                          c_out.p, c_num.p));
+        CUDA_OK(testing::RunTwoPhase([&](void* t, size_t* b) {
+          return testing::CubSelectFlagged(t, b, d_in.p + in_offset, dt, keep.d_flags, n, c_out.p,
+                                           c_num.p, testing::CountFor(n), nullptr);
+        }));
         ASSERT_EQ(GetCount(c_num), count);
         ASSERT_TRUE(BitsEqual(c_out.Get(count), gv));
       } else {
-        CUDA_OK(testing::CubPartitionFlagged(d_in.p + in_offset, dt, keep.d_flags, n,
-                                             c_out.p, c_num.p));
+        CUDA_OK(testing::RunTwoPhase([&](void* t, size_t* b) {
+          return testing::CubPartitionFlagged(t, b, d_in.p + in_offset, dt, keep.d_flags, n,
+                                              c_out.p, c_num.p, testing::CountFor(n), nullptr);
+        }));
         ASSERT_EQ(GetCount(c_num), count);
         auto cub = c_out.Get(n);
         std::reverse(cub.begin() + count, cub.end());  // CUB: rejected reversed
@@ -589,7 +597,10 @@ void UniqueAndRle() {
       {
         DevBuf<T> c_out(n + 1);
         DevBuf<uint64_t> c_num(1);
-        CUDA_OK(testing::CubUnique(d_in.p, dt, n, c_out.p, c_num.p));
+        CUDA_OK(testing::RunTwoPhase([&](void* t, size_t* b) {
+          return testing::CubUnique(t, b, d_in.p, dt, n, c_out.p, c_num.p, testing::CountFor(n),
+                                    nullptr);
+        }));
         ASSERT_EQ(GetCount(c_num), expect_u.size());
         ASSERT_TRUE(BitsEqual(c_out.Get(expect_u.size()), expect_u));
       }
@@ -611,7 +622,10 @@ void UniqueAndRle() {
         DevBuf<T> c_out(n + 1);
         DevBuf<int64_t> c_len(n + 1);
         DevBuf<uint64_t> c_num(1);
-        CUDA_OK(testing::CubRunLengthEncode(d_in.p, dt, n, c_out.p, c_len.p, c_num.p));
+        CUDA_OK(testing::RunTwoPhase([&](void* t, size_t* b) {
+          return testing::CubRunLengthEncode(t, b, d_in.p, dt, n, c_out.p, c_len.p, c_num.p,
+                                             testing::CountFor(n), nullptr);
+        }));
         ASSERT_EQ(GetCount(c_num), runs);
         ASSERT_EQ(c_len.Get(runs), expect_r.lengths);
       }
@@ -693,8 +707,10 @@ void ReduceByKeyCase(uint64_t n, double repeat, Op op) {
     DevBuf<K> c_k(n + 1);
     DevBuf<V> c_v(n + 1);
     DevBuf<uint64_t> c_num(1);
-    CUDA_OK(testing::CubReduceByKey(d_keys.p, DTypeOf<K>(), d_vals.p, DTypeOf<V>(), n, op,
-                                    c_k.p, c_v.p, c_num.p));
+    CUDA_OK(testing::RunTwoPhase([&](void* t, size_t* b) {
+      return testing::CubReduceByKey(t, b, d_keys.p, DTypeOf<K>(), d_vals.p, DTypeOf<V>(), n, op,
+                                     c_k.p, c_v.p, c_num.p, testing::CountFor(n), nullptr);
+    }));
     ASSERT_EQ(GetCount(c_num), runs);
     ASSERT_TRUE(BitsEqual(c_k.Get(runs), expect.keys));
     const auto cub = c_v.Get(runs);
@@ -866,7 +882,10 @@ TEST(CompactionGpu, AggregateSumOfOnesMatchesCubHistogram) {
     CUDA_OK(AggregateByKey(temp.p, &temp.bytes, d_keys.p, DType::kInt32, d_ones.p, DType::kInt32,
                            n, Op::kSum, num_keys, d_out.p, d_bad.p, nullptr));
     CUDA_OK(cudaDeviceSynchronize());
-    CUDA_OK(testing::CubHistogram(d_keys.p, n, num_keys, c_out.p));
+    CUDA_OK(testing::RunTwoPhase([&](void* t, size_t* b) {
+      return testing::CubHistogram(t, b, d_keys.p, n, num_keys, c_out.p, testing::CountFor(n),
+                                   nullptr);
+    }));
     ASSERT_EQ(d_out.Get(num_keys), c_out.Get(num_keys)) << num_keys;
   }
 }

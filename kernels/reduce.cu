@@ -20,7 +20,7 @@
 namespace primserve::gpu {
 namespace {
 
-using namespace primserve::detail;
+using namespace detail;
 
 // What a reduction with kOp carries per element: the value itself, or a
 // (value, index) candidate for ARGMIN/ARGMAX.
@@ -366,8 +366,6 @@ __global__ void __launch_bounds__(kBlockThreads)
 // Many small segments: one warp per segment, no look-back and no tile
 // bookkeeping (the scan-based kernel above pays those per tile, which only
 // amortizes over long segments). Each lane folds its elements in index order.
-inline constexpr int kWarpSegmentUnroll = 8;
-
 template <typename T, Op kOp>
 __global__ void __launch_bounds__(kBlockThreads)
     WarpPerSegmentReduceKernel(const T* in, uint64_t n, const uint64_t* starts,

@@ -27,12 +27,8 @@ namespace {
 
 using detail::kCompactBlock;
 using detail::kCompactWarps;
-namespace pd = ::primserve::detail;
 
-// Items per thread: 16 when keys and values are 4 bytes (4096-item tiles, as
-// the scan), else 8; the staging arrays stay at 32 KB either way.
-template <typename KB, typename V>
-inline constexpr int kRunItemsFor = sizeof(KB) <= 4 && sizeof(V) <= 4 ? 16 : 8;
+using detail::kRunItemsFor;
 template <typename KB, typename V>
 inline constexpr int kRunTileFor = kCompactBlock * kRunItemsFor<KB, V>;
 
@@ -116,13 +112,13 @@ class WideTileStatus {
         for (int s = 0; s < kSlots; ++s) {
           // Slots before tile 0 read as P (never combined: tile 0 is a P
           // after them).
-          uint32_t state = pd::kPrefix;
+          uint32_t state = detail::kPrefix;
           vals[s] = P{};
           if (first + s >= 0) state = Load(first + s, vals[s]);
-          if (state == pd::kPrefix) {
+          if (state == detail::kPrefix) {
             last_prefix = s;
             invalid_after = false;
-          } else if (state == pd::kInvalid) {
+          } else if (state == detail::kInvalid) {
             invalid_after = true;
           }
         }
@@ -139,7 +135,7 @@ class WideTileStatus {
       for (int s = kSlots - 2; s >= 0; --s) {
         if (s >= from) value = op(vals[s], value);
       }
-      const P window = pd::ShuffleIdx(pd::WarpSuffixReduce(value, op), first_lane);
+      const P window = detail::ShuffleIdx(detail::WarpSuffixReduce(value, op), first_lane);
       prefix = have_prefix ? op(window, prefix) : window;
       have_prefix = true;
       if (prefix_lanes) return prefix;
@@ -155,20 +151,20 @@ class WideTileStatus {
 // Whole block: the tile's exclusive prefix (unspecified for tile 0), after
 // publishing its aggregate; ends with __syncthreads().
 template <typename Policy, typename P, typename ScanOp>
-__device__ __forceinline__ P TileExclusivePrefix(const pd::TileStatus<P>& status, int64_t tile,
+__device__ __forceinline__ P TileExclusivePrefix(const detail::TileStatus<P>& status, int64_t tile,
                                                  const P& aggregate, ScanOp op, P& slot) {
-  return pd::BlockExclusivePrefix<Policy>(status, tile, aggregate, op, slot);
+  return detail::BlockExclusivePrefix<Policy>(status, tile, aggregate, op, slot);
 }
 template <typename Policy, typename P, typename ScanOp>
 __device__ __forceinline__ P TileExclusivePrefix(const WideTileStatus<P>& status, int64_t tile,
                                                  const P& aggregate, ScanOp op, P& slot) {
   if (tile == 0) {
-    if (threadIdx.x == 0) status.Publish(0, pd::kPrefix, aggregate);
+    if (threadIdx.x == 0) status.Publish(0, detail::kPrefix, aggregate);
   } else if (threadIdx.x < 32) {
-    if (threadIdx.x == 0) status.Publish(tile, pd::kAggregate, aggregate);
+    if (threadIdx.x == 0) status.Publish(tile, detail::kAggregate, aggregate);
     const P prefix = status.template WarpLookback<Policy>(tile, op);
     if (threadIdx.x == 0) {
-      status.Publish(tile, pd::kPrefix, op(prefix, aggregate));
+      status.Publish(tile, detail::kPrefix, op(prefix, aggregate));
       slot = prefix;
     }
   }
@@ -177,7 +173,7 @@ __device__ __forceinline__ P TileExclusivePrefix(const WideTileStatus<P>& status
 }
 
 template <typename P>
-using RunStatus = std::conditional_t<sizeof(P) == 8, WideTileStatus<P>, pd::TileStatus<P>>;
+using RunStatus = std::conditional_t<sizeof(P) == 8, WideTileStatus<P>, detail::TileStatus<P>>;
 
 template <typename Status>
 __global__ void RunsInitKernel(Status status) {
@@ -193,8 +189,8 @@ __device__ __forceinline__ bool RunBlockScanLookback(const P& thread_value, Scan
                                                      const Status& status, int64_t tile,
                                                      P* s_warp, P& s_slot, P* prefix) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const P inclusive = pd::WarpInclusiveScan(thread_value, op);
-  const P lane_before = pd::ShuffleUp(inclusive, 1);
+  const P inclusive = detail::WarpInclusiveScan(thread_value, op);
+  const P lane_before = detail::ShuffleUp(inclusive, 1);
   if (lane == 31) s_warp[warp] = inclusive;
   __syncthreads();
   P warp_prefix = s_warp[0];
@@ -288,8 +284,8 @@ __global__ void __launch_bounds__(kCompactBlock)
 
     // Neighbours across thread boundaries: lanes by shuffle, warp edges
     // from the loaded edge keys.
-    KB prev_last = pd::ShuffleUp(k[kRunItems - 1], 1);
-    KB next_first = pd::ShuffleDown(k[0], 1);
+    KB prev_last = detail::ShuffleUp(k[kRunItems - 1], 1);
+    KB next_first = detail::ShuffleDown(k[0], 1);
     if (lane == 0) prev_last = edge_prev;
     if (lane == 31) next_first = edge_next;
 
@@ -378,7 +374,7 @@ int RunRuns(void* d_temp, const void* keys, const void* values, uint64_t n,
   const int64_t tiles = static_cast<int64_t>((n + kRunTile - 1) / kRunTile);
   RunStatus<P> status(static_cast<char*>(d_temp) + detail::kHeaderBytes, tiles);
   {
-    constexpr int kThreads = 256;
+    constexpr int kThreads = detail::kInitBlockThreads;
     const int64_t blocks = (tiles + kThreads - 1) / kThreads;
     RunsInitKernel<<<static_cast<unsigned>(blocks > 0 ? blocks : 1), kThreads, 0, stream>>>(
         status);

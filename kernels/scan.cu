@@ -14,7 +14,7 @@
 namespace primserve::gpu {
 namespace {
 
-using namespace primserve::detail;
+using namespace detail;
 
 template <bool kSegmented>
 int DispatchScan(void* temp_storage, size_t* temp_bytes, const void* d_in, void* d_out,

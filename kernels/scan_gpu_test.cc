@@ -21,14 +21,17 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/gpu_baseline.h"
 #include "core/primitives.h"
 #include "kernels/reduce.h"
 #include "reference/reference.h"
 #include "kernels/scan.h"
+#include "kernels/testing/cub_baseline.h"
+#include "kernels/testing/device_helpers.h"
 
 namespace primserve {
 namespace {
+
+using gpu::testing::CountFor;
 
 uint64_t g_seed = 0;
 
@@ -68,7 +71,9 @@ class DeviceBuffer {
 template <typename T>
 std::vector<T> ToHost(const void* d, size_t count) {
   std::vector<T> h(count);
-  if (count) EXPECT_EQ(cudaMemcpy(h.data(), d, count * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  if (count) {
+    EXPECT_EQ(cudaMemcpy(h.data(), d, count * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  }
   return h;
 }
 
@@ -255,13 +260,15 @@ void CheckScan(uint64_t n, Op op, bool exclusive, const std::vector<uint64_t>& s
                          },
                          what);
 
-  if (starts.empty() && !in_place) {
+  // CUB's MIN/MAX (cuda::minimum/maximum) do not propagate NaN.
+  if (starts.empty() && !in_place && nan_count == 0) {
     CUDA_ASSERT(d_out.Poison());
     size_t cub_bytes = 0;
-    CUDA_ASSERT(baseline::CubScan(nullptr, &cub_bytes, in, out, n, dtype, op, exclusive, nullptr));
+    CUDA_ASSERT(gpu::testing::CubScan(nullptr, &cub_bytes, in, out, n, dtype, op, exclusive,
+                                      CountFor(n), nullptr));
     DeviceBuffer cub_temp(cub_bytes);
-    CUDA_ASSERT(baseline::CubScan(cub_temp.get(), &cub_bytes, in, out, n, dtype, op, exclusive,
-                                  nullptr));
+    CUDA_ASSERT(gpu::testing::CubScan(cub_temp.get(), &cub_bytes, in, out, n, dtype, op, exclusive,
+                                      CountFor(n), nullptr));
     CUDA_ASSERT(cudaDeviceSynchronize());
     ExpectSameAsCub(got, ToHost<T>(out, n), op, input, what);
   }
@@ -514,20 +521,21 @@ void CheckReduce(uint64_t n, Op op, const std::vector<uint64_t>& starts, uint64_
                          [&](auto span, Op o) { return reference::Reduce(span, o, span_starts).values; },
                          what);
 
+  if (nan_count > 0) return;  // CUB's MIN/MAX (cuda::minimum/maximum) do not propagate NaN
   CUDA_ASSERT(d_values.Poison());
   size_t cub_bytes = 0;
   if (starts.empty()) {
-    CUDA_ASSERT(baseline::CubReduce(nullptr, &cub_bytes, in, n, dtype, op, d_values.get(),
-                                    nullptr, nullptr));
+    CUDA_ASSERT(gpu::testing::CubReduce(nullptr, &cub_bytes, in, n, dtype, op, d_values.get(),
+                                        nullptr, CountFor(n), nullptr));
     DeviceBuffer cub_temp(cub_bytes);
-    CUDA_ASSERT(baseline::CubReduce(cub_temp.get(), &cub_bytes, in, n, dtype, op,
-                                    d_values.get(), nullptr, nullptr));
+    CUDA_ASSERT(gpu::testing::CubReduce(cub_temp.get(), &cub_bytes, in, n, dtype, op,
+                                        d_values.get(), nullptr, CountFor(n), nullptr));
   } else {
-    CUDA_ASSERT(baseline::CubSegmentedReduce(nullptr, &cub_bytes, in, n,
+    CUDA_ASSERT(gpu::testing::CubSegmentedReduce(nullptr, &cub_bytes, in, n,
                                              d_starts.get<uint64_t>(), starts.size(), dtype,
                                              op, d_values.get(), nullptr));
     DeviceBuffer cub_temp(cub_bytes);
-    CUDA_ASSERT(baseline::CubSegmentedReduce(cub_temp.get(), &cub_bytes, in, n,
+    CUDA_ASSERT(gpu::testing::CubSegmentedReduce(cub_temp.get(), &cub_bytes, in, n,
                                              d_starts.get<uint64_t>(), starts.size(), dtype,
                                              op, d_values.get(), nullptr));
   }
@@ -614,24 +622,24 @@ TEST(HugeGpuTest, Int32SumOver2Pow31) {
   const uint64_t n = (uint64_t{1} << 31) + 4099;
   DeviceBuffer in(n * 4), ours(n * 4), cub(n * 4);
   ASSERT_TRUE(in.ok() && ours.ok() && cub.ok()) << "needs ~26 GB of device memory";
-  CUDA_ASSERT(baseline::FillRandomInt32(in.get<int32_t>(), n, g_seed, 32, nullptr));
+  CUDA_ASSERT(gpu::testing::FillRandomInt32(in.get<int32_t>(), n, g_seed, 32, nullptr));
   CUDA_ASSERT(ours.Poison());
   CUDA_ASSERT(cub.Poison());
   size_t ours_bytes = 0, cub_bytes = 0;
   CUDA_ASSERT(gpu::Scan(nullptr, &ours_bytes, in.get(), ours.get(), n, DType::kInt32, Op::kSum,
                         false, nullptr));
-  CUDA_ASSERT(baseline::CubScan(nullptr, &cub_bytes, in.get(), cub.get(), n, DType::kInt32,
-                                Op::kSum, false, nullptr));
+  CUDA_ASSERT(gpu::testing::CubScan(nullptr, &cub_bytes, in.get(), cub.get(), n, DType::kInt32,
+                                    Op::kSum, false, CountFor(n), nullptr));
   {
     DeviceBuffer temp(std::max(ours_bytes, cub_bytes));
     CUDA_ASSERT(gpu::Scan(temp.get(), &ours_bytes, in.get(), ours.get(), n, DType::kInt32,
                           Op::kSum, false, nullptr));
-    CUDA_ASSERT(baseline::CubScan(temp.get(), &cub_bytes, in.get(), cub.get(), n,
-                                  DType::kInt32, Op::kSum, false, nullptr));
+    CUDA_ASSERT(gpu::testing::CubScan(temp.get(), &cub_bytes, in.get(), cub.get(), n,
+                                      DType::kInt32, Op::kSum, false, CountFor(n), nullptr));
     CUDA_ASSERT(cudaDeviceSynchronize());
   }
   uint64_t mismatches = 1;
-  CUDA_ASSERT(baseline::CountMismatchedWords(ours.get(), cub.get(), n, &mismatches));
+  CUDA_ASSERT(gpu::testing::CountMismatchedWords(ours.get(), cub.get(), n, &mismatches));
   EXPECT_EQ(mismatches, 0u);
 
   // Reduce over the same input: must equal the scan's last element.

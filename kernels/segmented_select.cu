@@ -24,9 +24,8 @@ namespace {
 
 using detail::kCompactBlock;
 using detail::kCompactWarps;
-namespace pd = ::primserve::detail;
 
-constexpr int kSegItems = 8;
+using detail::kSegItems;
 constexpr int kSegTile = kCompactBlock * kSegItems;
 
 struct SegPair {
@@ -58,7 +57,7 @@ struct SegParams {
   int64_t* indices_out;
   uint64_t* counts;
   bool vector_ok;
-  pd::TileStatus<SegPair> status;
+  detail::TileStatus<SegPair> status;
 };
 
 template <typename T, bool kFlags>
@@ -184,7 +183,7 @@ int RunSegmented(void* d_temp, size_t* temp_bytes, const void* d_in, uint64_t n,
   }
   if (n == 0) return 0;
   auto* header = static_cast<unsigned long long*>(d_temp);
-  pd::TileStatus<SegPair> status(static_cast<char*>(d_temp) + detail::kHeaderBytes,
+  detail::TileStatus<SegPair> status(static_cast<char*>(d_temp) + detail::kHeaderBytes,
                                  tiles);
   if (int e = detail::LaunchCompactionInit(status, header, stream)) return e;
   SegParams<T> p{};

@@ -34,7 +34,6 @@ namespace {
 
 using detail::kCompactBlock;
 using detail::kCompactWarps;
-namespace pd = ::primserve::detail;
 
 enum KeepMode : int { kByPredicate = 0, kByFlags = 1, kByUnique = 2 };
 
@@ -51,7 +50,7 @@ struct SelectParams {
   bool partition;
   bool vector_ok;  // in (and flags) aligned for 16-byte (flags: kVec-byte) loads
   int64_t num_tiles;
-  pd::TileStatus<OffsetT> status;
+  detail::TileStatus<OffsetT> status;
 };
 
 struct PlusOp {
@@ -64,7 +63,7 @@ struct PlusOp {
 // vector v is the kVec items at (v * 32 + l) * kVec (16 bytes).
 template <typename T, int kNumVec_>
 struct SelectTile {
-  static constexpr int kBlock = 256;
+  static constexpr int kBlock = kCompactBlock;
   static constexpr int kWarps = kBlock / 32;
   static constexpr int kVec = 16 / static_cast<int>(sizeof(T));
   static constexpr int kNumVec = kNumVec_;
@@ -126,7 +125,7 @@ __device__ __forceinline__ void StageWarpChunk(
         if (e > 0) {
           prev = x[e > 0 ? e - 1 : 0];
         } else {
-          prev = pd::ShuffleUp(x[kVec - 1], 1);
+          prev = detail::ShuffleUp(x[kVec - 1], 1);
           if (lane == 0) prev = last_of_prev_vec;
         }
         k = x[e] != prev || (e == 0 && lane == 0 && v == 0 && chunk_is_first);
@@ -135,7 +134,7 @@ __device__ __forceinline__ void StageWarpChunk(
       bits |= (k ? 1u : 0u) << e;
     }
     if constexpr (kMode == kByUnique) {
-      last_of_prev_vec = pd::ShuffleIdx(x[kVec - 1], 31);
+      last_of_prev_vec = detail::ShuffleIdx(x[kVec - 1], 31);
     }
     int below = 0, total = 0;
 #pragma unroll
@@ -205,7 +204,7 @@ __global__ void __launch_bounds__(256, 6)
   const int valid = remaining < static_cast<uint64_t>(S::kTileItems) ? static_cast<int>(remaining)
                                                                      : S::kTileItems;
   const int warp_first = warp * S::kWarpItems;
-  const int warp_valid = pd::WarpValid<S::kWarpItems>(p.n, tile_base + warp_first);
+  const int warp_valid = detail::WarpValid<S::kWarpItems>(p.n, tile_base + warp_first);
   const bool full = warp_valid == S::kWarpItems;
 
   unsigned char* region = select_smem;
@@ -289,7 +288,7 @@ __global__ void __launch_bounds__(256, 6)
   }
   // Publishes the tile's count at once, then looks back (warp 0); ends with
   // a barrier.
-  const OffsetT prefix_raw = pd::BlockExclusivePrefix<detail::CompactLookback>(
+  const OffsetT prefix_raw = detail::BlockExclusivePrefix<detail::CompactLookback>(
       p.status, tile, static_cast<OffsetT>(tile_count), PlusOp{}, s_prefix);
   const uint64_t prefix = tile == 0 ? 0 : static_cast<uint64_t>(prefix_raw);
 
@@ -384,9 +383,7 @@ int64_t NumTiles(uint64_t n) {
   return static_cast<int64_t>((n + kTile - 1) / kTile);
 }
 
-// Vectors per thread: 8 (32 KB tiles: 8192 4-byte or 4096 8-byte items;
-// measured on an H200: 16 KB tiles were 1.23x slower).
-constexpr int kSelectNumVec = 8;
+using detail::kSelectNumVec;
 
 // Temp bytes for a select-kernel pass over n items of T.
 template <typename T>
@@ -403,7 +400,7 @@ int RunSelect(void* d_temp, const T* in, uint64_t n, const SelectKeep& keep,
   using S = SelectTile<T, kNumVec>;
   const int64_t num_tiles = NumTiles<T, kNumVec>(n);
   auto* header = static_cast<unsigned long long*>(d_temp);
-  pd::TileStatus<OffsetT> status(static_cast<char*>(d_temp) + detail::kHeaderBytes,
+  detail::TileStatus<OffsetT> status(static_cast<char*>(d_temp) + detail::kHeaderBytes,
                                  num_tiles);
   if (int e = detail::LaunchCompactionInit(status, header, stream)) return e;
 

@@ -1,7 +1,7 @@
 // Tuning experiment: times the scan kernel (detail/scan_kernel.cuh) under
 // several ScanPolicy variants against CUB and a device-to-device memcpy, and
 // checks each variant's output against CUB (int32 exactly). Not part of the
-// library; built by tools/build_gpu_bundle.sh into gpu_bundle/scan_variants.
+// library: //kernels/bench:scan_variants, packed by tools/pack_gpu.sh.
 //   ./scan_variants [log2n ...]      (default: 16 20 24 28)
 // Findings so far: kernels/BENCHMARKS.md.
 #include <cuda_runtime.h>
@@ -14,12 +14,14 @@
 #include <vector>
 
 #include "kernels/detail/scan_kernel.cuh"
-#include "kernels/gpu_baseline.h"
+#include "kernels/testing/cub_baseline.h"
+#include "kernels/testing/device_helpers.h"
 
 namespace {
 
 using namespace primserve;
-using namespace primserve::detail;
+using namespace primserve::gpu;
+using namespace primserve::gpu::detail;
 
 void Check(int err, const char* what, int line) {
   if (err != 0) {
@@ -29,16 +31,6 @@ void Check(int err, const char* what, int line) {
   }
 }
 #define CHECK(expr) Check(static_cast<int>(expr), #expr, __LINE__)
-
-__global__ void CountMismatches(const uint32_t* a, const uint32_t* b, uint64_t n,
-                                unsigned long long* bad) {
-  unsigned long long local = 0;
-  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < n;
-       i += uint64_t{gridDim.x} * blockDim.x) {
-    local += a[i] != b[i];
-  }
-  if (local) atomicAdd(bad, local);
-}
 
 using Call = std::function<int(cudaStream_t)>;
 
@@ -114,8 +106,6 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   CHECK(cudaStreamCreate(&stream));
   const auto variants = Variants();
-  unsigned long long* d_bad;
-  CHECK(cudaMalloc(&d_bad, 8));
   std::printf("%-28s %-8s %5s %10s %10s %10s %8s %8s %s\n", "variant", "dtype", "log2n",
               "ours_us", "cub_us", "memcpy_us", "vs_cub", "vs_mcpy", "check");
   for (const DType dtype : {DType::kInt32, DType::kFloat32}) {
@@ -126,8 +116,8 @@ int main(int argc, char** argv) {
       CHECK(cudaMalloc(&in, bytes));
       CHECK(cudaMalloc(&out, bytes));
       CHECK(cudaMalloc(&ref, bytes));
-      CHECK(baseline::FillRandomInt32(static_cast<int32_t*>(in), n, 17,
-                                      dtype == DType::kFloat32 ? 20 : 30, nullptr));
+      CHECK(testing::FillRandomInt32(static_cast<int32_t*>(in), n, 17,
+                                     dtype == DType::kFloat32 ? 20 : 30, nullptr));
       const int reps = log2n <= 20 ? 200 : log2n <= 26 ? 50 : 20;
       const double memcpy_us = MedianUs(
           [&](cudaStream_t st) {
@@ -135,13 +125,15 @@ int main(int argc, char** argv) {
           },
           reps, stream);
       size_t cub_bytes = 0;
-      CHECK(baseline::CubScan(nullptr, &cub_bytes, in, ref, n, dtype, Op::kSum, false, nullptr));
+      CHECK(testing::CubScan(nullptr, &cub_bytes, in, ref, n, dtype, Op::kSum, false,
+                             testing::CountFor(n), nullptr));
       void* cub_temp;
       CHECK(cudaMalloc(&cub_temp, std::max<size_t>(cub_bytes, 16)));
       const double cub_us = MedianUs(
           [&](cudaStream_t st) {
             size_t s = cub_bytes;
-            return baseline::CubScan(cub_temp, &s, in, ref, n, dtype, Op::kSum, false, st);
+            return testing::CubScan(cub_temp, &s, in, ref, n, dtype, Op::kSum, false,
+                                    testing::CountFor(n), st);
           },
           reps, stream);
       for (const Variant& v : variants) {
@@ -158,11 +150,9 @@ int main(int argc, char** argv) {
             reps, stream);
         std::string check = "-";
         if (!v.diagnostic && dtype == DType::kInt32) {
-          CHECK(cudaMemsetAsync(d_bad, 0, 8, stream));
-          CountMismatches<<<1024, 256, 0, stream>>>(static_cast<const uint32_t*>(out),
-                                                   static_cast<const uint32_t*>(ref), n, d_bad);
-          unsigned long long bad = 0;
-          CHECK(cudaMemcpy(&bad, d_bad, 8, cudaMemcpyDeviceToHost));
+          CHECK(cudaStreamSynchronize(stream));
+          uint64_t bad = 0;
+          CHECK(testing::CountMismatchedWords(out, ref, n, &bad));
           check = bad == 0 ? "ok" : "MISMATCH " + std::to_string(bad);
         }
         CHECK(cudaFree(temp));

@@ -13,7 +13,7 @@
 #include "kernels/detail/tuning.cuh"
 #include "kernels/detail/warp.cuh"
 
-namespace primserve::detail {
+namespace primserve::gpu::detail {
 
 inline constexpr int kBlockWarps = kBlockThreads / kWarpThreads;
 
@@ -151,6 +151,6 @@ __device__ __forceinline__ V BlockReduce(V value, ReduceOp op, BlockScanStorage<
   return value;
 }
 
-}  // namespace primserve::detail
+}  // namespace primserve::gpu::detail
 
 #endif  // PRIMSERVE_KERNELS_DETAIL_BLOCK_CUH_

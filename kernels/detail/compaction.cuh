@@ -1,8 +1,7 @@
-// Building blocks of the compaction family (kernels/select.h), on top of
-// K1's decoupled look-back (kernels/detail/lookback.cuh) and warp helpers
+// Building blocks of the compaction family (kernels/select.h), on top of the
+// decoupled look-back (kernels/detail/lookback.cuh) and warp helpers
 // (kernels/detail/warp.cuh):
-//  - the look-back policy of the compaction kernels and 16-byte cp.async
-//    helpers (Select/Unique stage their tiles in shared memory, select.cu);
+//  - 16-byte cp.async helpers (Select/Unique stage their tiles in shared memory, select.cu);
 //  - the blocked layout of the pair-scan kernels (RLE, ReduceByKey,
 //    segmented Select) and their block-wide scan joined to the look-back;
 //  - the shared init kernel (tile status + counters) and temp layout.
@@ -15,23 +14,12 @@
 #include <type_traits>
 
 #include "kernels/detail/lookback.cuh"
+#include "kernels/detail/tuning.cuh"
 #include "kernels/detail/warp.cuh"
 #include "core/primitives.h"
 
 namespace primserve::gpu::detail {
 
-namespace pd = ::primserve::detail;
-
-constexpr int kCompactBlock = 256;
-constexpr int kCompactWarps = kCompactBlock / 32;
-
-// Look-back of the compaction kernels (lookback.cuh's LookbackPolicy<slots
-// per lane, first sleep ns, max sleep ns>): the paper's 32-tile window (one
-// slot per lane). Measured on an H200 (BENCHMARKS.md, K2): 4, 8 and 16 slots
-// per lane made select_if50 int32 2^28 1.26x, 2.1x and 5x slower, RLE and
-// ReduceByKey likewise: the extra polling loads on the hot status lines cost
-// more than the round trips they save.
-using CompactLookback = pd::LookbackPolicy<1, 32, 512>;
 
 // Returns a cudaError_t as int from an expression; used by the launchers.
 #define PRIMSERVE_CUDA_TRY(expr)                          \
@@ -96,12 +84,12 @@ struct NoOp {
 // the look-back: a persistent kernel issues its next tile's loads there.
 template <typename P, typename ScanOp, typename AfterBarrier = NoOp>
 __device__ __forceinline__ bool BlockScanLookback(
-    const P& thread_value, ScanOp op, const pd::TileStatus<P>& status,
+    const P& thread_value, ScanOp op, const detail::TileStatus<P>& status,
     int64_t tile, P* s_warp /* [kCompactWarps] shared */, P& s_slot,
     P* prefix, AfterBarrier after_barrier = {}) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const P inclusive = pd::WarpInclusiveScan(thread_value, op);
-  const P lane_before = pd::ShuffleUp(inclusive, 1);
+  const P inclusive = detail::WarpInclusiveScan(thread_value, op);
+  const P lane_before = detail::ShuffleUp(inclusive, 1);
   if (lane == 31) s_warp[warp] = inclusive;
   __syncthreads();
   after_barrier();
@@ -112,7 +100,7 @@ __device__ __forceinline__ bool BlockScanLookback(
   for (int w = 1; w < kCompactWarps; ++w)
     tile_aggregate = op(tile_aggregate, s_warp[w]);
   const P tile_prefix =
-      pd::BlockExclusivePrefix(status, tile, tile_aggregate, op, s_slot);
+      detail::BlockExclusivePrefix(status, tile, tile_aggregate, op, s_slot);
   bool have = tile > 0;
   P acc = tile_prefix;
   if (warp > 0) {
@@ -160,13 +148,13 @@ constexpr size_t kHeaderBytes = 16;
 
 template <typename V>
 size_t CompactionTempBytes(int64_t num_tiles) {
-  return kHeaderBytes + pd::TileStatus<V>::StorageBytes(num_tiles);
+  return kHeaderBytes + detail::TileStatus<V>::StorageBytes(num_tiles);
 }
 
 // Resets the tile status (slots to X, tile counter to 0) and the header's
 // counter to 0; one launch before each compaction pass.
 template <typename V>
-__global__ void CompactionInitKernel(pd::TileStatus<V> status,
+__global__ void CompactionInitKernel(detail::TileStatus<V> status,
                                      unsigned long long* header) {
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t == 0) {
@@ -178,12 +166,11 @@ __global__ void CompactionInitKernel(pd::TileStatus<V> status,
 }
 
 template <typename V>
-int LaunchCompactionInit(const pd::TileStatus<V>& status,
+int LaunchCompactionInit(const detail::TileStatus<V>& status,
                          unsigned long long* header, cudaStream_t stream) {
-  constexpr int kThreads = 256;
-  const int64_t blocks = (status.num_tiles() + kThreads - 1) / kThreads;
+  const int64_t blocks = (status.num_tiles() + kInitBlockThreads - 1) / kInitBlockThreads;
   CompactionInitKernel<V>
-      <<<static_cast<unsigned>(blocks > 0 ? blocks : 1), kThreads, 0, stream>>>(
+      <<<static_cast<unsigned>(blocks > 0 ? blocks : 1), kInitBlockThreads, 0, stream>>>(
           status, header);
   return static_cast<int>(cudaGetLastError());
 }

@@ -9,7 +9,7 @@
 
 #include "core/primitives.h"
 
-namespace primserve::detail {
+namespace primserve::gpu::detail {
 
 inline bool IsValidDType(DType dtype) {
   return static_cast<int>(dtype) >= static_cast<int>(DType::kInt32) &&
@@ -42,6 +42,6 @@ inline int64_t CeilDiv(uint64_t n, uint64_t d) { return static_cast<int64_t>((n 
 // two-phase protocol always gets a non-null pointer.
 inline constexpr size_t kMinTempBytes = 16;
 
-}  // namespace primserve::detail
+}  // namespace primserve::gpu::detail
 
 #endif  // PRIMSERVE_KERNELS_DETAIL_DISPATCH_CUH_

@@ -23,7 +23,7 @@
 // ---------------------------------------------------------------------------
 // Usage (for kernels built on this, e.g. the compaction family):
 //
-//   using Status = primserve::detail::TileStatus<V>;  // V: the scan value
+//   using Status = primserve::gpu::detail::TileStatus<V>;  // V: the scan value
 //   // Host, temp-storage sizing (part of the caller's two-phase temp):
 //   size_t bytes = Status::StorageBytes(num_tiles);    // 16-byte aligned
 //   Status status(d_storage, num_tiles);               // d_storage: 16-B aligned
@@ -59,7 +59,7 @@
 #include "kernels/detail/tuning.cuh"
 #include "kernels/detail/warp.cuh"
 
-namespace primserve::detail {
+namespace primserve::gpu::detail {
 
 enum TileState : uint32_t { kInvalid = 0, kAggregate = 1, kPrefix = 2 };
 
@@ -325,6 +325,6 @@ __device__ __forceinline__ V BlockExclusivePrefix(const TileStatus<V>& status,
   return slot;
 }
 
-}  // namespace primserve::detail
+}  // namespace primserve::gpu::detail
 
 #endif  // PRIMSERVE_KERNELS_DETAIL_LOOKBACK_CUH_

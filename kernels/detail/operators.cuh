@@ -10,7 +10,7 @@
 
 #include "core/primitives.h"
 
-namespace primserve::detail {
+namespace primserve::gpu::detail {
 
 // SUM, PROD, MIN or MAX with the op fixed at compile time.
 template <typename T, Op kOp>
@@ -75,6 +75,6 @@ struct SegmentedOp {
   }
 };
 
-}  // namespace primserve::detail
+}  // namespace primserve::gpu::detail
 
 #endif  // PRIMSERVE_KERNELS_DETAIL_OPERATORS_CUH_

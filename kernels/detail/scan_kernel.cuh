@@ -19,7 +19,7 @@
 #include "kernels/detail/segments.cuh"
 #include "kernels/detail/tuning.cuh"
 
-namespace primserve::detail {
+namespace primserve::gpu::detail {
 
 template <typename T, Op kOp, bool kSegmented, typename Policy>
 struct ScanConfig {
@@ -232,6 +232,6 @@ int LaunchScan(void* temp_storage, size_t* temp_bytes, const T* in, T* out, uint
   return cudaGetLastError();
 }
 
-}  // namespace primserve::detail
+}  // namespace primserve::gpu::detail
 
 #endif  // PRIMSERVE_KERNELS_DETAIL_SCAN_KERNEL_CUH_

@@ -9,7 +9,7 @@
 #include "kernels/detail/lookback.cuh"
 #include "kernels/detail/tuning.cuh"
 
-namespace primserve::detail {
+namespace primserve::gpu::detail {
 
 // First index s with starts[s] >= value (starts is non-decreasing).
 __device__ __forceinline__ uint64_t LowerBound(const uint64_t* starts, uint64_t count,
@@ -57,6 +57,6 @@ __device__ __forceinline__ void BlockMarkHeads(const uint64_t* starts, uint64_t 
   __syncthreads();
 }
 
-}  // namespace primserve::detail
+}  // namespace primserve::gpu::detail
 
 #endif  // PRIMSERVE_KERNELS_DETAIL_SEGMENTS_CUH_

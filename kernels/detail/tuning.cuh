@@ -1,4 +1,5 @@
-// Tuning constants of the scan and reduce kernels, in one place. The numbers
+// Tuning constants of every kernel (scan, reduce, the compaction family,
+// aggregate), in one place. The numbers
 // are for Hopper (sm_90) and serve sm_80 well enough; per-architecture values
 // go here, selected on __CUDA_ARCH__ or the device's compute capability.
 #ifndef PRIMSERVE_KERNELS_DETAIL_TUNING_CUH_
@@ -7,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace primserve::detail {
+namespace primserve::gpu::detail {
 
 // Threads of every scan/reduce block: 8 warps.
 inline constexpr int kBlockThreads = 256;
@@ -97,7 +98,46 @@ inline constexpr int kReduceSingleBlockMaxBytes = 64 * 1024;
 // SegmentedReduce: up to this average segment length one warp reduces each
 // segment; longer segments go through the balanced segmented-scan pass.
 inline constexpr uint64_t kWarpPerSegmentMaxAverage = 4096;
+// Elements each lane of a warp-per-segment reduce folds per iteration.
+inline constexpr int kWarpSegmentUnroll = 8;
 
-}  // namespace primserve::detail
+// Threads of the small kernels that reset tile status slots and counters.
+inline constexpr int kInitBlockThreads = 256;
+
+// Compaction family (Select, Partition, Unique, RLE, ReduceByKey, segmented
+// Select): threads per block.
+inline constexpr int kCompactBlock = 256;
+inline constexpr int kCompactWarps = kCompactBlock / 32;
+
+// Look-back of the compaction kernels: the paper's 32-tile window (one slot
+// per lane). Measured on an H200 (BENCHMARKS.md): 4, 8 and 16 slots per lane
+// made select_if50 int32 2^28 1.26x, 2.1x and 5x slower, RLE and ReduceByKey
+// likewise: the extra polling loads on the hot status lines cost more than
+// the round trips they save.
+using CompactLookback = LookbackPolicy<1, 32, 512>;
+
+// Select/Partition/Unique: 16-byte vectors per thread. 8 gives 32 KB tiles
+// (8192 4-byte or 4096 8-byte items); measured on an H200, 16 KB tiles were
+// 1.23x slower.
+inline constexpr int kSelectNumVec = 8;
+
+// RLE and ReduceByKey items per thread: 16 when keys and values are 4 bytes
+// (4096-item tiles, as the scan), else 8; the staging arrays stay at 32 KB
+// either way.
+template <typename KB, typename V>
+inline constexpr int kRunItemsFor = sizeof(KB) <= 4 && sizeof(V) <= 4 ? 16 : 8;
+
+// Segmented Select: items per thread.
+inline constexpr int kSegItems = 8;
+
+// AggregateByKey: threads per block, elements per lane per iteration (ILP),
+// the shared memory a block may use to privatize per-key results, and the
+// most distinct keys for which the warp-aggregated shared path is taken.
+inline constexpr int kAggBlock = 256;
+inline constexpr int kAggUnroll = 4;
+inline constexpr size_t kAggSharedMaxBytes = 48 * 1024;
+inline constexpr uint64_t kWarpAggregateMaxSharedKeys = 256;
+
+}  // namespace primserve::gpu::detail
 
 #endif  // PRIMSERVE_KERNELS_DETAIL_TUNING_CUH_

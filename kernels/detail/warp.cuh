@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace primserve::detail {
+namespace primserve::gpu::detail {
 
 inline constexpr int kWarpThreads = 32;
 inline constexpr unsigned kFullMask = 0xffffffffu;
@@ -77,6 +77,6 @@ __device__ __forceinline__ T WarpSuffixReduce(T value, ScanOp op) {
   return value;
 }
 
-}  // namespace primserve::detail
+}  // namespace primserve::gpu::detail
 
 #endif  // PRIMSERVE_KERNELS_DETAIL_WARP_CUH_
