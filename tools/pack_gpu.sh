@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Builds and packs everything that needs a GPU into gpu_bundle/ (git-ignored),
+# to be copied to the GPU machine:
+#  - every test tagged gpu (bazel query 'attr(tags, gpu, tests(//...))'),
+#  - the benchmarks (cc_binary targets tagged gpu under //kernels),
+#  - the server and client tools that gpu_checks.sh and gpu_engine_bench.sh
+#    drive (soak, sanitizers over the engine tests, service measurements),
+# stripped, with the shared libraries a bare CUDA host lacks in lib/, and the
+# runners: run_all.sh (every test and benchmark, logs to a folder), and the
+# two engine scripts. On the GPU machine:
+#   gpu_bundle/run_all.sh OUT_DIR [--only=NAME,...] [--memcheck=NAME,...]
+#   gpu_bundle/gpu_checks.sh OUT_DIR tests|soak [SECONDS]
+#   gpu_bundle/gpu_engine_bench.sh OUT_DIR
+# Usage: tools/pack_gpu.sh [extra bazel build flags]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tests=$(bazel query --noshow_progress 'attr(tags, gpu, tests(//...))')
+benchmarks=$(bazel query --noshow_progress 'kind(cc_binary, attr(tags, gpu, //kernels/...))')
+engine=(//server:primserve //client:primctl //client:primload //tests:soak_test)
+# shellcheck disable=SC2086
+bazel build "$@" $tests $benchmarks "${engine[@]}"
+bin="$(bazel info "$@" bazel-bin)"
+
+out=gpu_bundle
+rm -rf "$out"
+mkdir -p "$out/lib"
+binaries=()
+copy() {  # label
+  local path="${1#//}"
+  local file="$bin/${path/://}"
+  cp "$file" "$out/"
+  binaries+=("$out/$(basename "$file")")
+}
+: >"$out/tests.txt"
+: >"$out/benchmarks.txt"
+for target in $tests; do copy "$target"; basename "${target/://}" >>"$out/tests.txt"; done
+for target in $benchmarks; do copy "$target"; basename "${target/://}" >>"$out/benchmarks.txt"; done
+for target in "${engine[@]}"; do copy "$target"; done
+cp tools/gpu_run_all.sh "$out/run_all.sh"
+cp tools/gpu_checks.sh tools/gpu_engine_bench.sh "$out/"
+chmod u+w "$out"/*
+# Everything the binaries load but glibc, libstdc++ and libgcc, which every
+# host has (the CUDA runtime is linked in statically).
+for binary in "${binaries[@]}"; do
+  ldd "$binary" | awk '/=> \// {print $3}'
+done | sort -u | grep -vE '/(libc|libm|libpthread|libdl|librt|libgcc_s|libstdc\+\+)\.so' |
+  xargs -r -I{} cp -L {} "$out/lib/"
+chmod -R u+w "$out/lib"
+strip "${binaries[@]}"
+if compgen -G "$out/lib/*" >/dev/null; then strip --strip-unneeded "$out"/lib/*; fi
+du -sh "$out"
+echo "tests: $(tr '\n' ' ' <"$out/tests.txt")"
+echo "benchmarks: $(tr '\n' ' ' <"$out/benchmarks.txt")"
