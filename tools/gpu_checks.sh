@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On a GPU machine, from the folder tools/pack_gpu.sh makes (gpu_bundle/):
+# On a GPU machine, from the folder `tools/pack_gpu.sh --engine` makes (gpu_bundle/):
 #   gpu_checks.sh OUTPUT_DIR tests   the engine's GPU tests (end to end against
 #                                    the CPU backend, fault injection, the
 #                                    sticky error), then compute-sanitizer's

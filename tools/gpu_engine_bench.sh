@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On a GPU machine, from the folder tools/pack_gpu.sh makes (gpu_bundle/): measures
+# On a GPU machine, from the folder `tools/pack_gpu.sh --engine` makes (gpu_bundle/): measures
 # the service with primload:
 # small 1K-element scans with batching on and off, and large scans and
 # selects against the Echo method (the transport limit). Results go to $1.

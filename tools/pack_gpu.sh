@@ -3,23 +3,31 @@
 # to be copied to the GPU machine:
 #  - every test tagged gpu (bazel query 'attr(tags, gpu, tests(//...))'),
 #  - the benchmarks (cc_binary targets tagged gpu under //kernels),
-#  - the server and client tools that gpu_checks.sh and gpu_engine_bench.sh
-#    drive (soak, sanitizers over the engine tests, service measurements),
+#  - with --engine, also the server and client tools that gpu_checks.sh and
+#    gpu_engine_bench.sh drive (soak, sanitizers over the engine tests,
+#    service measurements),
 # stripped, with the shared libraries a bare CUDA host lacks in lib/, and the
 # runners: run_all.sh (every test and benchmark, logs to a folder), and the
 # two engine scripts. On the GPU machine:
 #   gpu_bundle/run_all.sh OUT_DIR [--only=NAME,...] [--memcheck=NAME,...]
-#   gpu_bundle/gpu_checks.sh OUT_DIR tests|soak [SECONDS]
-#   gpu_bundle/gpu_engine_bench.sh OUT_DIR
-# Usage: tools/pack_gpu.sh [extra bazel build flags]
+#   gpu_bundle/gpu_checks.sh OUT_DIR tests|soak [SECONDS]     (--engine)
+#   gpu_bundle/gpu_engine_bench.sh OUT_DIR                    (--engine)
+# Without --engine the folder is about 55 MB, with it about 65 MB: over what
+# one device call carries (64 MiB with the repository), so pack the engine
+# tools for engine runs only.
+# Usage: tools/pack_gpu.sh [--engine] [extra bazel build flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tests=$(bazel query --noshow_progress 'attr(tags, gpu, tests(//...))')
 benchmarks=$(bazel query --noshow_progress 'kind(cc_binary, attr(tags, gpu, //kernels/...))')
-engine=(//server:primserve //client:primctl //client:primload //tests:soak_test)
+engine=()
+if [[ ${1:-} == --engine ]]; then
+  engine=(//server:primserve //client:primctl //client:primload //tests:soak_test)
+  shift
+fi
 # shellcheck disable=SC2086
-bazel build "$@" $tests $benchmarks "${engine[@]}"
+bazel build "$@" $tests $benchmarks "${engine[@]+"${engine[@]}"}"
 bin="$(bazel info "$@" bazel-bin)"
 
 out=gpu_bundle
@@ -36,7 +44,7 @@ copy() {  # label
 : >"$out/benchmarks.txt"
 for target in $tests; do copy "$target"; basename "${target/://}" >>"$out/tests.txt"; done
 for target in $benchmarks; do copy "$target"; basename "${target/://}" >>"$out/benchmarks.txt"; done
-for target in "${engine[@]}"; do copy "$target"; done
+for target in "${engine[@]+"${engine[@]}"}"; do copy "$target"; done
 cp tools/gpu_run_all.sh "$out/run_all.sh"
 cp tools/gpu_checks.sh tools/gpu_engine_bench.sh "$out/"
 chmod u+w "$out"/*
