@@ -3,7 +3,7 @@
 // checks each variant's output against CUB (int32 exactly). Not part of the
 // library: //kernels/bench:scan_variants, packed by tools/pack_gpu.sh.
 //   ./scan_variants [log2n ...]      (default: 16 20 24 28)
-// Findings so far: kernels/BENCHMARKS.md.
+// Findings so far: kernels/NOTES.md.
 #include <cuda_runtime.h>
 
 #include <algorithm>

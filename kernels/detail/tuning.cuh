@@ -47,7 +47,7 @@ inline constexpr unsigned kLookbackMaxSleepNs = 512;
 
 // Look-back window: each lane of the looking-back warp reads this many
 // consecutive tile slots per round trip, so one L2 round trip covers
-// 32 * kLookbackSlotsPerLane predecessors. Measured on an H200 (BENCHMARKS.md):
+// 32 * kLookbackSlotsPerLane predecessors. Measured on an H200 (kernels/NOTES.md):
 // wider windows (2, 4, 8) were slower, most likely from the extra polling
 // traffic on the few hot status lines, so the paper's 32-slot window stays.
 inline constexpr int kLookbackSlotsPerLane = 1;
@@ -81,7 +81,7 @@ struct ScanPolicy {
   static constexpr int kMinBlocksPerSm = kMinBlocksPerSm_;
   using Lookback = Lookback_;
 };
-// The scan's policy, tuned on an H200 (kernels/BENCHMARKS.md): 32 int32
+// The scan's policy, tuned on an H200 (kernels/NOTES.md): 32 int32
 // items per thread (8192-item tiles: half as many look-backs as 16 items,
 // ~17% faster at 2^28; 3 blocks per SM at 80 registers, no spills; a cap
 // for 4 blocks measured ~3% faster for int32 but spills 50..250 bytes in
@@ -110,7 +110,7 @@ inline constexpr int kCompactBlock = 256;
 inline constexpr int kCompactWarps = kCompactBlock / 32;
 
 // Look-back of the compaction kernels: the paper's 32-tile window (one slot
-// per lane). Measured on an H200 (BENCHMARKS.md): 4, 8 and 16 slots per lane
+// per lane). Measured on an H200 (kernels/NOTES.md): 4, 8 and 16 slots per lane
 // made select_if50 int32 2^28 1.26x, 2.1x and 5x slower, RLE and ReduceByKey
 // likewise: the extra polling loads on the hot status lines cost more than
 // the round trips they save.
