@@ -1,5 +1,6 @@
 #include "server/admission.h"
 
+#include <memory>
 #include <utility>
 #include <variant>
 
@@ -120,28 +121,38 @@ std::vector<FairAdmission::Handoff> FairAdmission::TakeAdmitted() {
 }
 
 void FairAdmission::HandOn(std::vector<Handoff> admitted) {
-  const absl::Time now = absl::Now();
-  for (Handoff& handoff : admitted) {
-    std::unique_ptr<Task>& task = handoff.waiting.task;
-    const uint64_t cost = handoff.waiting.cost;
-    if (absl::Status dead = Dead(*task, now); !dead.ok()) {
-      if (metrics_ != nullptr) {
-        metrics_->Rejected(absl::IsCancelled(dead) ? RejectReason::kCancelled
-                                                   : RejectReason::kDeadline);
+  // Tasks answered here (dead, or refused by `next`) free their cost, which
+  // may admit more: a loop, not recursion, however many that is.
+  while (!admitted.empty()) {
+    std::vector<std::pair<std::string, uint64_t>> freed;
+    const absl::Time now = absl::Now();
+    for (Handoff& handoff : admitted) {
+      std::unique_ptr<Task>& task = handoff.waiting.task;
+      const uint64_t cost = handoff.waiting.cost;
+      if (absl::Status dead = Dead(*task, now); !dead.ok()) {
+        if (metrics_ != nullptr) {
+          metrics_->Rejected(absl::IsCancelled(dead) ? RejectReason::kCancelled
+                                                     : RejectReason::kDeadline);
+        }
+        task->done(dead);
+        freed.emplace_back(std::move(handoff.peer), cost);
+        continue;
       }
-      Release(handoff.peer, cost);
-      task->done(dead);
-      continue;
+      // The cost is freed once the answer has been handed to the transport.
+      auto done = std::make_shared<absl::AnyInvocable<void(absl::StatusOr<Result>)>>(
+          std::move(task->done));
+      task->done = [this, peer = handoff.peer, cost, done](absl::StatusOr<Result> result) {
+        (*done)(std::move(result));
+        Release(peer, cost);
+      };
+      if (absl::Status scheduled = next_->Schedule(&task); !scheduled.ok()) {
+        (*done)(scheduled);  // `next` recorded its own refusal
+        freed.emplace_back(std::move(handoff.peer), cost);
+      }
     }
-    // The cost is freed once the answer has been handed to the transport.
-    task->done = [this, peer = handoff.peer, cost,
-                  done = std::move(task->done)](absl::StatusOr<Result> result) mutable {
-      done(std::move(result));
-      Release(peer, cost);
-    };
-    if (absl::Status scheduled = next_->Schedule(&task); !scheduled.ok()) {
-      task->done(scheduled);  // `next` recorded its own refusal
-    }
+    absl::MutexLock lock(&mu_);
+    for (const auto& [peer, cost] : freed) Free(peer, cost);
+    admitted = TakeAdmitted();
   }
 }
 
@@ -149,12 +160,16 @@ void FairAdmission::Release(const std::string& peer, uint64_t cost) {
   std::vector<Handoff> admitted;
   {
     absl::MutexLock lock(&mu_);
-    peers_[peer].in_flight -= cost;
-    in_flight_ -= cost;
-    ForgetIfIdle(peer);
+    Free(peer, cost);
     admitted = TakeAdmitted();
   }
   HandOn(std::move(admitted));
+}
+
+void FairAdmission::Free(const std::string& peer, uint64_t cost) {
+  peers_[peer].in_flight -= cost;
+  in_flight_ -= cost;
+  ForgetIfIdle(peer);
 }
 
 void FairAdmission::ForgetIfIdle(const std::string& peer) {

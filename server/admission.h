@@ -88,6 +88,8 @@ class FairAdmission final : public Scheduler {
   void HandOn(std::vector<Handoff> admitted);
   // A handed-on task was answered: frees its cost and admits more.
   void Release(const std::string& peer, uint64_t cost);
+  // Returns a handed-on task's cost to its peer and the total.
+  void Free(const std::string& peer, uint64_t cost) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ForgetIfIdle(const std::string& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SweepLoop();
 

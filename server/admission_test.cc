@@ -232,6 +232,32 @@ TEST(AdmissionTest, ARefusalDownstreamAnswersTheTaskAndFreesItsCost) {
   EXPECT_EQ(admission.in_flight_bytes(), 0u);
 }
 
+// A long queue refused downstream in one go (the batcher's queue full) is
+// answered in a loop, not a chain of nested calls as deep as the queue.
+TEST(AdmissionTest, AQueueRefusedDownstreamIsAnsweredWithoutDeepRecursion) {
+  const std::string data = RandomBytes(64);
+  HoldingScheduler next;
+  AdmissionOptions options;
+  options.max_peer_in_flight_bytes = 1;
+  options.max_peer_queued_tasks = 1 << 20;
+  FairAdmission admission(options, &next);
+  constexpr int kWaiting = 200000;
+  std::vector<Outcome> outcomes(kWaiting + 1);
+  for (Outcome& o : outcomes) {
+    auto task = ScanTask("p", data, &o);
+    ASSERT_TRUE(admission.Schedule(&task).ok());
+  }
+  next.Refuse(absl::ResourceExhaustedError("queue full"));
+  ASSERT_TRUE(next.CompleteOldest());
+  EXPECT_EQ(outcomes[0].calls.load(), 1);
+  for (int i = 1; i <= kWaiting; ++i) {
+    ASSERT_EQ(outcomes[i].calls.load(), 1) << i;
+    ASSERT_EQ(StatusOf(outcomes[i]).code(), absl::StatusCode::kResourceExhausted) << i;
+  }
+  EXPECT_EQ(admission.queued(), 0u);
+  EXPECT_EQ(admission.in_flight_bytes(), 0u);
+}
+
 TEST(AdmissionTest, ShutdownAnswersTheWaitingAndRefusesNewRequests) {
   const std::string data = RandomBytes(1024);
   HoldingScheduler next;
