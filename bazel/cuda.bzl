@@ -2,7 +2,9 @@
 
 By default builds machine code for sm_80 and sm_90 plus compute_90 PTX, so the
 objects run on A100 and H100/H200 and JIT on newer chips; test-only libraries
-may ask for fewer architectures (`gencode`) to build faster. Host-facing
+may ask for fewer architectures (`gencode`) to build faster, and
+`--define=cuda_gencode=hopper` builds every library for sm_90 only (the packed
+GPU bundle, //bazel:cuda_hopper_only). Host-facing
 headers stay free of CUDA, so code that only calls the kernels builds with
 plain g++.
 """
@@ -52,11 +54,15 @@ def cuda_library(name, srcs, hdrs = [], cuda_hdrs = [], deps = [], copts = [], g
     objects = []
     for src in srcs:
         obj = "_objs/%s/%s.o" % (name, src[:-len(".cu")])
+        compile = ["-c", "$(location %s)" % src, "-o", "$@"]
         native.genrule(
             name = "%s_%s_nvcc" % (name, src.replace("/", "_").replace(".", "_")),
             srcs = [src] + hdrs + cuda_hdrs,
             outs = [obj],
-            cmd = " ".join([NVCC] + NVCC_FLAGS + gencode + copts + ["-c", "$(location %s)" % src, "-o", "$@"]),
+            cmd = select({
+                "//bazel:cuda_hopper_only": " ".join([NVCC] + NVCC_FLAGS + HOPPER_GENCODE + copts + compile),
+                "//conditions:default": " ".join([NVCC] + NVCC_FLAGS + gencode + copts + compile),
+            }),
             testonly = kwargs.get("testonly", False),
         )
         objects.append(obj)
