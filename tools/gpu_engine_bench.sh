@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # On a GPU machine, from the folder `tools/pack_gpu.sh --engine` makes (gpu_bundle/): measures
-# the service with primload:
-# small 1K-element scans with batching on and off, and large scans and
-# selects against the Echo method (the transport limit). Results go to $1.
+# the service with primload, each figure beside the Echo method on the same
+# payload (the transport's limit): 1K-element scans unary (batching on and
+# off) and through Multiplex, a 1M-element scan, 64M-element scans and selects
+# over TCP and over a Unix socket; then what a client would do instead
+# (numpy.cumsum on one core) and, when gpu_bundle/wheels/ holds the Python
+# client, its 64M scan. Results go to $1.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:?usage: gpu_engine_bench.sh OUTPUT_DIR}"
@@ -32,6 +35,8 @@ load() {  # name, flags... (later flags override the defaults)
 # Small requests; Echo of the same 4 KB payload at each level is the ceiling.
 start_server --batch_timeout_micros=200 --max_batch_size=256 --batch_threads=8
 load small_scan_batching_on --rpc=scan --n=1024 --concurrency=1,16,64,256 --verify --mode=both
+# The same requests on one Multiplex stream per channel.
+load small_scan_multiplex --rpc=scan --n=1024 --concurrency=256,1024 --verify --multiplex
 stop_server
 start_server --batch_timeout_micros=0 --batch_threads=8
 load small_scan_batching_off --rpc=scan --n=1024 --concurrency=1,16,64,256 --verify
@@ -39,12 +44,35 @@ stop_server
 
 # Large requests take about a second each: a 15 s window holds enough of them
 # that one request more or less moves the ratio by a few percent, not 2x.
-start_server
+socket=/tmp/primserve-bench.sock
+start_server --unix_socket=$socket
+load medium_scan_vs_echo --rpc=scan --n=1048576 --concurrency=1 --mode=both --channels=1 \
+  --measure_seconds=5
 load large_scan_vs_echo --rpc=scan --n=67108864 --distinct_requests=2 --concurrency=1,2 \
   --mode=both --warmup_seconds=3 --measure_seconds=15
+load large_scan_unix_vs_echo --address=unix:$socket --rpc=scan --n=67108864 --distinct_requests=2 \
+  --concurrency=1 --channels=1 --mode=both --warmup_seconds=3 --measure_seconds=15
 load large_select_vs_echo --rpc=select --predicate=gt --operand=0 --n=67108864 \
-  --distinct_requests=2 --concurrency=1,2 --mode=both --warmup_seconds=3 --measure_seconds=15
+  --distinct_requests=2 --concurrency=1 --mode=both --warmup_seconds=3 --measure_seconds=15
 # Where the server's time went (stage sums and counts per RPC).
 python3 -c "import urllib.request; print(urllib.request.urlopen('http://localhost:$metrics_port/metrics').read().decode())" |
   grep -E '^primserve_request_duration_seconds_(sum|count)' >"$out/large_stages.txt"
+
+# What the client would do itself: numpy.cumsum of 64M int32 on one core
+# (medians of 7), as GB/s of input + output like primload's.
+python3 - <<'PY' 2>&1 | tee "$out/numpy_cumsum.txt"
+import time, numpy as np
+a = np.random.default_rng(1).integers(-1000, 1000, size=1 << 26, dtype=np.int32)
+times = []
+for _ in range(7):
+    t = time.perf_counter(); np.cumsum(a, dtype=np.int32); times.append(time.perf_counter() - t)
+t = sorted(times)[3]
+print(f"numpy.cumsum 64M int32, one core: median {t * 1e3:.1f} ms, {2 * a.nbytes / t / 1e9:.2f} GB/s in+out")
+PY
+# The Python client's 64M scan, where the machine's Python can run it.
+if compgen -G "$here/wheels/*.whl" >/dev/null; then
+  python3 -m pip install --quiet --no-index --no-deps --target /tmp/primserve-py "$here"/wheels/*.whl &&
+    PYTHONPATH=/tmp/primserve-py python3 -m primserve.bench --address=localhost:$port \
+      --n=67108864 --repeats=5 2>&1 | tee "$out/python_client.txt"
+fi
 stop_server
