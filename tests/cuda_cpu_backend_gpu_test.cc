@@ -15,7 +15,7 @@
 namespace primserve {
 namespace {
 
-const char* g_primserve = nullptr;
+std::string g_primserve;
 
 // The memory map of `server` once it listens (empty if it never does).
 std::string MapsOnceListening(ChildProcess& server) {
@@ -52,10 +52,14 @@ TEST(CudaCpuBackendTest, CpuBackendNeverLoadsTheDriver) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s PATH_TO_PRIMSERVE\n", argv[0]);
+  // Bazel passes the binary; in a packed GPU bundle it sits beside the test.
+  if (argc > 2) {
+    std::fprintf(stderr, "usage: %s [PATH_TO_PRIMSERVE]\n", argv[0]);
     return 2;
   }
-  primserve::g_primserve = argv[1];
+  const std::string self = argv[0];
+  const size_t slash = self.rfind('/');
+  primserve::g_primserve =
+      argc == 2 ? argv[1] : (slash == std::string::npos ? "." : self.substr(0, slash)) + "/primserve";
   return RUN_ALL_TESTS();
 }

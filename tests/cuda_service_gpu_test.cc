@@ -329,7 +329,9 @@ TEST(CudaAmplificationTest, OversizedAnswersAreRefusedWithoutTouchingTheGpu) {
   EXPECT_LT(aggregate_took, absl::Milliseconds(100));
   EXPECT_LT(reduce_took, absl::Seconds(1));
   EXPECT_EQ(free_after, free_before) << "device memory moved";
-  EXPECT_LT(RssMib() - rss_before, 16.0) << "resident memory kept";
+  // The Reduce request's own parsed offsets (32 MB) may stay in malloc's
+  // cache; the answers (16 GiB and 64 MB) must not have been made.
+  EXPECT_LT(RssMib() - rss_before, 48.0) << "resident memory kept";
   std::printf("refused in %.1f ms and %.1f ms; device free %zu -> %zu bytes; RSS %.0f -> %.0f MiB\n",
               absl::ToDoubleMilliseconds(aggregate_took), absl::ToDoubleMilliseconds(reduce_took),
               free_before, free_after, rss_before, RssMib());

@@ -40,7 +40,13 @@ TEST(CudaStickyErrorTest, RequestUnavailableHealthNotServingLaterRequestsRefused
   options.address = "127.0.0.1:0";
   absl::StatusOr<std::unique_ptr<PrimServer>> server = PrimServer::Start(options, *std::move(cuda));
   ASSERT_TRUE(server.ok()) << server.status();
-  auto channel = PrimitivesClient::Connect(absl::StrCat("127.0.0.1:", (*server)->port()));
+  // One server, asked directly: client-side health checking would refuse
+  // calls to a NOT_SERVING server itself ("backend unhealthy"), and retries
+  // would hide how fast the server refuses.
+  ConnectOptions direct;
+  direct.health_check = false;
+  direct.max_attempts = 1;
+  auto channel = PrimitivesClient::Connect(absl::StrCat("127.0.0.1:", (*server)->port()), direct);
   PrimitivesClient client(channel);
   const std::vector<int32_t> input = {3, -1, 4, 1, -5, 9, 2, -6};
 
