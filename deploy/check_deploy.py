@@ -170,7 +170,41 @@ def matches(selector, labels):
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
 
-def check_kubernetes(k8s_dir, server_flags, queryable, image):
+def check_edge(edge, primserve_flags, pod_spec, haproxy_cfg):
+    """The edge sidecar runs deploy/haproxy.cfg, bound where clients reach the
+    pod, forwarding to primserve's loopback port; primserve listens nowhere
+    else and tells callers apart by the header the edge sets."""
+    env = {e.get("name"): e.get("value") for e in edge.get("env", [])}
+    for name in ("PRIMSERVE_EDGE_BIND", "PRIMSERVE_UPSTREAM"):
+        if f"${{{name}}}" not in haproxy_cfg:
+            problem(f"deploy/haproxy.cfg does not use {name}")
+        if not env.get(name):
+            problem(f"Deployment: the edge sets no {name}")
+    if primserve_flags.get("host") != "127.0.0.1":
+        problem(f"Deployment: primserve listens on --host={primserve_flags.get('host')}; behind the "
+                "edge it must listen on loopback only (--host=127.0.0.1)")
+    upstream = f"127.0.0.1:{primserve_flags.get('port')}"
+    if env.get("PRIMSERVE_UPSTREAM") != upstream:
+        problem(f"Deployment: the edge forwards to {env.get('PRIMSERVE_UPSTREAM')}, not primserve's "
+                f"{upstream}")
+    if "x-forwarded-for" not in haproxy_cfg or primserve_flags.get("caller_header") != "x-forwarded-for":
+        problem("Deployment: primserve must key callers by the edge's x-forwarded-for "
+                "(--caller_header=x-forwarded-for)")
+    bind_port = (env.get("PRIMSERVE_EDGE_BIND") or ":").rsplit(":", 1)[1]
+    edge_ports = {p.get("name"): p.get("containerPort") for p in edge.get("ports", [])}
+    if str(edge_ports.get("grpc")) != bind_port:
+        problem(f"Deployment: the edge's port 'grpc' ({edge_ports.get('grpc')}) is not where it "
+                f"binds ({bind_port})")
+    mounted = {m.get("name") for m in edge.get("volumeMounts", [])}
+    config_maps = [v for v in pod_spec.get("volumes", [])
+                   if v.get("name") in mounted and "configMap" in v]
+    if not config_maps:
+        problem("Deployment: the edge mounts no ConfigMap for its haproxy.cfg")
+    edge_stop = edge.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds", 0)
+    return edge_stop
+
+
+def check_kubernetes(k8s_dir, server_flags, queryable, image, haproxy_cfg):
     objects = []
     for path in sorted(glob.glob(os.path.join(k8s_dir, "*.yaml"))):
         with open(path) as f:
@@ -201,17 +235,18 @@ def check_kubernetes(k8s_dir, server_flags, queryable, image):
     pod_labels = pod["metadata"].get("labels", {})
     if not matches(spec.get("selector", {}).get("matchLabels"), pod_labels):
         problem("Deployment: selector does not match the pod template's labels")
-    containers = pod["spec"].get("containers", [])
-    if len(containers) != 1:
-        problem(f"Deployment: expected one container, found {len(containers)}")
+    containers = {c.get("name"): c for c in pod["spec"].get("containers", [])}
+    if sorted(containers) != ["edge", "primserve"]:
+        problem(f"Deployment: expected the containers primserve and edge, found {sorted(containers)}")
         return
-    container = containers[0]
+    container = containers["primserve"]
     args = container.get("args", [])
     check_flags("Deployment args", args, server_flags)
     flags = flag_values(args)
-    ports = {p.get("name"): p.get("containerPort") for p in container.get("ports", [])}
-    if str(ports.get("grpc")) != flags.get("port"):
-        problem(f"Deployment: port 'grpc' ({ports.get('grpc')}) is not --port ({flags.get('port')})")
+    edge_stop = check_edge(containers["edge"], flags, pod["spec"], haproxy_cfg)
+    # Clients and probes reach gRPC through the edge's port.
+    ports = {p.get("name"): p.get("containerPort")
+             for c in containers.values() for p in c.get("ports", [])}
     if str(ports.get("metrics")) != flags.get("metrics_port"):
         problem(f"Deployment: port 'metrics' ({ports.get('metrics')}) is not --metrics_port "
                 f"({flags.get('metrics_port')})")
@@ -237,6 +272,11 @@ def check_kubernetes(k8s_dir, server_flags, queryable, image):
     if pod["spec"].get("terminationGracePeriodSeconds", 30) <= pre_stop_seconds + grace + 2:
         problem("Deployment: terminationGracePeriodSeconds must exceed the preStop sleep plus "
                 "--shutdown_grace_seconds plus 2 s")
+    if edge_stop < pre_stop_seconds + grace + 2:
+        problem("Deployment: the edge's preStop sleep must outlast primserve's drain (its preStop "
+                "sleep plus --shutdown_grace_seconds plus 2 s), or calls lose their path mid-drain")
+    if pod["spec"].get("terminationGracePeriodSeconds", 30) <= edge_stop:
+        problem("Deployment: terminationGracePeriodSeconds must exceed the edge's preStop sleep")
     if not pod["spec"].get("securityContext", {}).get("runAsNonRoot"):
         problem("Deployment: the pod must run as non-root")
     check_container_against_image(container, pod["spec"], image)
@@ -414,7 +454,8 @@ def main():
     check_alerts(os.path.join(deploy, "alerts.yml"), queryable)
     image = check_images(os.path.join(deploy, "Containerfile"), os.path.join(deploy, "Dockerfile"),
                          server_flags, client_flags)
-    check_kubernetes(os.path.join(deploy, "k8s"), server_flags, queryable, image)
+    check_kubernetes(os.path.join(deploy, "k8s"), server_flags, queryable, image,
+                     read(os.path.join(deploy, "haproxy.cfg")))
     check_prometheus_config(os.path.join(deploy, "prometheus.yml"), server_help)
 
     for message in problems:
