@@ -123,4 +123,44 @@ PrimitivesService::Multiplex(grpc::CallbackServerContext* context) {
                               CallerOf(*context, caller_header_));
 }
 
+StreamEnvironment PrimitivesService::StreamEnvironmentOf(
+    const grpc::CallbackServerContext& context) const {
+  return StreamEnvironment{scheduler_, limits_, metrics_, CallerOf(context, caller_header_)};
+}
+
+grpc::ServerBidiReactor<v1::ScanRequest, v1::ScanResponse>* PrimitivesService::ScanStream(
+    grpc::CallbackServerContext* context) {
+  return NewScanStream(context, StreamEnvironmentOf(*context));
+}
+
+grpc::ServerReadReactor<v1::ReduceRequest>* PrimitivesService::ReduceStream(
+    grpc::CallbackServerContext* context, v1::ReduceResponse* response) {
+  return NewReduceStream(context, StreamEnvironmentOf(*context), response);
+}
+
+grpc::ServerBidiReactor<v1::SelectRequest, v1::SelectResponse>* PrimitivesService::SelectStream(
+    grpc::CallbackServerContext* context) {
+  return NewSelectStream(context, StreamEnvironmentOf(*context));
+}
+
+grpc::ServerBidiReactor<v1::UniqueRequest, v1::UniqueResponse>* PrimitivesService::UniqueStream(
+    grpc::CallbackServerContext* context) {
+  return NewUniqueStream(context, StreamEnvironmentOf(*context));
+}
+
+grpc::ServerBidiReactor<v1::RunLengthEncodeRequest, v1::RunLengthEncodeResponse>*
+PrimitivesService::RunLengthEncodeStream(grpc::CallbackServerContext* context) {
+  return NewRunLengthEncodeStream(context, StreamEnvironmentOf(*context));
+}
+
+grpc::ServerBidiReactor<v1::ReduceByKeyRequest, v1::ReduceByKeyResponse>*
+PrimitivesService::ReduceByKeyStream(grpc::CallbackServerContext* context) {
+  return NewReduceByKeyStream(context, StreamEnvironmentOf(*context));
+}
+
+grpc::ServerReadReactor<v1::AggregateByKeyRequest>* PrimitivesService::AggregateByKeyStream(
+    grpc::CallbackServerContext* context, v1::AggregateByKeyResponse* response) {
+  return NewAggregateByKeyStream(context, StreamEnvironmentOf(*context), response);
+}
+
 }  // namespace primserve

@@ -11,6 +11,7 @@
 #include "server/convert.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
+#include "server/stream_reactor.h"
 
 namespace primserve {
 
@@ -61,8 +62,25 @@ class PrimitivesService final : public v1::Primitives::CallbackService {
                                            v1::AggregateByKeyResponse* response) override;
   grpc::ServerBidiReactor<v1::MultiplexRequest, v1::MultiplexResponse>* Multiplex(
       grpc::CallbackServerContext* context) override;
+  // The streaming forms: server/stream_reactor.h.
+  grpc::ServerBidiReactor<v1::ScanRequest, v1::ScanResponse>* ScanStream(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerReadReactor<v1::ReduceRequest>* ReduceStream(grpc::CallbackServerContext* context,
+                                                            v1::ReduceResponse* response) override;
+  grpc::ServerBidiReactor<v1::SelectRequest, v1::SelectResponse>* SelectStream(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerBidiReactor<v1::UniqueRequest, v1::UniqueResponse>* UniqueStream(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerBidiReactor<v1::RunLengthEncodeRequest, v1::RunLengthEncodeResponse>*
+  RunLengthEncodeStream(grpc::CallbackServerContext* context) override;
+  grpc::ServerBidiReactor<v1::ReduceByKeyRequest, v1::ReduceByKeyResponse>* ReduceByKeyStream(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerReadReactor<v1::AggregateByKeyRequest>* AggregateByKeyStream(
+      grpc::CallbackServerContext* context, v1::AggregateByKeyResponse* response) override;
 
  private:
+  StreamEnvironment StreamEnvironmentOf(const grpc::CallbackServerContext& context) const;
+
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* Handle(grpc::CallbackServerContext* context, const Request* request,
                                    Response* response);

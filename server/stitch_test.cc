@@ -1,0 +1,319 @@
+// Stitching against the CPU reference: an array cut into random pieces (empty
+// ones included), each piece computed on its own by the reference with the
+// stitcher's piece parameters, then stitched, equals the reference's answer
+// for the whole array, bit for bit. Values are small integers, so float SUM
+// and PROD are exact whatever the association.
+#include "server/stitch.h"
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "reference/reference.h"
+
+namespace primserve {
+namespace {
+
+template <typename F>
+void ForEachDType(F f) {
+  f(int32_t{});
+  f(int64_t{});
+  f(uint32_t{});
+  f(uint64_t{});
+  f(float{});
+  f(double{});
+}
+
+template <typename T>
+std::vector<T> Random(std::mt19937& rng, size_t n) {
+  std::uniform_int_distribution<int> dist(-2, 2);
+  std::vector<T> v(n);
+  for (T& x : v) x = static_cast<T>(dist(rng));
+  return v;
+}
+
+// Piece sizes adding up to n, with empty pieces among them.
+std::vector<uint64_t> Pieces(std::mt19937& rng, uint64_t n) {
+  std::vector<uint64_t> sizes;
+  for (uint64_t left = n; left > 0;) {
+    const uint64_t size = rng() % 4 == 0 ? 0 : std::min<uint64_t>(left, 1 + rng() % 40);
+    sizes.push_back(size);
+    left -= size;
+  }
+  if (rng() % 2) sizes.push_back(0);
+  if (sizes.empty()) sizes.push_back(0);
+  return sizes;
+}
+
+// Random global segment offsets for n elements (repeats and n included);
+// empty half the time.
+std::vector<uint64_t> Offsets(std::mt19937& rng, uint64_t n) {
+  if (rng() % 2) return {};
+  std::vector<uint64_t> offsets = {0};
+  for (int i = 0, k = static_cast<int>(rng() % 12); i < k; ++i) offsets.push_back(rng() % (n + 1));
+  std::sort(offsets.begin(), offsets.end());
+  return offsets;
+}
+
+template <typename T>
+ArrayView View(absl::Span<const T> values) {
+  return ArrayView{DTypeOf<T>(), absl::string_view(reinterpret_cast<const char*>(values.data()),
+                                                   values.size() * sizeof(T))};
+}
+
+template <typename T>
+std::vector<T> Values(const HostArray& array) {
+  std::vector<T> v(array.bytes.size() / sizeof(T));
+  if (!v.empty()) std::memcpy(v.data(), array.bytes.data(), array.bytes.size());
+  return v;
+}
+
+template <typename T>
+void Append(std::vector<T>* to, const HostArray& array) {
+  const std::vector<T> more = Values<T>(array);
+  to->insert(to->end(), more.begin(), more.end());
+}
+
+template <typename T>
+std::string Bytes(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+TEST(StitchTest, ScanEqualsTheWholeScan) {
+  std::mt19937 rng(1);
+  ForEachDType([&](auto zero) {
+    using T = decltype(zero);
+    for (int round = 0; round < 40; ++round) {
+      const std::vector<T> input = Random<T>(rng, rng() % 200);
+      const auto span = absl::MakeConstSpan(input);
+      const std::vector<uint64_t> offsets = Offsets(rng, input.size());
+      for (Op op : {Op::kSum, Op::kProd, Op::kMin, Op::kMax}) {
+        for (bool exclusive : {false, true}) {
+          ScanStitch stitch(op, exclusive, offsets);
+          std::vector<T> got;
+          uint64_t start = 0;
+          for (uint64_t size : Pieces(rng, input.size())) {
+            const auto piece = span.subspan(start, size);
+            const std::vector<uint64_t> local = stitch.PieceOffsets(start, size);
+            HostArray out = HostArray::Of<T>(DTypeOf<T>(),
+                                             reference::Scan<T>(piece, op, exclusive, local));
+            stitch.Stitch(View(piece), &out);
+            Append(&got, out);
+            start += size;
+          }
+          EXPECT_TRUE(stitch.Finish().ok());
+          EXPECT_EQ(Bytes(got), Bytes(reference::Scan<T>(span, op, exclusive, offsets)))
+              << DTypeName(DTypeOf<T>()) << " " << OpName(op) << " exclusive " << exclusive;
+        }
+      }
+    }
+  });
+}
+
+TEST(StitchTest, ScanRefusesAnOffsetPastTheEnd) {
+  ScanStitch stitch(Op::kSum, false, {0, 3, 9});
+  const std::vector<int32_t> input = {1, 2, 3, 4};
+  HostArray out = HostArray::Of<int32_t>(
+      DType::kInt32, reference::Scan<int32_t>(input, Op::kSum, false, stitch.PieceOffsets(0, 4)));
+  stitch.Stitch(View(absl::MakeConstSpan(input)), &out);
+  const absl::Status status = stitch.Finish();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "segment_offsets[2] = 9 is past the end of the stream's input (4 elements)");
+}
+
+TEST(StitchTest, SelectEqualsTheWholeSelect) {
+  std::mt19937 rng(2);
+  ForEachDType([&](auto zero) {
+    using T = decltype(zero);
+    for (int round = 0; round < 40; ++round) {
+      const std::vector<T> input = Random<T>(rng, rng() % 200);
+      const auto span = absl::MakeConstSpan(input);
+      std::vector<bool> keep(input.size());
+      for (size_t i = 0; i < keep.size(); ++i) keep[i] = rng() % 3 == 0;
+      SelectStitch stitch;
+      std::vector<T> values;
+      std::vector<int64_t> indices;
+      uint64_t count = 0;
+      uint64_t start = 0;
+      for (uint64_t size : Pieces(rng, input.size())) {
+        const std::vector<bool> piece_keep(keep.begin() + start, keep.begin() + start + size);
+        const auto local = reference::Select<T>(span.subspan(start, size), piece_keep, false);
+        SelectResult result{HostArray::Of<T>(DTypeOf<T>(), local.values),
+                            HostArray::Of<int64_t>(DType::kInt64, local.indices), local.count};
+        stitch.Stitch(size, &result);
+        Append(&values, *result.values);
+        Append(&indices, *result.indices);
+        EXPECT_GE(result.count, count);
+        count = result.count;
+        start += size;
+      }
+      const auto whole = reference::Select<T>(span, keep, false);
+      EXPECT_EQ(Bytes(values), Bytes(whole.values));
+      EXPECT_EQ(indices, whole.indices);
+      EXPECT_EQ(count, whole.count);
+    }
+  });
+}
+
+TEST(StitchTest, UniqueEqualsTheWholeUnique) {
+  std::mt19937 rng(3);
+  ForEachDType([&](auto zero) {
+    using T = decltype(zero);
+    for (int round = 0; round < 40; ++round) {
+      const std::vector<T> input = Random<T>(rng, rng() % 200);
+      const auto span = absl::MakeConstSpan(input);
+      UniqueStitch stitch;
+      std::vector<T> got;
+      uint64_t start = 0;
+      for (uint64_t size : Pieces(rng, input.size())) {
+        const auto piece = span.subspan(start, size);
+        HostArray values = HostArray::Of<T>(DTypeOf<T>(), reference::Unique<T>(piece));
+        stitch.Stitch(View(piece), &values);
+        Append(&got, values);
+        start += size;
+      }
+      EXPECT_EQ(Bytes(got), Bytes(reference::Unique<T>(span)));
+    }
+  });
+}
+
+TEST(StitchTest, RunLengthEncodeEqualsTheWholeEncoding) {
+  std::mt19937 rng(4);
+  ForEachDType([&](auto zero) {
+    using T = decltype(zero);
+    for (int round = 0; round < 40; ++round) {
+      const std::vector<T> input = Random<T>(rng, rng() % 200);
+      const auto span = absl::MakeConstSpan(input);
+      RunStitch stitch;
+      std::vector<T> values;
+      std::vector<int64_t> lengths;
+      uint64_t start = 0;
+      for (uint64_t size : Pieces(rng, input.size())) {
+        const auto runs = reference::RunLengthEncode<T>(span.subspan(start, size));
+        HostArray v = HostArray::Of<T>(DTypeOf<T>(), runs.values);
+        HostArray l = HostArray::Of<int64_t>(DType::kInt64, runs.lengths);
+        stitch.Stitch(&v, &l);
+        Append(&values, v);
+        Append(&lengths, l);
+        start += size;
+      }
+      HostArray v, l;
+      stitch.Flush(&v, &l);
+      EXPECT_EQ(v.dtype, DTypeOf<T>());
+      Append(&values, v);
+      Append(&lengths, l);
+      const auto whole = reference::RunLengthEncode<T>(span);
+      EXPECT_EQ(Bytes(values), Bytes(whole.values));
+      EXPECT_EQ(lengths, whole.lengths);
+    }
+  });
+}
+
+TEST(StitchTest, ReduceByKeyEqualsTheWholeReduction) {
+  std::mt19937 rng(5);
+  ForEachDType([&](auto zero) {
+    using V = decltype(zero);
+    using K = int64_t;
+    for (int round = 0; round < 20; ++round) {
+      const size_t n = rng() % 200;
+      const std::vector<K> keys = Random<K>(rng, n);
+      const std::vector<V> input = Random<V>(rng, n);
+      for (Op op : {Op::kSum, Op::kProd, Op::kMin, Op::kMax}) {
+        RunStitch stitch(op);
+        std::vector<K> got_keys;
+        std::vector<V> got_values;
+        uint64_t start = 0;
+        for (uint64_t size : Pieces(rng, n)) {
+          const auto local = reference::ReduceByKey<K, V>(
+              absl::MakeConstSpan(keys).subspan(start, size),
+              absl::MakeConstSpan(input).subspan(start, size), op);
+          HostArray k = HostArray::Of<K>(DType::kInt64, local.keys);
+          HostArray v = HostArray::Of<V>(DTypeOf<V>(), local.values);
+          stitch.Stitch(&k, &v);
+          Append(&got_keys, k);
+          Append(&got_values, v);
+          start += size;
+        }
+        HostArray k, v;
+        stitch.Flush(&k, &v);
+        Append(&got_keys, k);
+        Append(&got_values, v);
+        const auto whole = reference::ReduceByKey<K, V>(keys, input, op);
+        EXPECT_EQ(got_keys, whole.keys);
+        EXPECT_EQ(Bytes(got_values), Bytes(whole.values)) << OpName(op);
+      }
+    }
+  });
+}
+
+TEST(StitchTest, ReduceEqualsTheWholeReduction) {
+  std::mt19937 rng(6);
+  ForEachDType([&](auto zero) {
+    using T = decltype(zero);
+    for (int round = 0; round < 40; ++round) {
+      const std::vector<T> input = Random<T>(rng, rng() % 200);
+      const auto span = absl::MakeConstSpan(input);
+      const std::vector<uint64_t> offsets = Offsets(rng, input.size());
+      for (Op op : {Op::kSum, Op::kProd, Op::kMin, Op::kMax, Op::kArgMin, Op::kArgMax}) {
+        ReduceStitch stitch(op, offsets);
+        uint64_t start = 0;
+        for (uint64_t size : Pieces(rng, input.size())) {
+          const auto local =
+              reference::Reduce<T>(span.subspan(start, size), op, stitch.PieceOffsets(start, size));
+          ReduceResult result{HostArray::Of<T>(DTypeOf<T>(), local.values)};
+          if (op == Op::kArgMin || op == Op::kArgMax) {
+            result.indices = HostArray::Of<int64_t>(DType::kInt64, local.indices);
+          }
+          stitch.Stitch(size, std::move(result));
+          start += size;
+        }
+        absl::StatusOr<ReduceResult> got = stitch.Finish(DTypeOf<T>());
+        ASSERT_TRUE(got.ok()) << got.status();
+        const auto whole = reference::Reduce<T>(span, op, offsets);
+        EXPECT_EQ(Bytes(Values<T>(got->values)), Bytes(whole.values)) << OpName(op);
+        if (op == Op::kArgMin || op == Op::kArgMax) {
+          EXPECT_EQ(Values<int64_t>(*got->indices), whole.indices) << OpName(op);
+        } else {
+          EXPECT_FALSE(got->indices.has_value());
+        }
+      }
+    }
+  });
+}
+
+TEST(StitchTest, AggregateByKeyEqualsTheWholeAggregation) {
+  std::mt19937 rng(7);
+  ForEachDType([&](auto zero) {
+    using V = decltype(zero);
+    for (int round = 0; round < 20; ++round) {
+      const size_t n = rng() % 200;
+      const uint64_t num_keys = 1 + rng() % 10;
+      std::vector<uint32_t> keys(n);
+      for (uint32_t& k : keys) k = static_cast<uint32_t>(rng() % num_keys);
+      const std::vector<V> input = Random<V>(rng, n);
+      for (Op op : {Op::kSum, Op::kMin, Op::kMax}) {
+        AggregateStitch stitch(op);
+        uint64_t start = 0;
+        for (uint64_t size : Pieces(rng, n)) {
+          absl::StatusOr<std::vector<V>> local = reference::AggregateByKey<uint32_t, V>(
+              absl::MakeConstSpan(keys).subspan(start, size),
+              absl::MakeConstSpan(input).subspan(start, size), op, num_keys);
+          ASSERT_TRUE(local.ok());
+          stitch.Stitch({HostArray::Of<V>(DTypeOf<V>(), *local)});
+          start += size;
+        }
+        absl::StatusOr<std::vector<V>> whole =
+            reference::AggregateByKey<uint32_t, V>(keys, input, op, num_keys);
+        ASSERT_TRUE(whole.ok());
+        EXPECT_EQ(Bytes(Values<V>(stitch.Finish().values)), Bytes(*whole)) << OpName(op);
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace primserve

@@ -1,0 +1,54 @@
+// The streaming RPCs (ScanStream, SelectStream, ...): a large array sent as
+// a stream of pieces. Each piece becomes an ordinary request (validated,
+// limited, batched and scheduled like a unary call), pieces of one stream are
+// stitched in order (server/stitch.h), and each piece's answer is written as
+// soon as it and the pieces before it are done. The stream reads at most
+// kStreamWindow pieces ahead of the answers written (or, for the RPCs with
+// one answer, of the pieces stitched), so its memory is a few pieces and a
+// client that stops reading stalls only its own stream.
+#ifndef PRIMSERVE_SERVER_STREAM_REACTOR_H_
+#define PRIMSERVE_SERVER_STREAM_REACTOR_H_
+
+#include <cstdint>
+#include <string>
+
+#include "proto/primserve/v1/primitives.grpc.pb.h"
+#include "server/convert.h"
+#include "server/metrics.h"
+#include "server/scheduler.h"
+
+namespace primserve {
+
+inline constexpr uint64_t kStreamWindow = 4;
+
+// What every stream needs from the service. `caller` keys the stream's pieces
+// for admission (CallerOf).
+struct StreamEnvironment {
+  Scheduler* scheduler = nullptr;
+  RequestLimits limits;
+  Metrics* metrics = nullptr;  // may be null
+  std::string caller;
+};
+
+// Each starts reading at once and deletes itself when the stream is done.
+grpc::ServerBidiReactor<v1::ScanRequest, v1::ScanResponse>* NewScanStream(
+    grpc::CallbackServerContext* context, StreamEnvironment environment);
+grpc::ServerBidiReactor<v1::SelectRequest, v1::SelectResponse>* NewSelectStream(
+    grpc::CallbackServerContext* context, StreamEnvironment environment);
+grpc::ServerBidiReactor<v1::UniqueRequest, v1::UniqueResponse>* NewUniqueStream(
+    grpc::CallbackServerContext* context, StreamEnvironment environment);
+grpc::ServerBidiReactor<v1::RunLengthEncodeRequest, v1::RunLengthEncodeResponse>*
+NewRunLengthEncodeStream(grpc::CallbackServerContext* context, StreamEnvironment environment);
+grpc::ServerBidiReactor<v1::ReduceByKeyRequest, v1::ReduceByKeyResponse>* NewReduceByKeyStream(
+    grpc::CallbackServerContext* context, StreamEnvironment environment);
+// The answer is written into *response, which outlives the reactor.
+grpc::ServerReadReactor<v1::ReduceRequest>* NewReduceStream(grpc::CallbackServerContext* context,
+                                                             StreamEnvironment environment,
+                                                             v1::ReduceResponse* response);
+grpc::ServerReadReactor<v1::AggregateByKeyRequest>* NewAggregateByKeyStream(
+    grpc::CallbackServerContext* context, StreamEnvironment environment,
+    v1::AggregateByKeyResponse* response);
+
+}  // namespace primserve
+
+#endif  // PRIMSERVE_SERVER_STREAM_REACTOR_H_
