@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -270,37 +271,46 @@ class StreamReactor final : public Base {
   }
 
   void OnReadDone(bool ok) override {
+    if (!ok) {
+      Advance([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        reading_ = false;
+        reads_done_ = true;
+      });
+      return;
+    }
     std::unique_ptr<Request> request;
     uint64_t seq = 0;
     {
       absl::MutexLock lock(&mu_);
-      reading_ = false;
-      if (finished_) return;
-      if (!ok) {
-        reads_done_ = true;
-      } else {
-        request = std::move(incoming_);
-        seq = pieces_read_++;
-        ++unanswered_;
-      }
+      if (finished_) return;  // the stream failed while this read was out
+      // The next read waits until this piece is scheduled: pieces start in
+      // order, and the stream ends only after the last has started.
+      processing_ = true;
+      request = std::move(incoming_);
+      seq = pieces_read_++;
+      ++unanswered_;
     }
-    if (request != nullptr) Start(seq, std::move(request));
-    Advance();
+    Start(seq, std::move(request));
+    Advance([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      processing_ = false;
+      reading_ = false;
+    });
   }
 
-  void OnWriteDone(bool ok) override {
-    if constexpr (kAnswersEachPiece) {
-      absl::MutexLock lock(&mu_);
-      writing_ = false;
-      if (writes_.front().second) --unanswered_;
-      writes_.pop_front();
-      if (!ok) {
-        // The client is gone: nothing more is written.
-        broken_ = true;
-        writes_.clear();
+  // Overrides ServerBidiReactor's; a ServerReadReactor writes nothing.
+  void OnWriteDone(bool ok) {
+    Advance([this, ok]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      if constexpr (kAnswersEachPiece) {
+        writing_ = false;
+        if (writes_.front().second) --unanswered_;
+        writes_.pop_front();
+        if (!ok) {
+          // The client is gone: nothing more is written.
+          broken_ = true;
+          writes_.clear();
+        }
       }
-    }
-    Advance();
+    });
   }
 
   void OnDone() override { delete this; }
@@ -340,6 +350,7 @@ class StreamReactor final : public Base {
                   request = std::move(request)](absl::StatusOr<Result> result) mutable {
       call.Done(result.status(), nullptr, result.ok() ? elements : 0);
       Completed(seq, start, std::move(request), std::move(result));
+      // Nothing of the reactor after this: it may be gone.
     };
     {
       absl::MutexLock lock(&mu_);
@@ -385,7 +396,6 @@ class StreamReactor final : public Base {
                  absl::StatusOr<Result> result) {
     {
       absl::MutexLock lock(&mu_);
-      --in_flight_;
       if (!error_.ok()) {
         // The stream has failed: the piece's answer is not wanted.
       } else if (!result.ok()) {
@@ -395,7 +405,9 @@ class StreamReactor final : public Base {
         StitchReadyLocked();
       }
     }
-    Advance();
+    // The task counts in flight until here, so the stream cannot finish (and
+    // the reactor be deleted) before this call is done with it.
+    Advance([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { --in_flight_; });
   }
 
   void StitchReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -416,46 +428,62 @@ class StreamReactor final : public Base {
     }
   }
 
-  // After a state change: reads the next piece, writes the next answer, ends
-  // the stream or finishes it, as the state allows. Called without mu_ held.
-  void Advance() {
-    const Response* write = nullptr;
-    Request* read = nullptr;
-    std::optional<grpc::Status> finish;
-    {
-      absl::MutexLock lock(&mu_);
-      if (finished_) return;
-      if (error_.ok() && !broken_ && reads_done_ && !ended_ && in_flight_ == 0 &&
-          completed_.empty()) {
-        End();
+  // After a state change (`update`, applied under mu_): reads the next
+  // piece, writes the next answer, ends the stream or finishes it, as the
+  // state allows. Called without mu_ held. The stream finishes only when no
+  // thread is between deciding on a read or write and starting it, so
+  // nothing touches the reactor once Finish may have deleted it.
+  void Advance(absl::FunctionRef<void()> update = [] {}) {
+    bool started = false;
+    for (bool first = true;; first = false) {
+      const Response* write = nullptr;
+      Request* read = nullptr;
+      std::optional<grpc::Status> finish;
+      {
+        absl::MutexLock lock(&mu_);
+        if (first) update();
+        if (started) --starting_;
+        started = false;
+        if (finished_) return;
+        if (error_.ok() && !broken_ && reads_done_ && !ended_ && in_flight_ == 0 &&
+            completed_.empty()) {
+          End();
+        }
+        if constexpr (kAnswersEachPiece) {
+          if (!writing_ && !writes_.empty() && !broken_ && error_.ok()) {
+            writing_ = true;
+            write = writes_.front().first.get();
+          }
+        }
+        if (!reading_ && !reads_done_ && error_.ok() && !broken_ &&
+            unanswered_ < kStreamWindow) {
+          reading_ = true;
+          incoming_ = std::make_unique<Request>();
+          read = incoming_.get();
+        }
+        started = write != nullptr || read != nullptr;
+        if (started) ++starting_;
+        const bool quiet =
+            in_flight_ == 0 && !writing_ && starting_ == 0 && !processing_;
+        if (quiet && (!error_.ok() || broken_ || (ended_ && writes_.empty()))) {
+          finished_ = true;
+          if (context_->IsCancelled() || broken_) {
+            finish = grpc::Status::CANCELLED;
+          } else {
+            finish = ToGrpc(error_);
+          }
+        }
       }
       if constexpr (kAnswersEachPiece) {
-        if (!writing_ && !writes_.empty() && !broken_ && error_.ok()) {
-          writing_ = true;
-          write = writes_.front().first.get();
-        }
+        if (write != nullptr) this->StartWrite(write);
       }
-      if (!reading_ && !reads_done_ && error_.ok() && !broken_ &&
-          unanswered_ < kStreamWindow) {
-        reading_ = true;
-        incoming_ = std::make_unique<Request>();
-        read = incoming_.get();
+      if (read != nullptr) this->StartRead(read);
+      if (finish) {
+        this->Finish(*finish);
+        return;
       }
-      const bool quiet = in_flight_ == 0 && !writing_ && write == nullptr;
-      if (quiet && (!error_.ok() || broken_ || (ended_ && writes_.empty()))) {
-        finished_ = true;
-        if (context_->IsCancelled() || broken_) {
-          finish = grpc::Status::CANCELLED;
-        } else {
-          finish = ToGrpc(error_);
-        }
-      }
+      if (!started) return;
     }
-    if constexpr (kAnswersEachPiece) {
-      if (write != nullptr) this->StartWrite(write);
-    }
-    if (read != nullptr) this->StartRead(read);
-    if (finish) this->Finish(*finish);
   }
 
   // Every piece is stitched: the stream's last answers.
@@ -497,6 +525,9 @@ class StreamReactor final : public Base {
   std::unique_ptr<Request> incoming_ ABSL_GUARDED_BY(mu_);
   uint64_t pieces_read_ ABSL_GUARDED_BY(mu_) = 0;
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool processing_ ABSL_GUARDED_BY(mu_) = false;  // a piece read is being started
+  // Threads between deciding on a read or write and starting it.
+  int starting_ ABSL_GUARDED_BY(mu_) = 0;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;  // a write failed: the client is gone

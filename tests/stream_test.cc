@@ -1,0 +1,512 @@
+// The streaming RPCs against a real server (CPU backend, loopback): for every
+// RPC and dtype, an array sent in random pieces (empty ones included, and as
+// a single piece) gets answers that concatenate to the unary answer for the
+// whole array; every streaming error gets its status and message, and the
+// server answers the next request; a cancelled stream ends CANCELLED; and a
+// client that stops reading stalls only its own stream. Values are small
+// integers (PROD's in [-2, 2]), so float SUM and PROD are exact whatever the
+// association, and answers compare byte for byte.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "client/client.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "server/cpu_backend.h"
+#include "server/server.h"
+
+namespace primserve {
+namespace {
+
+using ::google::protobuf::FieldDescriptor;
+using ::google::protobuf::Message;
+using ::testing::HasSubstr;
+using S = v1::Primitives::Stub;
+
+template <typename F>
+void ForEachDType(F f) {
+  f(int32_t{});
+  f(int64_t{});
+  f(uint32_t{});
+  f(uint64_t{});
+  f(float{});
+  f(double{});
+}
+
+template <typename T>
+std::vector<T> Random(std::mt19937& rng, size_t n, int range) {
+  std::uniform_int_distribution<int> dist(-range, range);
+  std::vector<T> v(n);
+  for (T& x : v) x = static_cast<T>(dist(rng));
+  return v;
+}
+
+int RangeFor(v1::Op op) { return op == v1::PROD ? 2 : 50; }
+
+// Random piece sizes adding up to n, empty pieces among them; a single piece
+// one time in four.
+std::vector<size_t> Pieces(std::mt19937& rng, size_t n) {
+  if (rng() % 4 == 0) return {n};
+  std::vector<size_t> sizes;
+  for (size_t left = n; left > 0;) {
+    const size_t size = rng() % 5 == 0 ? 0 : std::min<size_t>(left, 1 + rng() % 300);
+    sizes.push_back(size);
+    left -= size;
+  }
+  sizes.push_back(0);
+  return sizes;
+}
+
+std::vector<uint64_t> Offsets(std::mt19937& rng, size_t n) {
+  if (rng() % 2) return {};
+  std::vector<uint64_t> offsets = {0};
+  for (int i = 0, k = static_cast<int>(rng() % 20); i < k; ++i) offsets.push_back(rng() % (n + 1));
+  std::sort(offsets.begin(), offsets.end());
+  return offsets;
+}
+
+// The array fields of a message (of type primserve.v1.Array).
+std::vector<const FieldDescriptor*> ArrayFields(const Message& m) {
+  std::vector<const FieldDescriptor*> fields;
+  for (int i = 0; i < m.GetDescriptor()->field_count(); ++i) {
+    const FieldDescriptor* f = m.GetDescriptor()->field(i);
+    if (f->message_type() == v1::Array::descriptor()) fields.push_back(f);
+  }
+  return fields;
+}
+
+// `whole` cut into messages of `sizes` elements: the first keeps every
+// parameter, later ones only their pieces of the arrays (dtype repeated one
+// time in two).
+template <typename Request>
+std::vector<Request> Cut(const Request& whole, const std::vector<size_t>& sizes,
+                         std::mt19937& rng) {
+  std::vector<Request> messages;
+  size_t start = 0;
+  for (size_t size : sizes) {
+    Request m;
+    if (messages.empty()) m = whole;
+    for (const FieldDescriptor* f : ArrayFields(whole)) {
+      const Message& from = whole.GetReflection()->GetMessage(whole, f);
+      if (!whole.GetReflection()->HasField(whole, f)) continue;
+      const auto& array = static_cast<const v1::Array&>(from);
+      const size_t element = array.dtype() == v1::INT32 || array.dtype() == v1::UINT32 ||
+                                     array.dtype() == v1::FLOAT32
+                                 ? 4
+                                 : 8;
+      auto* to = static_cast<v1::Array*>(m.GetReflection()->MutableMessage(&m, f));
+      to->set_data(array.data().substr(start * element, size * element));
+      if (messages.empty() || rng() % 2) to->set_dtype(array.dtype());
+    }
+    messages.push_back(std::move(m));
+    start += size;
+  }
+  return messages;
+}
+
+// The answers of a stream joined into one: arrays concatenated, other fields
+// (Select's count) from the last answer.
+template <typename Response>
+Response Join(const std::vector<Response>& answers) {
+  Response joined;
+  for (const Response& answer : answers) {
+    const std::vector<const FieldDescriptor*> arrays = ArrayFields(answer);
+    Response rest = answer;
+    for (const FieldDescriptor* f : arrays) rest.GetReflection()->ClearField(&rest, f);
+    joined.MergeFrom(rest);
+    for (const FieldDescriptor* f : arrays) {
+      if (!answer.GetReflection()->HasField(answer, f)) continue;
+      const auto& piece =
+          static_cast<const v1::Array&>(answer.GetReflection()->GetMessage(answer, f));
+      auto* to = static_cast<v1::Array*>(joined.GetReflection()->MutableMessage(&joined, f));
+      to->set_dtype(piece.dtype());
+      to->mutable_data()->append(piece.data());
+    }
+  }
+  return joined;
+}
+
+class StreamTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Start(std::make_unique<CpuBackend>()); }
+
+  void Start(std::unique_ptr<ExecutionBackend> backend) {
+    ServerOptions options;
+    options.address = "127.0.0.1:0";
+    absl::StatusOr<std::unique_ptr<PrimServer>> server =
+        PrimServer::Start(options, std::move(backend));
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::Primitives::NewStub(channel_);
+  }
+
+  template <typename Request, typename Response>
+  Response Unary(grpc::Status (S::*method)(grpc::ClientContext*, const Request&, Response*),
+                 const Request& request) {
+    grpc::ClientContext context;
+    Response response;
+    const grpc::Status status = (stub_.get()->*method)(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
+  // Writes the messages from another thread while reading every answer.
+  template <typename Request, typename Response>
+  grpc::Status Bidi(
+      std::unique_ptr<grpc::ClientReaderWriter<Request, Response>> (S::*method)(
+          grpc::ClientContext*),
+      const std::vector<Request>& messages, std::vector<Response>* answers) {
+    grpc::ClientContext context;
+    auto stream = (stub_.get()->*method)(&context);
+    std::thread writer([&] {
+      for (const Request& m : messages) {
+        if (!stream->Write(m)) break;
+      }
+      stream->WritesDone();
+    });
+    Response answer;
+    while (stream->Read(&answer)) answers->push_back(answer);
+    writer.join();
+    return stream->Finish();
+  }
+
+  template <typename Request, typename Response>
+  grpc::Status ClientStream(
+      std::unique_ptr<grpc::ClientWriter<Request>> (S::*method)(grpc::ClientContext*, Response*),
+      const std::vector<Request>& messages, Response* answer) {
+    grpc::ClientContext context;
+    auto stream = (stub_.get()->*method)(&context, answer);
+    for (const Request& m : messages) {
+      if (!stream->Write(m)) break;
+    }
+    stream->WritesDone();
+    return stream->Finish();
+  }
+
+  // A stream of `whole` in random pieces answers as the unary call does.
+  template <typename Request, typename Response>
+  void ExpectBidiEqualsUnary(
+      std::unique_ptr<grpc::ClientReaderWriter<Request, Response>> (S::*stream)(
+          grpc::ClientContext*),
+      grpc::Status (S::*unary)(grpc::ClientContext*, const Request&, Response*),
+      const Request& whole, size_t n, std::mt19937& rng) {
+    const std::vector<size_t> sizes = Pieces(rng, n);
+    std::vector<Response> answers;
+    const grpc::Status status = Bidi(stream, Cut(whole, sizes, rng), &answers);
+    ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << whole.ShortDebugString();
+    EXPECT_GE(answers.size(), sizes.size());
+    EXPECT_EQ(Join(answers).SerializeAsString(), Unary(unary, whole).SerializeAsString())
+        << whole.DebugString().substr(0, 300) << " in " << sizes.size() << " pieces";
+  }
+
+  template <typename Request, typename Response>
+  void ExpectClientStreamEqualsUnary(
+      std::unique_ptr<grpc::ClientWriter<Request>> (S::*stream)(grpc::ClientContext*, Response*),
+      grpc::Status (S::*unary)(grpc::ClientContext*, const Request&, Response*),
+      const Request& whole, size_t n, std::mt19937& rng) {
+    Response answer;
+    const grpc::Status status = ClientStream(stream, Cut(whole, Pieces(rng, n), rng), &answer);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(answer.SerializeAsString(), Unary(unary, whole).SerializeAsString())
+        << whole.DebugString().substr(0, 300);
+  }
+
+  // The server still answers: a small unary scan.
+  void ExpectServing() {
+    PrimitivesClient client(channel_);
+    const std::vector<int32_t> input = {1, 2, 3};
+    absl::StatusOr<std::vector<int32_t>> sums = client.Scan<int32_t>(input, Op::kSum);
+    ASSERT_TRUE(sums.ok()) << sums.status();
+    EXPECT_EQ(*sums, (std::vector<int32_t>{1, 3, 6}));
+  }
+
+  std::unique_ptr<PrimServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Primitives::Stub> stub_;
+};
+
+TEST_F(StreamTest, ScanStreamEqualsTheUnaryScan) {
+  std::mt19937 rng(1);
+  ForEachDType([&](auto zero) {
+    using T = decltype(zero);
+    for (v1::Op op : {v1::SUM, v1::PROD, v1::MIN, v1::MAX}) {
+      for (bool exclusive : {false, true}) {
+        const size_t n = rng() % 2000;
+        v1::ScanRequest whole;
+        *whole.mutable_input() = PackArray<T>(Random<T>(rng, n, RangeFor(op)));
+        whole.set_op(op);
+        whole.set_exclusive(exclusive);
+        for (uint64_t o : Offsets(rng, n)) whole.add_segment_offsets(o);
+        ExpectBidiEqualsUnary(&S::ScanStream, &S::Scan, whole, n, rng);
+      }
+    }
+  });
+}
+
+TEST_F(StreamTest, SelectStreamEqualsTheUnarySelect) {
+  std::mt19937 rng(2);
+  ForEachDType([&](auto zero) {
+    using T = decltype(zero);
+    for (auto output : {v1::SelectRequest::VALUES, v1::SelectRequest::INDICES,
+                        v1::SelectRequest::VALUES_AND_INDICES, v1::SelectRequest::COUNT}) {
+      for (bool flagged : {false, true}) {
+        const size_t n = rng() % 2000;
+        v1::SelectRequest whole;
+        *whole.mutable_input() = PackArray<T>(Random<T>(rng, n, 50));
+        if (flagged) {
+          *whole.mutable_flags() = PackArray<int64_t>(Random<int64_t>(rng, n, 1));
+        } else {
+          whole.mutable_predicate()->set_kind(v1::Predicate::GT);
+          whole.mutable_predicate()->mutable_operand()->set_int_value(10);
+        }
+        whole.set_output(output);
+        ExpectBidiEqualsUnary(&S::SelectStream, &S::Select, whole, n, rng);
+      }
+    }
+  });
+}
+
+TEST_F(StreamTest, UniqueAndRunLengthEncodeStreamsEqualTheUnaryCalls) {
+  std::mt19937 rng(3);
+  ForEachDType([&](auto zero) {
+    using T = decltype(zero);
+    for (int round = 0; round < 3; ++round) {
+      const size_t n = rng() % 2000;
+      v1::UniqueRequest unique;
+      *unique.mutable_input() = PackArray<T>(Random<T>(rng, n, 2));
+      ExpectBidiEqualsUnary(&S::UniqueStream, &S::Unique, unique, n, rng);
+      v1::RunLengthEncodeRequest runs;
+      *runs.mutable_input() = PackArray<T>(Random<T>(rng, n, 2));
+      ExpectBidiEqualsUnary(&S::RunLengthEncodeStream, &S::RunLengthEncode, runs, n, rng);
+    }
+  });
+}
+
+TEST_F(StreamTest, ReduceByKeyStreamEqualsTheUnaryReduceByKey) {
+  std::mt19937 rng(4);
+  ForEachDType([&](auto zero) {
+    using V = decltype(zero);
+    for (v1::Op op : {v1::SUM, v1::PROD, v1::MIN, v1::MAX}) {
+      const size_t n = rng() % 2000;
+      v1::ReduceByKeyRequest whole;
+      // Keys of every dtype in turn, with long runs.
+      ForEachDType([&](auto key_zero) {
+        using K = decltype(key_zero);
+        if (rng() % 6 != 0 && whole.has_keys()) return;
+        *whole.mutable_keys() = PackArray<K>(Random<K>(rng, n, 1));
+      });
+      *whole.mutable_values() = PackArray<V>(Random<V>(rng, n, RangeFor(op)));
+      whole.set_op(op);
+      ExpectBidiEqualsUnary(&S::ReduceByKeyStream, &S::ReduceByKey, whole, n, rng);
+    }
+  });
+}
+
+TEST_F(StreamTest, ReduceStreamEqualsTheUnaryReduce) {
+  std::mt19937 rng(5);
+  ForEachDType([&](auto zero) {
+    using T = decltype(zero);
+    for (v1::Op op : {v1::SUM, v1::PROD, v1::MIN, v1::MAX, v1::ARGMIN, v1::ARGMAX}) {
+      const size_t n = rng() % 2000;
+      v1::ReduceRequest whole;
+      *whole.mutable_input() = PackArray<T>(Random<T>(rng, n, RangeFor(op)));
+      whole.set_op(op);
+      for (uint64_t o : Offsets(rng, n)) whole.add_segment_offsets(o);
+      ExpectClientStreamEqualsUnary(&S::ReduceStream, &S::Reduce, whole, n, rng);
+    }
+  });
+}
+
+TEST_F(StreamTest, AggregateByKeyStreamEqualsTheUnaryAggregateByKey) {
+  std::mt19937 rng(6);
+  ForEachDType([&](auto zero) {
+    using V = decltype(zero);
+    for (v1::Op op : {v1::SUM, v1::MIN, v1::MAX}) {
+      const size_t n = rng() % 2000;
+      const uint64_t num_keys = 1 + rng() % 50;
+      std::vector<uint32_t> keys(n);
+      for (uint32_t& k : keys) k = static_cast<uint32_t>(rng() % num_keys);
+      v1::AggregateByKeyRequest whole;
+      *whole.mutable_keys() = PackArray<uint32_t>(keys);
+      *whole.mutable_values() = PackArray<V>(Random<V>(rng, n, 50));
+      whole.set_op(op);
+      whole.set_num_keys(num_keys);
+      ExpectClientStreamEqualsUnary(&S::AggregateByKeyStream, &S::AggregateByKey, whole, n, rng);
+    }
+  });
+}
+
+// Two messages of a scan stream, the second changed by `change`.
+std::vector<v1::ScanRequest> ScanPieces(void (*change)(v1::ScanRequest*)) {
+  std::vector<v1::ScanRequest> messages(2);
+  *messages[0].mutable_input() = PackArray<int32_t>(std::vector<int32_t>{1, 2, 3});
+  messages[0].set_op(v1::SUM);
+  *messages[1].mutable_input() = PackArray<int32_t>(std::vector<int32_t>{4, 5});
+  messages[1].mutable_input()->clear_dtype();
+  change(&messages[1]);
+  return messages;
+}
+
+TEST_F(StreamTest, EachStreamingErrorHasItsStatusAndTheServerGoesOn) {
+  struct Case {
+    std::string name;
+    std::vector<v1::ScanRequest> messages;
+    grpc::StatusCode code;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {"changed op", ScanPieces([](v1::ScanRequest* m) { m->set_op(v1::MAX); }),
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "stream message 1 (from element 3): op differs from the stream's first message"},
+      {"changed exclusive", ScanPieces([](v1::ScanRequest* m) { m->set_exclusive(true); }),
+       grpc::StatusCode::INVALID_ARGUMENT, "exclusive differs from the stream's first message"},
+      {"changed offsets", ScanPieces([](v1::ScanRequest* m) { m->add_segment_offsets(0); }),
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "segment_offsets differs from the stream's first message"},
+      {"changed dtype",
+       ScanPieces([](v1::ScanRequest* m) { m->mutable_input()->set_dtype(v1::UINT32); }),
+       grpc::StatusCode::INVALID_ARGUMENT, "input.dtype differs from the stream's first message"},
+      {"partial element",
+       ScanPieces([](v1::ScanRequest* m) { m->mutable_input()->set_data("abc"); }),
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "stream message 1 (from element 3): input.data has 3 bytes, not a multiple of the 4-byte"},
+      {"offset past the end",
+       ScanPieces([](v1::ScanRequest*) {}), grpc::StatusCode::INVALID_ARGUMENT,
+       "segment_offsets[1] = 6 is past the end of the stream's input (5 elements)"},
+      {"no message", {}, grpc::StatusCode::INVALID_ARGUMENT, "the stream carried no message"},
+  };
+  cases[5].messages[0].add_segment_offsets(0);
+  cases[5].messages[0].add_segment_offsets(6);
+  for (const Case& c : cases) {
+    std::vector<v1::ScanResponse> answers;
+    const grpc::Status status = Bidi(&S::ScanStream, c.messages, &answers);
+    EXPECT_EQ(status.error_code(), c.code) << c.name << ": " << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr(c.message)) << c.name;
+    ExpectServing();
+  }
+
+  // Two arrays of unequal pieces.
+  std::vector<v1::ReduceByKeyRequest> unequal(2);
+  *unequal[0].mutable_keys() = PackArray<int32_t>(std::vector<int32_t>{1, 1});
+  *unequal[0].mutable_values() = PackArray<int32_t>(std::vector<int32_t>{1, 2});
+  unequal[0].set_op(v1::SUM);
+  *unequal[1].mutable_keys() = PackArray<int32_t>(std::vector<int32_t>{1, 2, 3});
+  *unequal[1].mutable_values() = PackArray<int32_t>(std::vector<int32_t>{1, 2});
+  std::vector<v1::ReduceByKeyResponse> keyed;
+  grpc::Status status = Bidi(&S::ReduceByKeyStream, unequal, &keyed);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("stream message 1 (from element 2): values has 2 elements but keys has 3"));
+  ExpectServing();
+
+  // Partition.
+  std::vector<v1::SelectRequest> partition(1);
+  *partition[0].mutable_input() = PackArray<int32_t>(std::vector<int32_t>{1, 0, 2});
+  partition[0].mutable_predicate()->set_kind(v1::Predicate::NONZERO);
+  partition[0].set_partition(true);
+  std::vector<v1::SelectResponse> selected;
+  status = Bidi(&S::SelectStream, partition, &selected);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("partition is not supported by SelectStream"));
+  EXPECT_TRUE(selected.empty());
+
+  // A later message switching from a predicate to flags.
+  std::vector<v1::SelectRequest> switched(2);
+  *switched[0].mutable_input() = PackArray<int32_t>(std::vector<int32_t>{1, 0, 2});
+  switched[0].mutable_predicate()->set_kind(v1::Predicate::NONZERO);
+  *switched[1].mutable_input() = PackArray<int32_t>(std::vector<int32_t>{1});
+  *switched[1].mutable_flags() = PackArray<int32_t>(std::vector<int32_t>{1});
+  status = Bidi(&S::SelectStream, switched, &selected);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("flags is set but the stream's first message has no flags"));
+
+  // A key out of range in a later piece of an AggregateByKeyStream.
+  std::vector<v1::AggregateByKeyRequest> aggregate(2);
+  *aggregate[0].mutable_keys() = PackArray<int32_t>(std::vector<int32_t>{0, 1});
+  *aggregate[0].mutable_values() = PackArray<int32_t>(std::vector<int32_t>{5, 6});
+  aggregate[0].set_op(v1::SUM);
+  aggregate[0].set_num_keys(2);
+  *aggregate[1].mutable_keys() = PackArray<int32_t>(std::vector<int32_t>{1, 7});
+  *aggregate[1].mutable_values() = PackArray<int32_t>(std::vector<int32_t>{5, 6});
+  v1::AggregateByKeyResponse aggregated;
+  status = ClientStream(&S::AggregateByKeyStream, aggregate, &aggregated);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("stream message 1 (from element 2): "));
+  ExpectServing();
+}
+
+TEST_F(StreamTest, ACancelledStreamEndsCancelledAndTheServerGoesOn) {
+  std::mt19937 rng(7);
+  grpc::ClientContext context;
+  auto stream = stub_->ScanStream(&context);
+  v1::ScanRequest first;
+  *first.mutable_input() = PackArray<int32_t>(Random<int32_t>(rng, 1000, 50));
+  first.set_op(v1::SUM);
+  ASSERT_TRUE(stream->Write(first));
+  v1::ScanResponse answer;
+  ASSERT_TRUE(stream->Read(&answer));
+  EXPECT_EQ(answer.output().data().size(), 4000u);
+  v1::ScanRequest more;
+  *more.mutable_input() = PackArray<int32_t>(Random<int32_t>(rng, 1000, 50));
+  ASSERT_TRUE(stream->Write(more));
+  context.TryCancel();
+  while (stream->Read(&answer)) {
+  }
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  ExpectServing();
+}
+
+TEST_F(StreamTest, AClientThatStopsReadingStallsOnlyItsOwnStream) {
+  std::mt19937 rng(8);
+  grpc::ClientContext context;
+  auto stream = stub_->ScanStream(&context);
+  // Far more than the window and the socket buffers hold: the writer blocks
+  // once the server stops reading.
+  constexpr int kPieces = 400;
+  std::vector<int32_t> whole;
+  std::vector<v1::ScanRequest> messages(kPieces);
+  for (int i = 0; i < kPieces; ++i) {
+    const std::vector<int32_t> piece = Random<int32_t>(rng, 16384, 50);
+    whole.insert(whole.end(), piece.begin(), piece.end());
+    *messages[i].mutable_input() = PackArray<int32_t>(piece);
+  }
+  messages[0].set_op(v1::SUM);
+  absl::Notification written;
+  std::thread writer([&] {
+    for (const auto& m : messages) {
+      if (!stream->Write(m)) break;
+    }
+    stream->WritesDone();
+    written.Notify();
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(written.HasBeenNotified()) << "the server read the whole stream unanswered";
+  ExpectServing();
+  // Reading resumes the stream; every answer arrives, and they are the scan.
+  std::vector<v1::ScanResponse> answers;
+  v1::ScanResponse answer;
+  while (stream->Read(&answer)) answers.push_back(answer);
+  writer.join();
+  ASSERT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(answers.size(), static_cast<size_t>(kPieces));
+  // The inclusive sum, wrapping as the server's does.
+  std::vector<int32_t> want(whole.size());
+  uint32_t sum = 0;
+  for (size_t i = 0; i < whole.size(); ++i) want[i] = static_cast<int32_t>(sum += whole[i]);
+  EXPECT_TRUE(Join(answers).output().data() ==
+              PackArray<int32_t>(want).data());
+}
+
+}  // namespace
+}  // namespace primserve
