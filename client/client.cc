@@ -1,5 +1,6 @@
 #include "client/client.h"
 
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -105,5 +106,49 @@ PRIMSERVE_DEFINE_CALL(ReduceByKey)
 PRIMSERVE_DEFINE_CALL(AggregateByKey)
 
 #undef PRIMSERVE_DEFINE_CALL
+
+template <typename Request, typename Response>
+absl::Status PrimitivesClient::Stream(
+    std::unique_ptr<grpc::ClientReaderWriter<Request, Response>> (v1::Primitives::Stub::*method)(
+        grpc::ClientContext*),
+    const std::function<bool(Request*)>& next,
+    const std::function<absl::Status(const Response&)>& on_answer) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  auto stream = ((*stub_).*method)(&context);
+  // The server reads only a few pieces ahead of the answers read here, so
+  // writing and reading go on side by side.
+  std::thread writer([&] {
+    Request request;
+    while (next(&request)) {
+      if (!stream->Write(request)) break;
+      request.Clear();
+    }
+    stream->WritesDone();
+  });
+  absl::Status answers_ok;
+  Response answer;
+  while (stream->Read(&answer)) {
+    if (!answers_ok.ok()) continue;
+    answers_ok = on_answer(answer);
+    if (!answers_ok.ok()) context.TryCancel();
+  }
+  writer.join();
+  const grpc::Status status = stream->Finish();
+  if (!answers_ok.ok()) return answers_ok;
+  return ToAbsl(status);
+}
+
+absl::Status PrimitivesClient::CallStream(
+    const std::function<bool(v1::ScanRequest*)>& next,
+    const std::function<absl::Status(const v1::ScanResponse&)>& on_answer) {
+  return Stream(&v1::Primitives::Stub::ScanStream, next, on_answer);
+}
+
+absl::Status PrimitivesClient::CallStream(
+    const std::function<bool(v1::SelectRequest*)>& next,
+    const std::function<absl::Status(const v1::SelectResponse&)>& on_answer) {
+  return Stream(&v1::Primitives::Stub::SelectStream, next, on_answer);
+}
 
 }  // namespace primserve

@@ -11,8 +11,10 @@
 #ifndef PRIMSERVE_CLIENT_CLIENT_H_
 #define PRIMSERVE_CLIENT_CLIENT_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -160,12 +162,33 @@ class PrimitivesClient final {
   absl::StatusOr<v1::ReduceByKeyResponse> Call(const v1::ReduceByKeyRequest& request);
   absl::StatusOr<v1::AggregateByKeyResponse> Call(const v1::AggregateByKeyRequest& request);
 
+  // Raw streaming calls (ScanStream, SelectStream): `next` fills the next
+  // message (the first carries every parameter) and returns false when there
+  // is none; each answer goes to `on_answer` as it arrives. Messages are
+  // written from another thread while answers are read. The deadline covers
+  // the whole stream.
+  absl::Status CallStream(const std::function<bool(v1::ScanRequest*)>& next,
+                          const std::function<absl::Status(const v1::ScanResponse&)>& on_answer);
+  absl::Status CallStream(
+      const std::function<bool(v1::SelectRequest*)>& next,
+      const std::function<absl::Status(const v1::SelectResponse&)>& on_answer);
+
+  // Inputs of more bytes than this go to the typed Scan as a stream
+  // (ScanStream) of pieces of kStreamPieceBytes: the array may exceed one
+  // message's 2 GiB, and answers come back while the input is still sent.
+  static constexpr size_t kStreamAboveBytes = size_t{64} << 20;
+  static constexpr size_t kStreamPieceBytes = size_t{4} << 20;
+
   // True when the server's health service reports SERVING.
   bool IsServing();
 
+  // Through ScanStream above kStreamAboveBytes of input.
   template <typename T>
   absl::StatusOr<std::vector<T>> Scan(absl::Span<const T> input, Op op, bool exclusive = false,
                                       absl::Span<const uint64_t> segment_offsets = {}) {
+    if (input.size() * sizeof(T) > kStreamAboveBytes) {
+      return ScanStream(input, op, exclusive, kStreamPieceBytes / sizeof(T), segment_offsets);
+    }
     v1::ScanRequest request;
     *request.mutable_input() = PackArray(input);
     request.set_op(static_cast<v1::Op>(op));
@@ -174,6 +197,37 @@ class PrimitivesClient final {
     absl::StatusOr<v1::ScanResponse> response = Call(request);
     if (!response.ok()) return response.status();
     return UnpackArray<T>(response->output());
+  }
+
+  // Scan through ScanStream, `piece_elements` (at least 1) elements a
+  // message; the answer is Scan's (float SUM and PROD may round differently).
+  template <typename T>
+  absl::StatusOr<std::vector<T>> ScanStream(absl::Span<const T> input, Op op, bool exclusive,
+                                            size_t piece_elements,
+                                            absl::Span<const uint64_t> segment_offsets = {}) {
+    if (piece_elements == 0) return absl::InvalidArgumentError("piece_elements must be at least 1");
+    std::vector<T> output;
+    output.reserve(input.size());
+    size_t start = 0;
+    bool first = true;
+    const auto next = [&](v1::ScanRequest* request) {
+      if (!first && start >= input.size()) return false;
+      const size_t size = std::min(piece_elements, input.size() - start);
+      *request->mutable_input() = PackArray(input.subspan(start, size));
+      if (first) {
+        request->set_op(static_cast<v1::Op>(op));
+        request->set_exclusive(exclusive);
+        request->mutable_segment_offsets()->Add(segment_offsets.begin(), segment_offsets.end());
+      }
+      first = false;
+      start += size;
+      return true;
+    };
+    const auto on_answer = [&](const v1::ScanResponse& answer) {
+      return AppendArray(answer.output(), &output);
+    };
+    if (absl::Status s = CallStream(next, on_answer); !s.ok()) return s;
+    return output;
   }
 
   template <typename T>
@@ -204,6 +258,45 @@ class PrimitivesClient final {
     *p->mutable_operand() = ScalarOf(predicate.operand);
     *p->mutable_upper() = ScalarOf(predicate.upper);
     return Select<T>(std::move(request), output, partition);
+  }
+
+  // Select through SelectStream, `piece_elements` (at least 1) elements a
+  // message (no partition there); the answer is Select's.
+  template <typename T>
+  absl::StatusOr<Selection<T>> SelectStream(
+      absl::Span<const T> input, const Predicate<T>& predicate, size_t piece_elements,
+      v1::SelectRequest::Output output = v1::SelectRequest::VALUES) {
+    if (piece_elements == 0) return absl::InvalidArgumentError("piece_elements must be at least 1");
+    Selection<T> result;
+    size_t start = 0;
+    bool first = true;
+    const auto next = [&](v1::SelectRequest* request) {
+      if (!first && start >= input.size()) return false;
+      const size_t size = std::min(piece_elements, input.size() - start);
+      *request->mutable_input() = PackArray(input.subspan(start, size));
+      if (first) {
+        v1::Predicate* p = request->mutable_predicate();
+        p->set_kind(static_cast<v1::Predicate::Kind>(predicate.kind));
+        *p->mutable_operand() = ScalarOf(predicate.operand);
+        *p->mutable_upper() = ScalarOf(predicate.upper);
+        request->set_output(output);
+      }
+      first = false;
+      start += size;
+      return true;
+    };
+    const auto on_answer = [&](const v1::SelectResponse& answer) {
+      result.count = answer.count();
+      if (answer.has_values()) {
+        if (absl::Status s = AppendArray(answer.values(), &result.values); !s.ok()) return s;
+      }
+      if (answer.has_indices()) {
+        if (absl::Status s = AppendArray(answer.indices(), &result.indices); !s.ok()) return s;
+      }
+      return absl::OkStatus();
+    };
+    if (absl::Status s = CallStream(next, on_answer); !s.ok()) return s;
+    return result;
   }
 
   template <typename T, typename F>
@@ -267,6 +360,21 @@ class PrimitivesClient final {
   }
 
  private:
+  template <typename T>
+  static absl::Status AppendArray(const v1::Array& array, std::vector<T>* out) {
+    absl::StatusOr<std::vector<T>> values = UnpackArray<T>(array);
+    if (!values.ok()) return values.status();
+    out->insert(out->end(), values->begin(), values->end());
+    return absl::OkStatus();
+  }
+
+  template <typename Request, typename Response>
+  absl::Status Stream(
+      std::unique_ptr<grpc::ClientReaderWriter<Request, Response>> (v1::Primitives::Stub::*method)(
+          grpc::ClientContext*),
+      const std::function<bool(Request*)>& next,
+      const std::function<absl::Status(const Response&)>& on_answer);
+
   template <typename T>
   static absl::Status Unpack(const v1::Array& array, std::vector<T>* out) {
     absl::StatusOr<std::vector<T>> values = UnpackArray<T>(array);

@@ -346,6 +346,43 @@ TEST_F(StreamTest, AggregateByKeyStreamEqualsTheUnaryAggregateByKey) {
   });
 }
 
+TEST_F(StreamTest, TheClientsStreamingHelpersGiveTheUnaryAnswers) {
+  std::mt19937 rng(9);
+  PrimitivesClient client(channel_);
+  for (size_t n : {0, 1, 999, 5000}) {
+    const std::vector<double> input = Random<double>(rng, n, 50);
+    for (size_t piece : {1, 7, 1000, 10000}) {
+      const std::vector<uint64_t> offsets = Offsets(rng, n);
+      absl::StatusOr<std::vector<double>> streamed =
+          client.ScanStream<double>(input, Op::kMax, /*exclusive=*/true, piece, offsets);
+      absl::StatusOr<std::vector<double>> unary =
+          client.Scan<double>(input, Op::kMax, /*exclusive=*/true, offsets);
+      ASSERT_TRUE(streamed.ok()) << streamed.status();
+      ASSERT_TRUE(unary.ok()) << unary.status();
+      EXPECT_EQ(*streamed, *unary);
+
+      Predicate<double> below;
+      below.kind = PredicateKind::kLt;
+      below.operand = 3;
+      absl::StatusOr<Selection<double>> selected = client.SelectStream<double>(
+          input, below, piece, v1::SelectRequest::VALUES_AND_INDICES);
+      absl::StatusOr<Selection<double>> want =
+          client.Select<double>(input, below, v1::SelectRequest::VALUES_AND_INDICES);
+      ASSERT_TRUE(selected.ok()) << selected.status();
+      ASSERT_TRUE(want.ok()) << want.status();
+      EXPECT_EQ(selected->values, want->values);
+      EXPECT_EQ(selected->indices, want->indices);
+      EXPECT_EQ(selected->count, want->count);
+    }
+  }
+  // A server error comes back as the helper's.
+  const std::vector<int32_t> input = {1, 2, 3};
+  absl::StatusOr<std::vector<int32_t>> refused =
+      client.ScanStream<int32_t>(input, Op::kArgMax, false, 2);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("op ARGMAX does not apply to Scan"));
+}
+
 // Two messages of a scan stream, the second changed by `change`.
 std::vector<v1::ScanRequest> ScanPieces(void (*change)(v1::ScanRequest*)) {
   std::vector<v1::ScanRequest> messages(2);
