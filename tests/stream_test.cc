@@ -21,7 +21,9 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "server/cpu_backend.h"
+#include "server/metrics.h"
 #include "server/server.h"
+#include "tests/http_testing.h"
 
 namespace primserve {
 namespace {
@@ -139,8 +141,10 @@ class StreamTest : public ::testing::Test {
   void SetUp() override { Start(std::make_unique<CpuBackend>()); }
 
   void Start(std::unique_ptr<ExecutionBackend> backend) {
+    ASSERT_TRUE(metrics_.ServeHttp("127.0.0.1:0").ok());
     ServerOptions options;
     options.address = "127.0.0.1:0";
+    options.metrics = &metrics_;
     absl::StatusOr<std::unique_ptr<PrimServer>> server =
         PrimServer::Start(options, std::move(backend));
     ASSERT_TRUE(server.ok()) << server.status();
@@ -230,6 +234,14 @@ class StreamTest : public ::testing::Test {
     EXPECT_EQ(*sums, (std::vector<int32_t>{1, 3, 6}));
   }
 
+  // Nothing left of finished streams: no piece counts in flight.
+  void ExpectAtRest() {
+    absl::StatusOr<testing::HttpResponse> page = testing::HttpGet(metrics_.http_port(), "/metrics");
+    ASSERT_TRUE(page.ok()) << page.status();
+    EXPECT_EQ(testing::SampleValue(page->body, "primserve_requests_in_flight"), 0.0);
+  }
+
+  Metrics metrics_;  // outlives server_
   std::unique_ptr<PrimServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Primitives::Stub> stub_;
@@ -429,6 +441,7 @@ TEST_F(StreamTest, EachStreamingErrorHasItsStatusAndTheServerGoesOn) {
     const grpc::Status status = Bidi(&S::ScanStream, c.messages, &answers);
     EXPECT_EQ(status.error_code(), c.code) << c.name << ": " << status.error_message();
     EXPECT_THAT(status.error_message(), HasSubstr(c.message)) << c.name;
+    ExpectAtRest();
     ExpectServing();
   }
 
@@ -480,6 +493,7 @@ TEST_F(StreamTest, EachStreamingErrorHasItsStatusAndTheServerGoesOn) {
   status = ClientStream(&S::AggregateByKeyStream, aggregate, &aggregated);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr("stream message 1 (from element 2): "));
+  ExpectAtRest();
   ExpectServing();
 }
 
@@ -502,6 +516,16 @@ TEST_F(StreamTest, ACancelledStreamEndsCancelledAndTheServerGoesOn) {
   }
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
   ExpectServing();
+  // The cancelled stream's pieces may still be finishing on the server.
+  for (int i = 0; i < 100; ++i) {
+    absl::StatusOr<testing::HttpResponse> page =
+        testing::HttpGet(metrics_.http_port(), "/metrics");
+    if (page.ok() && testing::SampleValue(page->body, "primserve_requests_in_flight") == 0.0) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ExpectAtRest();
 }
 
 TEST_F(StreamTest, AClientThatStopsReadingStallsOnlyItsOwnStream) {
@@ -541,8 +565,8 @@ TEST_F(StreamTest, AClientThatStopsReadingStallsOnlyItsOwnStream) {
   std::vector<int32_t> want(whole.size());
   uint32_t sum = 0;
   for (size_t i = 0; i < whole.size(); ++i) want[i] = static_cast<int32_t>(sum += whole[i]);
-  EXPECT_TRUE(Join(answers).output().data() ==
-              PackArray<int32_t>(want).data());
+  EXPECT_TRUE(Join(answers).output().data() == PackArray<int32_t>(want).data());
+  ExpectAtRest();
 }
 
 }  // namespace
