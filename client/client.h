@@ -173,21 +173,27 @@ class PrimitivesClient final {
       const std::function<bool(v1::SelectRequest*)>& next,
       const std::function<absl::Status(const v1::SelectResponse&)>& on_answer);
 
-  // Inputs of more bytes than this go to the typed Scan as a stream
-  // (ScanStream) of pieces of kStreamPieceBytes: the array may exceed one
+  // The typed Scan sends inputs of more than `above_bytes` as a stream
+  // (ScanStream) of pieces of `piece_bytes`: the array may exceed one
   // message's 2 GiB, and answers come back while the input is still sent.
+  // Defaults: kStreamAboveBytes, kStreamPieceBytes.
   static constexpr size_t kStreamAboveBytes = size_t{64} << 20;
   static constexpr size_t kStreamPieceBytes = size_t{4} << 20;
+  void SetStreaming(size_t above_bytes, size_t piece_bytes) {
+    stream_above_bytes_ = above_bytes;
+    stream_piece_bytes_ = piece_bytes;
+  }
 
   // True when the server's health service reports SERVING.
   bool IsServing();
 
-  // Through ScanStream above kStreamAboveBytes of input.
+  // Through ScanStream above the streaming threshold (SetStreaming).
   template <typename T>
   absl::StatusOr<std::vector<T>> Scan(absl::Span<const T> input, Op op, bool exclusive = false,
                                       absl::Span<const uint64_t> segment_offsets = {}) {
-    if (input.size() * sizeof(T) > kStreamAboveBytes) {
-      return ScanStream(input, op, exclusive, kStreamPieceBytes / sizeof(T), segment_offsets);
+    if (input.size() * sizeof(T) > stream_above_bytes_) {
+      return ScanStream(input, op, exclusive, std::max<size_t>(1, stream_piece_bytes_ / sizeof(T)),
+                        segment_offsets);
     }
     v1::ScanRequest request;
     *request.mutable_input() = PackArray(input);
@@ -404,6 +410,8 @@ class PrimitivesClient final {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Primitives::Stub> stub_;
   absl::Duration timeout_;
+  size_t stream_above_bytes_ = kStreamAboveBytes;
+  size_t stream_piece_bytes_ = kStreamPieceBytes;
 };
 
 }  // namespace primserve

@@ -14,7 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "client/client.h"
 #include "gmock/gmock.h"
@@ -241,6 +243,20 @@ class StreamTest : public ::testing::Test {
     EXPECT_EQ(testing::SampleValue(page->body, "primserve_requests_in_flight"), 0.0);
   }
 
+  // Scan requests answered OK so far (a stream's pieces count one each).
+  double ScansAnswered() {
+    absl::StatusOr<testing::HttpResponse> page = testing::HttpGet(metrics_.http_port(), "/metrics");
+    EXPECT_TRUE(page.ok()) << page.status();
+    double total = 0;
+    for (absl::string_view line : absl::StrSplit(page.ok() ? page->body : "", '\n')) {
+      if (absl::StartsWith(line, "primserve_requests_total{") &&
+          absl::StrContains(line, "rpc=\"Scan\"") && absl::StrContains(line, "code=\"OK\"")) {
+        total += std::stod(std::string(line.substr(line.rfind(' ') + 1)));
+      }
+    }
+    return total;
+  }
+
   Metrics metrics_;  // outlives server_
   std::unique_ptr<PrimServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -387,6 +403,16 @@ TEST_F(StreamTest, TheClientsStreamingHelpersGiveTheUnaryAnswers) {
       EXPECT_EQ(selected->count, want->count);
     }
   }
+  // The typed Scan streams above its threshold, with the same answer.
+  const std::vector<int64_t> large = Random<int64_t>(rng, 3000, 50);
+  absl::StatusOr<std::vector<int64_t>> unary = client.Scan<int64_t>(large, Op::kSum);
+  client.SetStreaming(/*above_bytes=*/1024, /*piece_bytes=*/800);
+  const double scans_before = ScansAnswered();
+  absl::StatusOr<std::vector<int64_t>> streamed = client.Scan<int64_t>(large, Op::kSum);
+  ASSERT_TRUE(unary.ok()) << unary.status();
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  EXPECT_EQ(*streamed, *unary);
+  EXPECT_EQ(ScansAnswered() - scans_before, 30) << "3000 elements in pieces of 100";
   // A server error comes back as the helper's.
   const std::vector<int32_t> input = {1, 2, 3};
   absl::StatusOr<std::vector<int32_t>> refused =
