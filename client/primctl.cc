@@ -8,6 +8,7 @@
 //
 // Exit status: 0 on success, 1 when the RPC fails (or health is not SERVING),
 // 2 on a bad command line.
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
@@ -81,6 +82,10 @@ ABSL_FLAG(std::optional<double>, generate_flags, std::nullopt,
           "select: random int32 0/1 flags, each 1 with this probability.");
 ABSL_FLAG(std::string, output, "values",
           "select: what to return: values, indices, values_and_indices or count.");
+ABSL_FLAG(uint64_t, piece_bytes, 0,
+          "scan, select: send the input as a stream (ScanStream, SelectStream) of pieces of about "
+          "this many bytes each (whole elements); 0: one unary call, or a stream of 4 MiB pieces "
+          "for an input over 64 MiB.");
 ABSL_FLAG(bool, partition, false, "select: also return the rejected elements after the kept.");
 ABSL_FLAG(std::string, keys, "", "reduce_by_key, aggregate_by_key: file of keys (--key_dtype).");
 ABSL_FLAG(std::string, generate_keys, "",
@@ -504,6 +509,89 @@ int Send(PrimitivesClient& client, PrintMode mode, const Request& request, Descr
   return printed.ok() ? 0 : RpcError(printed);
 }
 
+// The flags array of a Select, made if absent (a Scan has none).
+v1::Array* MutableFlags(v1::ScanRequest*) { return nullptr; }
+v1::Array* MutableFlags(v1::SelectRequest* request) { return request->mutable_flags(); }
+bool HasFlags(const v1::ScanRequest&) { return false; }
+bool HasFlags(const v1::SelectRequest& request) { return request.has_flags(); }
+
+void AppendArray(const v1::Array& piece, v1::Array* joined) {
+  joined->set_dtype(piece.dtype());
+  joined->mutable_data()->append(piece.data());
+}
+
+// Adds one streamed answer to the whole.
+void AppendAnswer(const v1::ScanResponse& answer, v1::ScanResponse* joined) {
+  AppendArray(answer.output(), joined->mutable_output());
+}
+void AppendAnswer(const v1::SelectResponse& answer, v1::SelectResponse* joined) {
+  if (answer.has_values()) AppendArray(answer.values(), joined->mutable_values());
+  if (answer.has_indices()) AppendArray(answer.indices(), joined->mutable_indices());
+  joined->set_count(answer.count());
+}
+
+// The bytes of a piece --piece_bytes asks for; 0 for one unary call.
+uint64_t PieceBytes(const v1::Array& input) {
+  const uint64_t asked = absl::GetFlag(FLAGS_piece_bytes);
+  if (asked != 0) return asked;
+  return input.data().size() > PrimitivesClient::kStreamAboveBytes
+             ? PrimitivesClient::kStreamPieceBytes
+             : 0;
+}
+
+// Sends `whole` as a stream of pieces of about `piece_bytes` of its input
+// (other arrays cut alike), joins the answers into one response (arrays
+// concatenated, the last answer's count) and prints it as Send does.
+template <typename Request, typename Response, typename Describe>
+int SendStream(PrimitivesClient& client, PrintMode mode, Request whole, uint64_t piece_bytes,
+               Describe describe) {
+  // The arrays' bytes move out of `whole`, which keeps the parameters.
+  struct Cut {
+    bool is_input;  // else the flags
+    v1::DType dtype;
+    std::string data;
+    size_t element_bytes;
+  };
+  std::vector<Cut> cuts;
+  const auto cut_out = [&](bool is_input, v1::Array* array) {
+    Cut cut{is_input, array->dtype(), {}, DTypeSize(static_cast<DType>(array->dtype()))};
+    cut.data.swap(*array->mutable_data());
+    cuts.push_back(std::move(cut));
+  };
+  cut_out(true, whole.mutable_input());
+  if (HasFlags(whole)) cut_out(false, MutableFlags(&whole));
+  const size_t n = cuts.front().data.size() / cuts.front().element_bytes;
+  const size_t piece = std::max<uint64_t>(1, piece_bytes / cuts.front().element_bytes);
+  const size_t payload_bytes = whole.ByteSizeLong() + cuts.front().data.size();
+  size_t start = 0;
+  bool first = true;
+  const auto next = [&](Request* message) {
+    if (!first && start >= n) return false;
+    const size_t size = std::min(piece, n - start);
+    if (first) *message = whole;
+    for (const Cut& cut : cuts) {
+      v1::Array* to = cut.is_input ? message->mutable_input() : MutableFlags(message);
+      to->set_dtype(cut.dtype);
+      to->set_data(cut.data.substr(start * cut.element_bytes, size * cut.element_bytes));
+    }
+    first = false;
+    start += size;
+    return true;
+  };
+  Response joined;
+  const auto on_answer = [&](const Response& answer) {
+    AppendAnswer(answer, &joined);
+    return absl::OkStatus();
+  };
+  const absl::Time begin = absl::Now();
+  const absl::Status status = client.CallStream(next, on_answer);
+  const absl::Duration latency = absl::Now() - begin;
+  if (!status.ok()) return RpcError(status);
+  const absl::Status printed =
+      Print(mode, describe(joined), latency, payload_bytes + joined.ByteSizeLong());
+  return printed.ok() ? 0 : RpcError(printed);
+}
+
 int Scan(PrimitivesClient& client, PrintMode mode) {
   absl::StatusOr<v1::Array> input = MainInput();
   absl::StatusOr<Op> op = ParseOp();
@@ -516,9 +604,14 @@ int Scan(PrimitivesClient& client, PrintMode mode) {
   request.set_op(static_cast<v1::Op>(*op));
   request.set_exclusive(absl::GetFlag(FLAGS_exclusive));
   request.mutable_segment_offsets()->Add(segments->begin(), segments->end());
-  return Send(client, mode, request, [](const v1::ScanResponse& response) {
+  const auto describe = [](const v1::ScanResponse& response) {
     return Result{{{"output", &response.output()}}};
-  });
+  };
+  if (const uint64_t piece_bytes = PieceBytes(request.input()); piece_bytes != 0) {
+    return SendStream<v1::ScanRequest, v1::ScanResponse>(client, mode, std::move(request),
+                                                         piece_bytes, describe);
+  }
+  return Send(client, mode, request, describe);
 }
 
 int Reduce(PrimitivesClient& client, PrintMode mode) {
@@ -555,13 +648,22 @@ int Select(PrimitivesClient& client, PrintMode mode) {
   request.set_output(*output);
   request.set_partition(absl::GetFlag(FLAGS_partition));
   if (absl::Status s = SetCriterion(&request); !s.ok()) return UsageError(s);
-  return Send(client, mode, request, [](const v1::SelectResponse& response) {
+  const auto describe = [](const v1::SelectResponse& response) {
     Result result;
     if (response.has_values()) result.arrays.emplace_back("values", &response.values());
     if (response.has_indices()) result.arrays.emplace_back("indices", &response.indices());
     result.count = response.count();
     return result;
-  });
+  };
+  // A stream has no partition: only an explicit --piece_bytes streams it
+  // (and the server refuses it, saying so).
+  const uint64_t piece_bytes = request.partition() ? absl::GetFlag(FLAGS_piece_bytes)
+                                                   : PieceBytes(request.input());
+  if (piece_bytes != 0) {
+    return SendStream<v1::SelectRequest, v1::SelectResponse>(client, mode, std::move(request),
+                                                             piece_bytes, describe);
+  }
+  return Send(client, mode, request, describe);
 }
 
 int Unique(PrimitivesClient& client, PrintMode mode) {

@@ -81,6 +81,17 @@ expect "1" select --dtype=float64 --values=0.5,1.5,2.5,3 --predicate=in_range --
 printf '1 0 0 1\n' >"$TMP/flags.txt"
 expect $'10,40\n2' select --dtype=uint64 --values=10,20,30,40 --flags="$TMP/flags.txt" --print=all
 
+# streaming (--piece_bytes): the same answers as the unary calls
+expect "1,3,6,10" scan --values=1,2,3,4 --piece_bytes=4 --print=all
+expect "1,3,3,7,12" scan --values=1,2,3,4,5 --segments=0,2 --piece_bytes=8 --print=all
+expect "0,1,3,6" scan --values=1,2,3,4 --exclusive --piece_bytes=12 --print=all
+expect $'1,3\n2' select --values=0,1,0,3 --predicate=nonzero --output=indices --piece_bytes=4 \
+  --print=all
+expect $'10,40\n2' select --dtype=uint64 --values=10,20,30,40 --flags="$TMP/flags.txt" \
+  --piece_bytes=8 --print=all
+expect_exit 1 "partition is not supported by SelectStream" select --values=1,0 \
+  --predicate=nonzero --partition --piece_bytes=4
+
 # unique and rle (bit-pattern equality: -0 and 0 differ)
 expect "0.5,-0,0,nan" unique --dtype=float64 --values=0.5,0.5,-0,0,nan,nan --print=all
 expect $'1,2,3\n2,3,1' rle --values=1,1,2,2,2,3 --print=all
