@@ -24,7 +24,47 @@ from primserve.errors import ServerError
 from primserve.results import KeyedReduction, Partition, Runs, Selection
 
 
-class Client:
+class _Methods:
+    """The RPCs as awaitable methods, shared by Client (one call each) and
+    Multiplex (requests on one stream); each subclass defines _invoke."""
+
+    async def _invoke(self, call: _calls.Call) -> Any:
+        raise NotImplementedError
+
+    async def scan(self, a: np.ndarray, op: str = "sum", exclusive: bool = False,
+                   segments: _calls.Segments = None) -> np.ndarray:
+        """primserve.Client.scan, awaited."""
+        return await self._invoke(_calls.scan(a, op, exclusive, segments))
+
+    async def reduce(self, a: np.ndarray, op: str = "sum", segments: _calls.Segments = None) -> Any:
+        """primserve.Client.reduce, awaited."""
+        return await self._invoke(_calls.reduce(a, op, segments))
+
+    async def select(self, a: np.ndarray, where: Optional[_calls.Where] = None, *,
+                     flags: Optional[np.ndarray] = None, output: str = "values",
+                     partition: bool = False) -> Union[np.ndarray, Selection, Partition, int]:
+        """primserve.Client.select, awaited."""
+        return await self._invoke(_calls.select(a, where, flags, output, partition))
+
+    async def unique(self, a: np.ndarray) -> np.ndarray:
+        """primserve.Client.unique, awaited."""
+        return await self._invoke(_calls.unique(a))
+
+    async def run_length_encode(self, a: np.ndarray) -> Runs:
+        """primserve.Client.run_length_encode, awaited."""
+        return await self._invoke(_calls.run_length_encode(a))
+
+    async def reduce_by_key(self, keys: np.ndarray, values: np.ndarray, op: str = "sum") -> KeyedReduction:
+        """primserve.Client.reduce_by_key, awaited."""
+        return await self._invoke(_calls.reduce_by_key(keys, values, op))
+
+    async def aggregate_by_key(self, keys: np.ndarray, values: np.ndarray, num_keys: int,
+                               op: str = "sum") -> np.ndarray:
+        """primserve.Client.aggregate_by_key, awaited."""
+        return await self._invoke(_calls.aggregate_by_key(keys, values, num_keys, op))
+
+
+class Client(_Methods):
     """A grpc.aio connection to a primserve server; see primserve.Client for the arguments.
 
     Create it inside the event loop it is used from.
@@ -62,38 +102,6 @@ class Client:
             raise ServerError.from_rpc_error(error) from error
         return call.parse(_wire.parse(response, call.response))
 
-    async def scan(self, a: np.ndarray, op: str = "sum", exclusive: bool = False,
-                   segments: _calls.Segments = None) -> np.ndarray:
-        """primserve.Client.scan, awaited."""
-        return await self._invoke(_calls.scan(a, op, exclusive, segments))
-
-    async def reduce(self, a: np.ndarray, op: str = "sum", segments: _calls.Segments = None) -> Any:
-        """primserve.Client.reduce, awaited."""
-        return await self._invoke(_calls.reduce(a, op, segments))
-
-    async def select(self, a: np.ndarray, where: Optional[_calls.Where] = None, *,
-                     flags: Optional[np.ndarray] = None, output: str = "values",
-                     partition: bool = False) -> Union[np.ndarray, Selection, Partition, int]:
-        """primserve.Client.select, awaited."""
-        return await self._invoke(_calls.select(a, where, flags, output, partition))
-
-    async def unique(self, a: np.ndarray) -> np.ndarray:
-        """primserve.Client.unique, awaited."""
-        return await self._invoke(_calls.unique(a))
-
-    async def run_length_encode(self, a: np.ndarray) -> Runs:
-        """primserve.Client.run_length_encode, awaited."""
-        return await self._invoke(_calls.run_length_encode(a))
-
-    async def reduce_by_key(self, keys: np.ndarray, values: np.ndarray, op: str = "sum") -> KeyedReduction:
-        """primserve.Client.reduce_by_key, awaited."""
-        return await self._invoke(_calls.reduce_by_key(keys, values, op))
-
-    async def aggregate_by_key(self, keys: np.ndarray, values: np.ndarray, num_keys: int,
-                               op: str = "sum") -> np.ndarray:
-        """primserve.Client.aggregate_by_key, awaited."""
-        return await self._invoke(_calls.aggregate_by_key(keys, values, num_keys, op))
-
     def multiplex(self) -> "Multiplex":
         """A Multiplex stream (see primserve.Client.multiplex): many calls on one gRPC
         stream, each method awaited for its own answer.
@@ -113,7 +121,7 @@ class Client:
         return _channel.health_status(response)
 
 
-class Multiplex:
+class Multiplex(_Methods):
     """Calls on one Multiplex stream, from Client.multiplex(); use it in one event loop.
 
     Each method sends its request at once and returns the answer when it
@@ -174,35 +182,3 @@ class Multiplex:
 
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.close()
-
-    async def scan(self, a: np.ndarray, op: str = "sum", exclusive: bool = False,
-                   segments: _calls.Segments = None) -> np.ndarray:
-        """primserve.Client.scan, awaited."""
-        return await self._invoke(_calls.scan(a, op, exclusive, segments))
-
-    async def reduce(self, a: np.ndarray, op: str = "sum", segments: _calls.Segments = None) -> Any:
-        """primserve.Client.reduce, awaited."""
-        return await self._invoke(_calls.reduce(a, op, segments))
-
-    async def select(self, a: np.ndarray, where: Optional[_calls.Where] = None, *,
-                     flags: Optional[np.ndarray] = None, output: str = "values",
-                     partition: bool = False) -> Union[np.ndarray, Selection, Partition, int]:
-        """primserve.Client.select, awaited."""
-        return await self._invoke(_calls.select(a, where, flags, output, partition))
-
-    async def unique(self, a: np.ndarray) -> np.ndarray:
-        """primserve.Client.unique, awaited."""
-        return await self._invoke(_calls.unique(a))
-
-    async def run_length_encode(self, a: np.ndarray) -> Runs:
-        """primserve.Client.run_length_encode, awaited."""
-        return await self._invoke(_calls.run_length_encode(a))
-
-    async def reduce_by_key(self, keys: np.ndarray, values: np.ndarray, op: str = "sum") -> KeyedReduction:
-        """primserve.Client.reduce_by_key, awaited."""
-        return await self._invoke(_calls.reduce_by_key(keys, values, op))
-
-    async def aggregate_by_key(self, keys: np.ndarray, values: np.ndarray, num_keys: int,
-                               op: str = "sum") -> np.ndarray:
-        """primserve.Client.aggregate_by_key, awaited."""
-        return await self._invoke(_calls.aggregate_by_key(keys, values, num_keys, op))
