@@ -49,170 +49,6 @@ struct RunPairOp {
   }
 };
 
-// Tile status for 8-byte look-back values (the (heads, value) pair when the
-// offset and value are 4 bytes): state and value share one aligned 16-byte
-// word, published with one 16-byte store and read with one 16-byte load (as
-// CUB's 16-byte TxnWord), so neither side needs a __threadfence() -- the
-// generic TileStatus (lookback.cuh) fences twice per publish for values
-// over 4 bytes. Same protocol and window as TileStatus::WarpLookback.
-template <typename P>
-class WideTileStatus {
- public:
-  static_assert(sizeof(P) == 8, "8-byte look-back values");
-  static size_t StorageBytes(int64_t num_tiles) {
-    return 16 + 16 * static_cast<size_t>(num_tiles);
-  }
-  WideTileStatus() = default;
-  WideTileStatus(void* storage, int64_t num_tiles)
-      : counter_(static_cast<unsigned long long*>(storage)),
-        words_(reinterpret_cast<ulonglong2*>(static_cast<char*>(storage) + 16)),
-        num_tiles_(num_tiles) {}
-  __host__ __device__ int64_t num_tiles() const { return num_tiles_; }
-  __device__ void InitSlot(int64_t tile) const { words_[tile] = make_ulonglong2(0, 0); }
-  __device__ void ResetCounter() const { *counter_ = 0; }
-  __device__ int64_t AcquireTileIndex() const {
-    return static_cast<int64_t>(atomicAdd(counter_, 1ull));
-  }
-  __device__ void Publish(int64_t tile, uint32_t state, const P& value) const {
-    unsigned long long bits;
-    memcpy(&bits, &value, 8);
-    asm volatile("st.global.cg.v2.u64 [%0], {%1, %2};" ::"l"(words_ + tile), "l"(bits),
-                 "l"(static_cast<unsigned long long>(state))
-                 : "memory");
-  }
-  __device__ uint32_t Load(int64_t tile, P& value) const {
-    unsigned long long bits, state;
-    asm volatile("ld.global.cg.v2.u64 {%0, %1}, [%2];"
-                 : "=l"(bits), "=l"(state)
-                 : "l"(words_ + tile)
-                 : "memory");
-    memcpy(&value, &bits, 8);
-    return static_cast<uint32_t>(state);
-  }
-
-  // Whole warp, tile > 0: the reduction of tiles [0, tile).
-  template <typename Policy, typename ScanOp>
-  __device__ P WarpLookback(int64_t tile, ScanOp op) const {
-    constexpr int kSlots = Policy::kSlotsPerLane;
-    constexpr int kWindow = 32 * kSlots;
-    const int lane = threadIdx.x % 32;
-    P prefix{};
-    bool have_prefix = false;
-    for (int64_t window_end = tile;; window_end -= kWindow) {
-      const int64_t first = window_end - kWindow + lane * kSlots;
-      P vals[kSlots];
-      int last_prefix;
-      unsigned prefix_lanes;
-      int first_lane;
-      unsigned sleep_ns = Policy::kFirstSleepNs;
-      for (;;) {
-        last_prefix = -1;
-        bool invalid_after = false;
-#pragma unroll
-        for (int s = 0; s < kSlots; ++s) {
-          // Slots before tile 0 read as P (never combined: tile 0 is a P
-          // after them).
-          uint32_t state = detail::kPrefix;
-          vals[s] = P{};
-          if (first + s >= 0) state = Load(first + s, vals[s]);
-          if (state == detail::kPrefix) {
-            last_prefix = s;
-            invalid_after = false;
-          } else if (state == detail::kInvalid) {
-            invalid_after = true;
-          }
-        }
-        prefix_lanes = __ballot_sync(0xffffffffu, last_prefix >= 0);
-        const unsigned invalid_lanes = __ballot_sync(0xffffffffu, invalid_after);
-        first_lane = prefix_lanes ? 31 - __clz(prefix_lanes) : 0;
-        if ((invalid_lanes >> first_lane) == 0) break;
-        __nanosleep(sleep_ns);
-        sleep_ns = sleep_ns * 2 < Policy::kMaxSleepNs ? sleep_ns * 2 : Policy::kMaxSleepNs;
-      }
-      const int from = last_prefix < 0 ? 0 : last_prefix;
-      P value = vals[kSlots - 1];
-#pragma unroll
-      for (int s = kSlots - 2; s >= 0; --s) {
-        if (s >= from) value = op(vals[s], value);
-      }
-      const P window = detail::ShuffleIdx(detail::WarpSuffixReduce(value, op), first_lane);
-      prefix = have_prefix ? op(window, prefix) : window;
-      have_prefix = true;
-      if (prefix_lanes) return prefix;
-    }
-  }
-
- private:
-  unsigned long long* counter_ = nullptr;
-  ulonglong2* words_ = nullptr;
-  int64_t num_tiles_ = 0;
-};
-
-// Whole block: the tile's exclusive prefix (unspecified for tile 0), after
-// publishing its aggregate; ends with __syncthreads().
-template <typename Policy, typename P, typename ScanOp>
-__device__ __forceinline__ P TileExclusivePrefix(const detail::TileStatus<P>& status, int64_t tile,
-                                                 const P& aggregate, ScanOp op, P& slot) {
-  return detail::BlockExclusivePrefix<Policy>(status, tile, aggregate, op, slot);
-}
-template <typename Policy, typename P, typename ScanOp>
-__device__ __forceinline__ P TileExclusivePrefix(const WideTileStatus<P>& status, int64_t tile,
-                                                 const P& aggregate, ScanOp op, P& slot) {
-  if (tile == 0) {
-    if (threadIdx.x == 0) status.Publish(0, detail::kPrefix, aggregate);
-  } else if (threadIdx.x < 32) {
-    if (threadIdx.x == 0) status.Publish(tile, detail::kAggregate, aggregate);
-    const P prefix = status.template WarpLookback<Policy>(tile, op);
-    if (threadIdx.x == 0) {
-      status.Publish(tile, detail::kPrefix, op(prefix, aggregate));
-      slot = prefix;
-    }
-  }
-  __syncthreads();
-  return slot;
-}
-
-template <typename P>
-using RunStatus = std::conditional_t<sizeof(P) == 8, WideTileStatus<P>, detail::TileStatus<P>>;
-
-template <typename Status>
-__global__ void RunsInitKernel(Status status) {
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t == 0) status.ResetCounter();
-  if (t < status.num_tiles()) status.InitSlot(t);
-}
-
-// Block-wide exclusive scan of per-thread values (thread order) joined to
-// the look-back: as detail::BlockScanLookback, for either status type.
-template <typename Policy, typename P, typename ScanOp, typename Status>
-__device__ __forceinline__ bool RunBlockScanLookback(const P& thread_value, ScanOp op,
-                                                     const Status& status, int64_t tile,
-                                                     P* s_warp, P& s_slot, P* prefix) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const P inclusive = detail::WarpInclusiveScan(thread_value, op);
-  const P lane_before = detail::ShuffleUp(inclusive, 1);
-  if (lane == 31) s_warp[warp] = inclusive;
-  __syncthreads();
-  P warp_prefix = s_warp[0];
-  for (int w = 1; w < warp; ++w) warp_prefix = op(warp_prefix, s_warp[w]);
-  P tile_aggregate = s_warp[0];
-#pragma unroll
-  for (int w = 1; w < kCompactWarps; ++w) tile_aggregate = op(tile_aggregate, s_warp[w]);
-  const P tile_prefix = TileExclusivePrefix<Policy>(status, tile, tile_aggregate, op, s_slot);
-  bool have = tile > 0;
-  P acc = tile_prefix;
-  if (warp > 0) {
-    acc = have ? op(acc, warp_prefix) : warp_prefix;
-    have = true;
-  }
-  if (lane > 0) {
-    acc = have ? op(acc, lane_before) : lane_before;
-    have = true;
-  }
-  *prefix = acc;
-  return have;
-}
-
 template <typename KB, typename V, typename OffsetT>
 struct RunParams {
   const KB* keys;
@@ -225,7 +61,7 @@ struct RunParams {
   uint64_t* num_runs;
   bool keys_vector_ok;
   bool values_vector_ok;
-  RunStatus<RunPair<OffsetT, V>> status;
+  detail::TileStatus<RunPair<OffsetT, V>> status;
 };
 
 // One tile's inputs for one thread: its keys and values (blocked), and the
@@ -317,7 +153,7 @@ __global__ void __launch_bounds__(kCompactBlock)
 
     // Block scan joined to the look-back.
     P run;
-    bool have = RunBlockScanLookback<Lookback>(acc, pair_op, p.status, tile, s_warp, s_slot, &run);
+    bool have = detail::BlockScanLookback<Lookback>(acc, pair_op, p.status, tile, s_warp, s_slot, &run);
     // Global run index of the tile's first element.
     const uint64_t heads_before =
         tile > 0 ? static_cast<uint64_t>(s_slot.heads) : 0;
@@ -362,7 +198,7 @@ template <typename KB, typename OffsetT, typename V>
 size_t RunsTempBytes(uint64_t n) {
   constexpr int kRunTile = kRunTileFor<KB, V>;
   const int64_t tiles = static_cast<int64_t>((n + kRunTile - 1) / kRunTile);
-  return detail::kHeaderBytes + RunStatus<RunPair<OffsetT, V>>::StorageBytes(tiles);
+  return detail::kHeaderBytes + detail::TileStatus<RunPair<OffsetT, V>>::StorageBytes(tiles);
 }
 
 template <typename KB, typename V, typename OffsetT, bool kRle>
@@ -372,14 +208,8 @@ int RunRuns(void* d_temp, const void* keys, const void* values, uint64_t n,
   using P = RunPair<OffsetT, V>;
   constexpr int kRunTile = kRunTileFor<KB, V>;
   const int64_t tiles = static_cast<int64_t>((n + kRunTile - 1) / kRunTile);
-  RunStatus<P> status(static_cast<char*>(d_temp) + detail::kHeaderBytes, tiles);
-  {
-    constexpr int kThreads = detail::kInitBlockThreads;
-    const int64_t blocks = (tiles + kThreads - 1) / kThreads;
-    RunsInitKernel<<<static_cast<unsigned>(blocks > 0 ? blocks : 1), kThreads, 0, stream>>>(
-        status);
-    PRIMSERVE_CUDA_TRY(cudaGetLastError());
-  }
+  detail::TileStatus<P> status(static_cast<char*>(d_temp) + detail::kHeaderBytes, tiles);
+  PRIMSERVE_CUDA_TRY(detail::InitTileStatusAsync(status, stream));
   RunParams<KB, V, OffsetT> p{};
   p.keys = static_cast<const KB*>(keys);
   p.values = static_cast<const V*>(values);

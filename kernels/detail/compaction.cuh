@@ -82,7 +82,8 @@ struct NoOp {
 
 // after_barrier() runs in every thread right after the first barrier, before
 // the look-back: a persistent kernel issues its next tile's loads there.
-template <typename P, typename ScanOp, typename AfterBarrier = NoOp>
+template <typename Policy = DefaultLookbackPolicy, typename P, typename ScanOp,
+          typename AfterBarrier = NoOp>
 __device__ __forceinline__ bool BlockScanLookback(
     const P& thread_value, ScanOp op, const detail::TileStatus<P>& status,
     int64_t tile, P* s_warp /* [kCompactWarps] shared */, P& s_slot,
@@ -100,7 +101,7 @@ __device__ __forceinline__ bool BlockScanLookback(
   for (int w = 1; w < kCompactWarps; ++w)
     tile_aggregate = op(tile_aggregate, s_warp[w]);
   const P tile_prefix =
-      detail::BlockExclusivePrefix(status, tile, tile_aggregate, op, s_slot);
+      detail::BlockExclusivePrefix<Policy>(status, tile, tile_aggregate, op, s_slot);
   bool have = tile > 0;
   P acc = tile_prefix;
   if (warp > 0) {

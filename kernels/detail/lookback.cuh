@@ -14,10 +14,12 @@
 // every predecessor of a running tile has already started: the look-back
 // cannot deadlock whatever order the hardware schedules blocks in.
 //
-// Status and value share one 64-bit word when sizeof(V) <= 4, so a single
-// store publishes both and readers need no fence. Larger V keeps a status
-// array plus separate aggregate and inclusive arrays (a reader that saw A
-// must not read a value that its tile is overwriting with P), ordered by
+// Status and value share one word where they fit, so a single store
+// publishes both and readers need no fence: a 64-bit word when
+// sizeof(V) <= 4, an aligned 16-byte word (one st/ld.global.cg.v2.u64, as
+// CUB's 16-byte TxnWord) when sizeof(V) == 8. Larger V keeps a status array
+// plus separate aggregate and inclusive arrays (a reader that saw A must not
+// read a value that its tile is overwriting with P), ordered by
 // __threadfence() between value and status on both sides.
 //
 // ---------------------------------------------------------------------------
@@ -94,6 +96,7 @@ template <typename V>
 class TileStatus {
  public:
   static constexpr bool kPacked = sizeof(V) <= 4;
+  static constexpr bool kWide = sizeof(V) == 8;
   static_assert(kPacked || sizeof(V) % 4 == 0,
                 "look-back values are <= 4 bytes or 4-byte multiples");
 
@@ -102,6 +105,8 @@ class TileStatus {
     const size_t tiles = static_cast<size_t>(num_tiles);
     if constexpr (kPacked) {
       return kCounterBytes + AlignUp16(tiles * sizeof(uint64_t));
+    } else if constexpr (kWide) {
+      return kCounterBytes + tiles * sizeof(ulonglong2);
     } else {
       return kCounterBytes + AlignUp16(tiles * sizeof(uint32_t)) +
              2 * AlignUp16(tiles * sizeof(V));
@@ -117,6 +122,8 @@ class TileStatus {
     const size_t tiles = static_cast<size_t>(num_tiles);
     if constexpr (kPacked) {
       words_ = reinterpret_cast<uint64_t*>(base);
+    } else if constexpr (kWide) {
+      wide_words_ = reinterpret_cast<ulonglong2*>(base);
     } else {
       states_ = reinterpret_cast<uint32_t*>(base);
       base += AlignUp16(tiles * sizeof(uint32_t));
@@ -132,6 +139,8 @@ class TileStatus {
   __device__ void InitSlot(int64_t tile) const {
     if constexpr (kPacked) {
       words_[tile] = 0;
+    } else if constexpr (kWide) {
+      wide_words_[tile] = make_ulonglong2(0, 0);
     } else {
       states_[tile] = kInvalid;
     }
@@ -200,6 +209,12 @@ class TileStatus {
       memcpy(&bits, &value, sizeof(V));
       const uint64_t word = (static_cast<uint64_t>(state) << 32) | bits;
       *reinterpret_cast<volatile uint64_t*>(words_ + tile) = word;
+    } else if constexpr (kWide) {
+      unsigned long long bits;
+      memcpy(&bits, &value, sizeof(V));
+      asm volatile("st.global.cg.v2.u64 [%0], {%1, %2};" ::"l"(wide_words_ + tile), "l"(bits),
+                   "l"(static_cast<unsigned long long>(state))
+                   : "memory");
     } else {
       StoreCg((state == kPrefix ? inclusives_ : aggregates_) + tile, value);
       __threadfence();  // the value is visible before the state says so
@@ -219,17 +234,13 @@ class TileStatus {
     unsigned sleep_ns = Policy::kFirstSleepNs;
     for (;;) {
       uint32_t states[kSlots];
-      uint64_t words[kSlots];
+      uint64_t bits[kSlots];  // the value's bits where it shares the state's word
 #pragma unroll
       for (int s = 0; s < kSlots; ++s) {
         const int64_t pred = first + s;
-        words[s] = static_cast<uint64_t>(kPrefix) << 32;
-        if (pred >= 0) {
-          words[s] = kPacked ? *reinterpret_cast<volatile uint64_t*>(words_ + pred)
-                             : static_cast<uint64_t>(*reinterpret_cast<volatile uint32_t*>(
-                                   states_ + pred))
-                                   << 32;
-        }
+        states[s] = kPrefix;
+        bits[s] = 0;
+        if (pred >= 0) LoadSlot(pred, states[s], bits[s]);
       }
       // This lane's last P slot (-1: none) and whether an X follows it.
       int last_prefix = -1;
@@ -237,7 +248,6 @@ class TileStatus {
       bool any_invalid = false;
 #pragma unroll
       for (int s = 0; s < kSlots; ++s) {
-        states[s] = static_cast<uint32_t>(words[s] >> 32);
         if (states[s] == kPrefix) {
           last_prefix = s;
           invalid_after = false;
@@ -254,7 +264,7 @@ class TileStatus {
       const bool ready = Policy::kWaitAll ? __all_sync(kFullMask, !any_invalid)
                                           : (invalid_lanes >> first_lane) == 0;
       if (ready) {
-        if constexpr (!kPacked) {
+        if constexpr (!kPacked && !kWide) {
           __threadfence();  // read the values only after seeing the states
         }
         const int from = last_prefix < 0 ? 0 : last_prefix;
@@ -263,9 +273,8 @@ class TileStatus {
         for (int s = kSlots - 1; s >= 0; --s) {
           if (s >= from) {
             V slot_value{};
-            if constexpr (kPacked) {
-              const uint32_t bits = static_cast<uint32_t>(words[s]);
-              memcpy(&slot_value, &bits, sizeof(V));
+            if constexpr (kPacked || kWide) {
+              memcpy(&slot_value, &bits[s], sizeof(V));
             } else {
               const int64_t pred = first + s;
               if (pred >= 0 && states[s] != kInvalid) {
@@ -283,9 +292,29 @@ class TileStatus {
     }
   }
 
+  // One slot's state and, where they share its word, the value's bits.
+  __device__ void LoadSlot(int64_t tile, uint32_t& state, uint64_t& bits) const {
+    if constexpr (kPacked) {
+      const uint64_t word = *reinterpret_cast<volatile uint64_t*>(words_ + tile);
+      state = static_cast<uint32_t>(word >> 32);
+      bits = word & 0xffffffffu;
+    } else if constexpr (kWide) {
+      unsigned long long value_bits, state_bits;
+      asm volatile("ld.global.cg.v2.u64 {%0, %1}, [%2];"
+                   : "=l"(value_bits), "=l"(state_bits)
+                   : "l"(wide_words_ + tile)
+                   : "memory");
+      state = static_cast<uint32_t>(state_bits);
+      bits = value_bits;
+    } else {
+      state = *reinterpret_cast<volatile uint32_t*>(states_ + tile);
+    }
+  }
+
   int64_t num_tiles_ = 0;
   unsigned long long* counter_ = nullptr;
   uint64_t* words_ = nullptr;     // packed: state << 32 | value bits
+  ulonglong2* wide_words_ = nullptr;  // wide: {value bits, state}
   uint32_t* states_ = nullptr;    // separate: state
   V* aggregates_ = nullptr;       // separate: A values
   V* inclusives_ = nullptr;       // separate: P values
