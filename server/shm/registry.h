@@ -1,0 +1,124 @@
+// The named shared-memory regions clients have registered, and the leases
+// requests hold on them.
+//
+// A region is reference-counted: a request takes a Lease when it resolves a
+// ref and drops it once its answer is written. Unregister takes the name away
+// at once (later requests get NOT_FOUND) but the mapping stays until the last
+// lease on it is dropped: unregistering a region in use waits for the
+// requests using it, it never refuses, and never pulls memory from under
+// them. A region counts against the limits until it is unmapped.
+#ifndef PRIMSERVE_SERVER_SHM_REGISTRY_H_
+#define PRIMSERVE_SERVER_SHM_REGISTRY_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/btree_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "server/shm/system_region.h"
+
+namespace primserve::shm {
+
+struct RegistryOptions {
+  // Most regions mapped at once (--max_shared_memory_regions); more are
+  // RESOURCE_EXHAUSTED. Each holds a file descriptor and a mapping.
+  uint64_t max_regions = 64;
+  // Most bytes of all mapped regions together (--max_shared_memory_bytes);
+  // more are RESOURCE_EXHAUSTED. The pages are the shm objects', not the
+  // server's, but they are address space the server maps.
+  uint64_t max_bytes = uint64_t{64} << 30;
+};
+
+// One region as Status lists it.
+struct RegionInfo {
+  std::string name;
+  std::string kind;  // "system"
+  std::string key;
+  uint64_t offset = 0;
+  uint64_t byte_size = 0;
+  uint64_t requests_in_flight = 0;
+};
+
+// What the registered regions use together, shared with the regions so that
+// one unmapped after the registry is gone still gives its share back.
+struct Usage {
+  absl::Mutex mu;
+  uint64_t regions ABSL_GUARDED_BY(mu) = 0;
+  uint64_t bytes ABSL_GUARDED_BY(mu) = 0;
+};
+
+// A registered region's mapping, alive while it is registered or leased.
+class Entry final {
+ public:
+  Entry(std::string name, std::unique_ptr<SystemRegion> region, std::shared_ptr<Usage> usage);
+  ~Entry();  // unmaps, and gives its share of the limits back
+
+  const std::string& name() const { return name_; }
+  const SystemRegion& region() const { return *region_; }
+  std::atomic<uint64_t>& leases() { return leases_; }
+
+ private:
+  const std::string name_;
+  const std::unique_ptr<SystemRegion> region_;
+  const std::shared_ptr<Usage> usage_;
+  std::atomic<uint64_t> leases_{0};
+};
+
+// A request's hold on one region: the region stays mapped while it lives.
+class Lease final {
+ public:
+  explicit Lease(std::shared_ptr<Entry> entry);
+  ~Lease();
+  Lease(Lease&& other) noexcept = default;
+  Lease& operator=(Lease&&) = delete;
+  Lease(const Lease&) = delete;
+
+  const std::string& name() const { return entry_->name(); }
+  uint64_t size() const { return entry_->region().size(); }
+
+  // The bytes [offset, offset + byte_size) of the region, for an array of
+  // elements of `element_size` bytes. INVALID_ARGUMENT, naming `field`,
+  // unless the range lies inside the region, holds whole elements and starts
+  // element-aligned in memory.
+  absl::StatusOr<char*> Range(uint64_t offset, uint64_t byte_size, size_t element_size,
+                              absl::string_view field) const;
+  // FAILED_PRECONDITION, naming the region, if its object was truncated.
+  absl::Status CheckObjectSize() const;
+
+ private:
+  std::shared_ptr<Entry> entry_;  // null once moved from
+};
+
+class Registry final {
+ public:
+  explicit Registry(const RegistryOptions& options);
+
+  // Maps [offset, offset + byte_size) of the shm object `key` under `name`
+  // (see SystemRegion::Map for its errors). ALREADY_EXISTS for a name taken,
+  // RESOURCE_EXHAUSTED past the limits, INVALID_ARGUMENT for an empty name.
+  absl::Status RegisterSystem(const std::string& name, const std::string& key, uint64_t offset,
+                              uint64_t byte_size);
+  // Takes the name away (every name for ""); NOT_FOUND for an unknown one.
+  absl::Status Unregister(const std::string& name);
+  // The region of that name, or all ("") by name; NOT_FOUND for an unknown one.
+  absl::StatusOr<std::vector<RegionInfo>> List(const std::string& name) const;
+  // A lease on the named region: NOT_FOUND for an unknown name,
+  // FAILED_PRECONDITION if its object has been truncated below the region.
+  absl::StatusOr<Lease> Acquire(absl::string_view name) const;
+
+ private:
+  const RegistryOptions options_;
+  const std::shared_ptr<Usage> usage_ = std::make_shared<Usage>();
+  mutable absl::Mutex mu_;
+  absl::btree_map<std::string, std::shared_ptr<Entry>> regions_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace primserve::shm
+
+#endif  // PRIMSERVE_SERVER_SHM_REGISTRY_H_

@@ -1,0 +1,191 @@
+#include "server/shm/registry.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace primserve::shm {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A POSIX shared-memory object of `size` bytes holding 0, 1, 2... (mod 256),
+// removed at the end of the test.
+class ShmObject {
+ public:
+  explicit ShmObject(uint64_t size) {
+    static int count = 0;
+    key_ = absl::StrCat("/primserve_registry_test_", getpid(), "_", count++);
+    fd_ = shm_open(key_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    EXPECT_GE(fd_, 0) << std::strerror(errno);
+    Resize(size);
+    for (uint64_t i = 0; i < size; ++i) {
+      const char byte = static_cast<char>(i);
+      EXPECT_EQ(pwrite(fd_, &byte, 1, static_cast<off_t>(i)), 1);
+    }
+  }
+  ~ShmObject() {
+    close(fd_);
+    shm_unlink(key_.c_str());
+  }
+  void Resize(uint64_t size) { EXPECT_EQ(ftruncate(fd_, static_cast<off_t>(size)), 0); }
+  const std::string& key() const { return key_; }
+
+ private:
+  std::string key_;
+  int fd_ = -1;
+};
+
+RegistryOptions Limits(uint64_t max_regions, uint64_t max_bytes) {
+  RegistryOptions options;
+  options.max_regions = max_regions;
+  options.max_bytes = max_bytes;
+  return options;
+}
+
+TEST(RegistryTest, RegistersListsAndUnregisters) {
+  ShmObject object(8192);
+  Registry registry(RegistryOptions{});
+  ASSERT_TRUE(registry.RegisterSystem("b", object.key(), 4100, 4000).ok());
+  ASSERT_TRUE(registry.RegisterSystem("a", object.key(), 0, 8192).ok());
+  absl::StatusOr<std::vector<RegionInfo>> all = registry.List("");
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].name, "a");
+  const RegionInfo& b = (*all)[1];
+  EXPECT_EQ(b.name, "b");
+  EXPECT_EQ(b.kind, "system");
+  EXPECT_EQ(b.key, object.key());
+  EXPECT_EQ(b.offset, 4100u);
+  EXPECT_EQ(b.byte_size, 4000u);
+  EXPECT_EQ(b.requests_in_flight, 0u);
+
+  // Region b starts at byte 4100 of the object (not page-aligned).
+  absl::StatusOr<Lease> lease = registry.Acquire("b");
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  absl::StatusOr<char*> data = lease->Range(4, 4, 4, "input.shm");
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(static_cast<unsigned char>((*data)[0]), (4100 + 4) % 256);
+  EXPECT_EQ(registry.List("b")->front().requests_in_flight, 1u);
+
+  EXPECT_TRUE(registry.Unregister("a").ok());
+  EXPECT_EQ(registry.List("").value().size(), 1u);
+  EXPECT_EQ(registry.Unregister("a").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(registry.List("a").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(registry.Unregister("").ok());
+  EXPECT_TRUE(registry.List("").value().empty());
+}
+
+TEST(RegistryTest, RefusesBadRegistrations) {
+  ShmObject object(4096);
+  Registry registry(RegistryOptions{});
+  absl::Status missing = registry.RegisterSystem("r", "/primserve_no_such_object", 0, 16);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(missing.message(), HasSubstr("No such file or directory"));
+  absl::Status small = registry.RegisterSystem("r", object.key(), 4000, 100);
+  EXPECT_EQ(small.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(small.message(), HasSubstr("has 4096 bytes; the region needs [4000, 4100)"));
+  EXPECT_EQ(registry.RegisterSystem("r", object.key(), std::numeric_limits<uint64_t>::max(), 2)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.RegisterSystem("r", object.key(), 0, 0).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.RegisterSystem("", object.key(), 0, 8).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.RegisterSystem("r", "", 0, 8).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(registry.RegisterSystem("r", object.key(), 0, 4096).ok());
+  EXPECT_EQ(registry.RegisterSystem("r", object.key(), 0, 8).code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(registry.Acquire("nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(RegistryTest, EnforcesItsLimits) {
+  ShmObject object(4096);
+  Registry registry(Limits(2, 3000));
+  ASSERT_TRUE(registry.RegisterSystem("a", object.key(), 0, 1000).ok());
+  absl::Status bytes = registry.RegisterSystem("b", object.key(), 0, 2001);
+  EXPECT_EQ(bytes.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(bytes.message(), HasSubstr("--max_shared_memory_bytes"));
+  ASSERT_TRUE(registry.RegisterSystem("b", object.key(), 0, 2000).ok());
+  absl::Status regions = registry.RegisterSystem("c", object.key(), 0, 1);
+  EXPECT_EQ(regions.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(regions.message(), HasSubstr("--max_shared_memory_regions"));
+  ASSERT_TRUE(registry.Unregister("a").ok());
+  EXPECT_TRUE(registry.RegisterSystem("c", object.key(), 0, 1).ok());
+}
+
+TEST(RegistryTest, AnUnregisteredRegionStaysMappedForItsLeases) {
+  ShmObject object(4096);
+  Registry registry(Limits(1, 1 << 20));
+  ASSERT_TRUE(registry.RegisterSystem("r", object.key(), 0, 4096).ok());
+  {
+    absl::StatusOr<Lease> lease = registry.Acquire("r");
+    ASSERT_TRUE(lease.ok());
+    ASSERT_TRUE(registry.Unregister("r").ok());
+    // The name is gone at once...
+    EXPECT_EQ(registry.Acquire("r").status().code(), absl::StatusCode::kNotFound);
+    // ...the memory stays readable and writable, and still counts.
+    char* data = lease->Range(0, 4096, 1, "x").value();
+    EXPECT_EQ(data[7], 7);
+    data[7] = 70;
+    EXPECT_EQ(registry.RegisterSystem("s", object.key(), 0, 8).code(),
+              absl::StatusCode::kResourceExhausted);
+  }
+  // The last lease unmapped it.
+  EXPECT_TRUE(registry.RegisterSystem("s", object.key(), 0, 8).ok());
+  EXPECT_EQ(registry.Acquire("s").value().Range(7, 1, 1, "x").value()[0], 70);
+}
+
+TEST(RegistryTest, ATruncatedObjectIsRefusedNotTouched) {
+  ShmObject object(8192);
+  Registry registry(RegistryOptions{});
+  ASSERT_TRUE(registry.RegisterSystem("r", object.key(), 0, 8192).ok());
+  absl::StatusOr<Lease> lease = registry.Acquire("r");
+  ASSERT_TRUE(lease.ok());
+  object.Resize(100);
+  EXPECT_EQ(lease->CheckObjectSize().code(), absl::StatusCode::kFailedPrecondition);
+  absl::Status truncated = registry.Acquire("r").status();
+  EXPECT_EQ(truncated.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(truncated.message(),
+              HasSubstr("region 'r': shared-memory object " + object.key() + " has 100 bytes"));
+  object.Resize(8192);
+  EXPECT_TRUE(registry.Acquire("r").ok());
+}
+
+TEST(RegistryTest, RefusesRangesOutsideTheRegionOrMisaligned) {
+  ShmObject object(4096);
+  Registry registry(RegistryOptions{});
+  ASSERT_TRUE(registry.RegisterSystem("r", object.key(), 0, 1024).ok());
+  ASSERT_TRUE(registry.RegisterSystem("odd", object.key(), 2, 1024).ok());
+  Lease r = registry.Acquire("r").value();
+  EXPECT_TRUE(r.Range(1016, 8, 8, "f").ok());
+  EXPECT_TRUE(r.Range(1024, 0, 8, "f").ok());
+  const auto code = [](const absl::StatusOr<char*>& s) { return s.status().code(); };
+  EXPECT_EQ(code(r.Range(1020, 8, 4, "f")), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(r.Range(1025, 0, 4, "f")), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(r.Range(8, std::numeric_limits<uint64_t>::max() - 4, 4, "f")),
+            absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<char*> partial = r.Range(0, 6, 4, "input.shm");
+  EXPECT_EQ(partial.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(partial.status().message(),
+              HasSubstr("input.shm.byte_size 6 is not a multiple of the 4-byte element"));
+  EXPECT_THAT(r.Range(2, 4, 4, "input.shm").status().message(),
+              HasSubstr("input.shm.offset 2 is not aligned to the 4-byte element"));
+  // Offset 0 of a region that starts at byte 2 of its object is not 4-byte
+  // aligned in memory; offset 2 is.
+  Lease odd = registry.Acquire("odd").value();
+  EXPECT_EQ(code(odd.Range(0, 4, 4, "f")), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(odd.Range(0, 4, 2, "f").ok());
+}
+
+}  // namespace
+}  // namespace primserve::shm

@@ -1,0 +1,128 @@
+#include "server/shm/request_memory.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace primserve::shm {
+namespace {
+
+constexpr const char* kSlotNames[] = {"values", "indices", "lengths", "keys"};
+
+const v1::SharedMemoryRef* RefIn(const v1::OutputLocation& location, Slot slot) {
+  switch (slot) {
+    case Slot::kValues:
+      return location.has_values() ? &location.values() : nullptr;
+    case Slot::kIndices:
+      return location.has_indices() ? &location.indices() : nullptr;
+    case Slot::kLengths:
+      return location.has_lengths() ? &location.lengths() : nullptr;
+    case Slot::kKeys:
+      return location.has_keys() ? &location.keys() : nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+RequestMemory::RequestMemory(const Registry* registry) : registry_(registry) {}
+
+RequestMemory::RequestMemory(absl::Status refusal) : refusal_(std::move(refusal)) {}
+
+absl::StatusOr<size_t> RequestMemory::LeaseOn(absl::string_view region) {
+  if (registry_ == nullptr) return refusal_;
+  for (size_t i = 0; i < leases_.size(); ++i) {
+    if (leases_[i].name() == region) return i;
+  }
+  absl::StatusOr<Lease> lease = registry_->Acquire(region);
+  if (!lease.ok()) return lease.status();
+  leases_.push_back(*std::move(lease));
+  return leases_.size() - 1;
+}
+
+absl::StatusOr<absl::string_view> RequestMemory::Input(const v1::SharedMemoryRef& ref,
+                                                       DType dtype, absl::string_view field) {
+  absl::StatusOr<size_t> lease = LeaseOn(ref.region());
+  if (!lease.ok()) return lease.status();
+  absl::StatusOr<char*> data = leases_[*lease].Range(ref.offset(), ref.byte_size(), DTypeSize(dtype),
+                                               absl::StrCat(field, ".shm"));
+  if (!data.ok()) return data.status();
+  return absl::string_view(*data, ref.byte_size());
+}
+
+absl::Status RequestMemory::PlaceOutputs(const v1::OutputLocation& location,
+                                         const std::vector<OutputSpec>& produced,
+                                         absl::string_view rpc) {
+  for (int slot = 0; slot < 4; ++slot) {
+    const v1::SharedMemoryRef* ref = RefIn(location, static_cast<Slot>(slot));
+    if (ref == nullptr) continue;
+    const std::string field = absl::StrCat("output_location.", kSlotNames[slot]);
+    const OutputSpec* spec = nullptr;
+    for (const OutputSpec& s : produced) {
+      if (s.slot == static_cast<Slot>(slot)) spec = &s;
+    }
+    if (spec == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, " is set but this ", rpc, " request produces no ", kSlotNames[slot]));
+    }
+    absl::StatusOr<size_t> lease = LeaseOn(ref->region());
+    if (!lease.ok()) return lease.status();
+    const size_t element_size = DTypeSize(spec->dtype);
+    absl::StatusOr<char*> data =
+        leases_[*lease].Range(ref->offset(), ref->byte_size(), element_size, field);
+    if (!data.ok()) return data.status();
+    if (spec->elements && ref->byte_size() < *spec->elements * element_size) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s has room for %d bytes but the answer takes %d (%d %s elements)", field,
+          ref->byte_size(), *spec->elements * element_size, *spec->elements,
+          DTypeName(spec->dtype)));
+    }
+    for (int other = 0; other < slot; ++other) {
+      const std::optional<Placed>& p = placed_[other];
+      if (p && p->ref.region() == ref->region() &&
+          p->ref.offset() < ref->offset() + ref->byte_size() &&
+          ref->offset() < p->ref.offset() + p->ref.byte_size()) {
+        return absl::InvalidArgumentError(absl::StrCat(field, " overlaps output_location.",
+                                                       kSlotNames[other], "; outputs must not"));
+      }
+    }
+    placed_[slot] = Placed{*ref, *data, *lease};
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RequestMemory::Deliver(const std::vector<Delivery>& outputs) {
+  for (const Delivery& d : outputs) {
+    const std::optional<Placed>& p = placed_[static_cast<int>(d.slot)];
+    if (p && d.array->bytes.size() > p->ref.byte_size()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "output_location.%s has room for %d bytes but the answer takes %d (%d elements); "
+          "nothing was written",
+          kSlotNames[static_cast<int>(d.slot)], p->ref.byte_size(), d.array->bytes.size(),
+          d.array->bytes.size() / DTypeSize(d.array->dtype)));
+    }
+    // The client may have shrunk the object while the request ran: writing
+    // past its end would raise SIGBUS.
+    if (p) {
+      if (absl::Status holds = leases_[p->lease].CheckObjectSize(); !holds.ok()) return holds;
+    }
+  }
+  for (const Delivery& d : outputs) {
+    d.field->set_dtype(static_cast<v1::DType>(d.array->dtype));
+    const std::optional<Placed>& p = placed_[static_cast<int>(d.slot)];
+    if (!p) {
+      d.field->mutable_data()->swap(d.array->bytes);
+      continue;
+    }
+    if (!d.array->bytes.empty()) std::memcpy(p->data, d.array->bytes.data(), d.array->bytes.size());
+    v1::SharedMemoryRef* written = d.field->mutable_shm();
+    written->set_region(p->ref.region());
+    written->set_offset(p->ref.offset());
+    written->set_byte_size(d.array->bytes.size());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace primserve::shm

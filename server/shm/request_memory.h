@@ -1,0 +1,81 @@
+// The shared memory one request uses: the leases that keep its input views
+// valid from validation until its answer is written, and the places its
+// outputs go (OutputLocation).
+#ifndef PRIMSERVE_SERVER_SHM_REQUEST_MEMORY_H_
+#define PRIMSERVE_SERVER_SHM_REQUEST_MEMORY_H_
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/primserve/v1/primitives.pb.h"
+#include "server/shm/registry.h"
+#include "server/task.h"
+
+namespace primserve::shm {
+
+// The outputs an OutputLocation can place.
+enum class Slot { kValues = 0, kIndices = 1, kLengths = 2, kKeys = 3 };
+
+// What a request produces in one slot: its dtype, and its exact size when
+// the request alone tells it (else the ref's room is checked once computed).
+struct OutputSpec {
+  Slot slot = Slot::kValues;
+  DType dtype = DType::kInt32;
+  std::optional<uint64_t> elements;
+};
+
+// One output to deliver: the result's array and the response's field.
+struct Delivery {
+  Slot slot;
+  HostArray* array;
+  v1::Array* field;
+};
+
+class RequestMemory final {
+ public:
+  // Refs resolve in `registry`.
+  explicit RequestMemory(const Registry* registry);
+  // Refs are refused with `refusal` (shared memory is off, or the RPC takes
+  // inline bytes only).
+  explicit RequestMemory(absl::Status refusal);
+
+  // The bytes an Array.shm names, for elements of `dtype`, read in place.
+  absl::StatusOr<absl::string_view> Input(const v1::SharedMemoryRef& ref, DType dtype,
+                                          absl::string_view field);
+
+  // Resolves the request's output_location against the outputs it produces:
+  // INVALID_ARGUMENT for a ref to an output not produced, a bad or
+  // overlapping range, or too little room for an output of known size.
+  absl::Status PlaceOutputs(const v1::OutputLocation& location,
+                            const std::vector<OutputSpec>& produced, absl::string_view rpc);
+
+  // Writes placed outputs into their regions (the response's Array then
+  // carries `shm` with the bytes written) and moves the others inline. Any
+  // placed output without room is INVALID_ARGUMENT, naming the bytes needed,
+  // before anything is written.
+  absl::Status Deliver(const std::vector<Delivery>& outputs);
+
+ private:
+  struct Placed {
+    v1::SharedMemoryRef ref;
+    char* data = nullptr;
+    size_t lease = 0;  // index into leases_
+  };
+
+  // The index in leases_ of this request's lease on the region.
+  absl::StatusOr<size_t> LeaseOn(absl::string_view region);
+
+  const Registry* const registry_ = nullptr;
+  const absl::Status refusal_;
+  std::vector<Lease> leases_;  // one per region used
+  std::array<std::optional<Placed>, 4> placed_;  // by Slot
+};
+
+}  // namespace primserve::shm
+
+#endif  // PRIMSERVE_SERVER_SHM_REQUEST_MEMORY_H_
