@@ -27,12 +27,25 @@ absl::StatusOr<DType> ParseDType(v1::DType dtype, absl::string_view field) {
   return static_cast<DType>(dtype);
 }
 
+constexpr absl::string_view kInlineOnly =
+    "the streaming RPCs carry inline bytes only: shared memory (Array.shm, output_location) is "
+    "for the unary RPCs and Multiplex";
+
 absl::StatusOr<ArrayView> ParseArray(const v1::Array& array, absl::string_view field,
-                                     const RequestLimits& limits) {
+                                     const RequestLimits& limits, shm::RequestMemory* memory) {
   absl::StatusOr<DType> dtype = ParseDType(array.dtype(), field);
   if (!dtype.ok()) return dtype.status();
   const size_t element_size = DTypeSize(*dtype);
-  const std::string& data = array.data();
+  absl::string_view data = array.data();
+  if (array.has_shm()) {
+    if (!data.empty()) {
+      return Invalid(absl::StrCat(field, " has both data and shm; set one"));
+    }
+    if (memory == nullptr) return Invalid(kInlineOnly);
+    absl::StatusOr<absl::string_view> shared = memory->Input(array.shm(), *dtype, field);
+    if (!shared.ok()) return shared.status();
+    data = *shared;
+  }
   if (data.size() % element_size != 0) {
     return Invalid(absl::StrFormat("%s.data has %d bytes, not a multiple of the %d-byte %s element",
                                    field, data.size(), element_size, DTypeName(*dtype)));
@@ -44,9 +57,10 @@ absl::StatusOr<ArrayView> ParseArray(const v1::Array& array, absl::string_view f
                         field, elements, limits.max_elements));
   }
   // Backends read the bytes in place as elements; protobuf's strings are heap
-  // or in-object buffers, both 8-byte aligned with libstdc++.
-  if (reinterpret_cast<uintptr_t>(data.data()) % alignof(uint64_t) != 0) {
-    return absl::InternalError(absl::StrCat(field, ".data is not 8-byte aligned in memory"));
+  // or in-object buffers, both 8-byte aligned with libstdc++ (shared memory
+  // is checked element-aligned as it resolves).
+  if (reinterpret_cast<uintptr_t>(data.data()) % element_size != 0) {
+    return absl::InternalError(absl::StrCat(field, " is not element-aligned in memory"));
   }
   return ArrayView{*dtype, data};
 }
@@ -272,16 +286,36 @@ absl::StatusOr<Want> Take(Result& result) {
   return absl::InternalError("the backend returned a result of another kind");
 }
 
-void MoveInto(HostArray array, v1::Array* out) {
-  out->set_dtype(static_cast<v1::DType>(array.dtype));
-  out->mutable_data()->swap(array.bytes);
+// Resolves the request's output_location, if it has one, for the outputs it
+// produces.
+template <typename Request>
+absl::Status PlaceOutputs(const Request& request, const std::vector<shm::OutputSpec>& produced,
+                          shm::RequestMemory* memory, absl::string_view rpc) {
+  if (!request.has_output_location()) return absl::OkStatus();
+  if (memory == nullptr) return Invalid(kInlineOnly);
+  return memory->PlaceOutputs(request.output_location(), produced, rpc);
+}
+
+// Places the outputs in shared memory or moves them inline.
+absl::Status Deliver(const std::vector<shm::Delivery>& outputs, shm::RequestMemory* memory) {
+  if (memory != nullptr) return memory->Deliver(outputs);
+  for (const shm::Delivery& d : outputs) {
+    d.field->set_dtype(static_cast<v1::DType>(d.array->dtype));
+    d.field->mutable_data()->swap(d.array->bytes);
+  }
+  return absl::OkStatus();
+}
+
+uint64_t Segments(absl::Span<const uint64_t> offsets) {
+  return offsets.empty() ? 1 : offsets.size();
 }
 
 }  // namespace
 
-absl::StatusOr<Operation> ToOperation(const v1::ScanRequest& request, const RequestLimits& limits) {
+absl::StatusOr<Operation> ToOperation(const v1::ScanRequest& request, const RequestLimits& limits,
+                                      shm::RequestMemory* memory) {
   ScanOperation o;
-  absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits);
+  absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits, memory);
   if (!input.ok()) return input.status();
   o.input = *input;
   absl::StatusOr<Op> op = ParseOp(request.op(), /*allow_arg=*/false, /*allow_prod=*/true, "Scan");
@@ -292,13 +326,19 @@ absl::StatusOr<Operation> ToOperation(const v1::ScanRequest& request, const Requ
       ParseSegments(request.segment_offsets(), o.input.size(), limits);
   if (!segments.ok()) return segments.status();
   o.segment_offsets = *segments;
+  if (absl::Status s = PlaceOutputs(request, {{shm::Slot::kValues, o.input.dtype, o.input.size()}},
+                                    memory, "Scan");
+      !s.ok()) {
+    return s;
+  }
   return WithinAnswerLimit(o, limits);
 }
 
 absl::StatusOr<Operation> ToOperation(const v1::ReduceRequest& request,
-                                      const RequestLimits& limits) {
+                                      const RequestLimits& limits,
+                                      shm::RequestMemory* memory) {
   ReduceOperation o;
-  absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits);
+  absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits, memory);
   if (!input.ok()) return input.status();
   o.input = *input;
   absl::StatusOr<Op> op = ParseOp(request.op(), /*allow_arg=*/true, /*allow_prod=*/true, "Reduce");
@@ -308,13 +348,20 @@ absl::StatusOr<Operation> ToOperation(const v1::ReduceRequest& request,
       ParseSegments(request.segment_offsets(), o.input.size(), limits);
   if (!segments.ok()) return segments.status();
   o.segment_offsets = *segments;
+  const uint64_t answers = Segments(o.segment_offsets);
+  std::vector<shm::OutputSpec> produced = {{shm::Slot::kValues, o.input.dtype, answers}};
+  if (o.op == Op::kArgMin || o.op == Op::kArgMax) {
+    produced.push_back({shm::Slot::kIndices, DType::kInt64, answers});
+  }
+  if (absl::Status s = PlaceOutputs(request, produced, memory, "Reduce"); !s.ok()) return s;
   return WithinAnswerLimit(o, limits);
 }
 
 absl::StatusOr<Operation> ToOperation(const v1::SelectRequest& request,
-                                      const RequestLimits& limits) {
+                                      const RequestLimits& limits,
+                                      shm::RequestMemory* memory) {
   SelectOperation o;
-  absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits);
+  absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits, memory);
   if (!input.ok()) return input.status();
   o.input = *input;
   switch (request.criterion_case()) {
@@ -327,7 +374,7 @@ absl::StatusOr<Operation> ToOperation(const v1::SelectRequest& request,
       break;
     }
     case v1::SelectRequest::kFlags: {
-      absl::StatusOr<ArrayView> flags = ParseArray(request.flags(), "flags", limits);
+      absl::StatusOr<ArrayView> flags = ParseArray(request.flags(), "flags", limits, memory);
       if (!flags.ok()) return flags.status();
       if (!IsIntegerDType(flags->dtype)) {
         return Invalid(absl::StrCat("flags.dtype is ", DTypeName(flags->dtype),
@@ -345,29 +392,52 @@ absl::StatusOr<Operation> ToOperation(const v1::SelectRequest& request,
   o.output = output == v1::SelectRequest::OUTPUT_UNSPECIFIED ? SelectOutput::kValues
                                                              : static_cast<SelectOutput>(output);
   o.partition = request.partition();
+  std::vector<shm::OutputSpec> produced;
+  if (o.output == SelectOutput::kValues || o.output == SelectOutput::kValuesAndIndices) {
+    produced.push_back({shm::Slot::kValues, o.input.dtype, std::nullopt});
+  }
+  if (o.output == SelectOutput::kIndices || o.output == SelectOutput::kValuesAndIndices) {
+    produced.push_back({shm::Slot::kIndices, DType::kInt64, std::nullopt});
+  }
+  if (absl::Status s = PlaceOutputs(request, produced, memory, "Select"); !s.ok()) return s;
   return WithinAnswerLimit(o, limits);
 }
 
 absl::StatusOr<Operation> ToOperation(const v1::UniqueRequest& request,
-                                      const RequestLimits& limits) {
-  absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits);
+                                      const RequestLimits& limits,
+                                      shm::RequestMemory* memory) {
+  absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits, memory);
   if (!input.ok()) return input.status();
+  if (absl::Status s = PlaceOutputs(request, {{shm::Slot::kValues, input->dtype, std::nullopt}},
+                                    memory, "Unique");
+      !s.ok()) {
+    return s;
+  }
   return WithinAnswerLimit(UniqueOperation{*input}, limits);
 }
 
 absl::StatusOr<Operation> ToOperation(const v1::RunLengthEncodeRequest& request,
-                                      const RequestLimits& limits) {
-  absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits);
+                                      const RequestLimits& limits,
+                                      shm::RequestMemory* memory) {
+  absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits, memory);
   if (!input.ok()) return input.status();
+  if (absl::Status s = PlaceOutputs(request,
+                                    {{shm::Slot::kValues, input->dtype, std::nullopt},
+                                     {shm::Slot::kLengths, DType::kInt64, std::nullopt}},
+                                    memory, "RunLengthEncode");
+      !s.ok()) {
+    return s;
+  }
   return WithinAnswerLimit(RunLengthEncodeOperation{*input}, limits);
 }
 
 absl::StatusOr<Operation> ToOperation(const v1::ReduceByKeyRequest& request,
-                                      const RequestLimits& limits) {
+                                      const RequestLimits& limits,
+                                      shm::RequestMemory* memory) {
   ReduceByKeyOperation o;
-  absl::StatusOr<ArrayView> keys = ParseArray(request.keys(), "keys", limits);
+  absl::StatusOr<ArrayView> keys = ParseArray(request.keys(), "keys", limits, memory);
   if (!keys.ok()) return keys.status();
-  absl::StatusOr<ArrayView> values = ParseArray(request.values(), "values", limits);
+  absl::StatusOr<ArrayView> values = ParseArray(request.values(), "values", limits, memory);
   if (!values.ok()) return values.status();
   if (absl::Status s = CheckSameLength(*keys, "keys", *values, "values"); !s.ok()) return s;
   absl::StatusOr<Op> op =
@@ -376,19 +446,27 @@ absl::StatusOr<Operation> ToOperation(const v1::ReduceByKeyRequest& request,
   o.keys = *keys;
   o.values = *values;
   o.op = *op;
+  if (absl::Status s = PlaceOutputs(request,
+                                    {{shm::Slot::kKeys, o.keys.dtype, std::nullopt},
+                                     {shm::Slot::kValues, o.values.dtype, std::nullopt}},
+                                    memory, "ReduceByKey");
+      !s.ok()) {
+    return s;
+  }
   return WithinAnswerLimit(o, limits);
 }
 
 absl::StatusOr<Operation> ToOperation(const v1::AggregateByKeyRequest& request,
-                                      const RequestLimits& limits) {
+                                      const RequestLimits& limits,
+                                      shm::RequestMemory* memory) {
   AggregateByKeyOperation o;
-  absl::StatusOr<ArrayView> keys = ParseArray(request.keys(), "keys", limits);
+  absl::StatusOr<ArrayView> keys = ParseArray(request.keys(), "keys", limits, memory);
   if (!keys.ok()) return keys.status();
   if (!IsIntegerDType(keys->dtype)) {
     return Invalid(absl::StrCat("keys.dtype is ", DTypeName(keys->dtype),
                                 "; AggregateByKey keys must be of an integer dtype"));
   }
-  absl::StatusOr<ArrayView> values = ParseArray(request.values(), "values", limits);
+  absl::StatusOr<ArrayView> values = ParseArray(request.values(), "values", limits, memory);
   if (!values.ok()) return values.status();
   if (absl::Status s = CheckSameLength(*keys, "keys", *values, "values"); !s.ok()) return s;
   absl::StatusOr<Op> op =
@@ -404,61 +482,76 @@ absl::StatusOr<Operation> ToOperation(const v1::AggregateByKeyRequest& request,
   o.values = *values;
   o.op = *op;
   o.num_keys = request.num_keys();
+  if (absl::Status s = PlaceOutputs(request, {{shm::Slot::kValues, o.values.dtype, o.num_keys}},
+                                    memory, "AggregateByKey");
+      !s.ok()) {
+    return s;
+  }
   return WithinAnswerLimit(o, limits);
 }
 
-absl::Status ToResponse(Result result, v1::ScanResponse* response) {
+absl::Status ToResponse(Result result, v1::ScanResponse* response,
+                        shm::RequestMemory* memory) {
   absl::StatusOr<ScanResult> r = Take<ScanResult>(result);
   if (!r.ok()) return r.status();
-  MoveInto(std::move(r->output), response->mutable_output());
-  return absl::OkStatus();
+  return Deliver({{shm::Slot::kValues, &r->output, response->mutable_output()}}, memory);
 }
 
-absl::Status ToResponse(Result result, v1::ReduceResponse* response) {
+absl::Status ToResponse(Result result, v1::ReduceResponse* response,
+                        shm::RequestMemory* memory) {
   absl::StatusOr<ReduceResult> r = Take<ReduceResult>(result);
   if (!r.ok()) return r.status();
-  MoveInto(std::move(r->values), response->mutable_values());
-  if (r->indices) MoveInto(std::move(*r->indices), response->mutable_indices());
-  return absl::OkStatus();
+  std::vector<shm::Delivery> outputs = {
+      {shm::Slot::kValues, &r->values, response->mutable_values()}};
+  if (r->indices) {
+    outputs.push_back({shm::Slot::kIndices, &*r->indices, response->mutable_indices()});
+  }
+  return Deliver(outputs, memory);
 }
 
-absl::Status ToResponse(Result result, v1::SelectResponse* response) {
+absl::Status ToResponse(Result result, v1::SelectResponse* response,
+                        shm::RequestMemory* memory) {
   absl::StatusOr<SelectResult> r = Take<SelectResult>(result);
   if (!r.ok()) return r.status();
-  if (r->values) MoveInto(std::move(*r->values), response->mutable_values());
-  if (r->indices) MoveInto(std::move(*r->indices), response->mutable_indices());
+  std::vector<shm::Delivery> outputs;
+  if (r->values) outputs.push_back({shm::Slot::kValues, &*r->values, response->mutable_values()});
+  if (r->indices) {
+    outputs.push_back({shm::Slot::kIndices, &*r->indices, response->mutable_indices()});
+  }
   response->set_count(r->count);
-  return absl::OkStatus();
+  return Deliver(outputs, memory);
 }
 
-absl::Status ToResponse(Result result, v1::UniqueResponse* response) {
+absl::Status ToResponse(Result result, v1::UniqueResponse* response,
+                        shm::RequestMemory* memory) {
   absl::StatusOr<UniqueResult> r = Take<UniqueResult>(result);
   if (!r.ok()) return r.status();
-  MoveInto(std::move(r->values), response->mutable_values());
-  return absl::OkStatus();
+  return Deliver({{shm::Slot::kValues, &r->values, response->mutable_values()}}, memory);
 }
 
-absl::Status ToResponse(Result result, v1::RunLengthEncodeResponse* response) {
+absl::Status ToResponse(Result result, v1::RunLengthEncodeResponse* response,
+                        shm::RequestMemory* memory) {
   absl::StatusOr<RunLengthEncodeResult> r = Take<RunLengthEncodeResult>(result);
   if (!r.ok()) return r.status();
-  MoveInto(std::move(r->values), response->mutable_values());
-  MoveInto(std::move(r->lengths), response->mutable_lengths());
-  return absl::OkStatus();
+  return Deliver({{shm::Slot::kValues, &r->values, response->mutable_values()},
+                  {shm::Slot::kLengths, &r->lengths, response->mutable_lengths()}},
+                 memory);
 }
 
-absl::Status ToResponse(Result result, v1::ReduceByKeyResponse* response) {
+absl::Status ToResponse(Result result, v1::ReduceByKeyResponse* response,
+                        shm::RequestMemory* memory) {
   absl::StatusOr<ReduceByKeyResult> r = Take<ReduceByKeyResult>(result);
   if (!r.ok()) return r.status();
-  MoveInto(std::move(r->keys), response->mutable_keys());
-  MoveInto(std::move(r->values), response->mutable_values());
-  return absl::OkStatus();
+  return Deliver({{shm::Slot::kKeys, &r->keys, response->mutable_keys()},
+                  {shm::Slot::kValues, &r->values, response->mutable_values()}},
+                 memory);
 }
 
-absl::Status ToResponse(Result result, v1::AggregateByKeyResponse* response) {
+absl::Status ToResponse(Result result, v1::AggregateByKeyResponse* response,
+                        shm::RequestMemory* memory) {
   absl::StatusOr<AggregateByKeyResult> r = Take<AggregateByKeyResult>(result);
   if (!r.ok()) return r.status();
-  MoveInto(std::move(r->values), response->mutable_values());
-  return absl::OkStatus();
+  return Deliver({{shm::Slot::kValues, &r->values, response->mutable_values()}}, memory);
 }
 
 }  // namespace primserve

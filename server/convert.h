@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/primserve/v1/primitives.pb.h"
+#include "server/shm/request_memory.h"
 #include "server/task.h"
 
 namespace primserve {
@@ -26,30 +27,49 @@ struct RequestLimits {
   uint64_t multiplex_window = 1024;
 };
 
-// The returned Operation views the request, which must outlive it.
-absl::StatusOr<Operation> ToOperation(const v1::ScanRequest& request, const RequestLimits& limits);
+// The returned Operation views the request, which must outlive it, and the
+// shared memory its Array.shm fields name: `memory` resolves those and its
+// output_location, and holds the leases that keep them mapped (it must
+// outlive the Operation too, and is the one to pass to ToResponse). Null
+// refuses both with INVALID_ARGUMENT, as the streaming RPCs do.
+absl::StatusOr<Operation> ToOperation(const v1::ScanRequest& request, const RequestLimits& limits,
+                                      shm::RequestMemory* memory = nullptr);
 absl::StatusOr<Operation> ToOperation(const v1::ReduceRequest& request,
-                                      const RequestLimits& limits);
+                                      const RequestLimits& limits,
+                                      shm::RequestMemory* memory = nullptr);
 absl::StatusOr<Operation> ToOperation(const v1::SelectRequest& request,
-                                      const RequestLimits& limits);
+                                      const RequestLimits& limits,
+                                      shm::RequestMemory* memory = nullptr);
 absl::StatusOr<Operation> ToOperation(const v1::UniqueRequest& request,
-                                      const RequestLimits& limits);
+                                      const RequestLimits& limits,
+                                      shm::RequestMemory* memory = nullptr);
 absl::StatusOr<Operation> ToOperation(const v1::RunLengthEncodeRequest& request,
-                                      const RequestLimits& limits);
+                                      const RequestLimits& limits,
+                                      shm::RequestMemory* memory = nullptr);
 absl::StatusOr<Operation> ToOperation(const v1::ReduceByKeyRequest& request,
-                                      const RequestLimits& limits);
+                                      const RequestLimits& limits,
+                                      shm::RequestMemory* memory = nullptr);
 absl::StatusOr<Operation> ToOperation(const v1::AggregateByKeyRequest& request,
-                                      const RequestLimits& limits);
+                                      const RequestLimits& limits,
+                                      shm::RequestMemory* memory = nullptr);
 
-// Moves the result's arrays into the response. INTERNAL if the result is not
-// the response's kind.
-absl::Status ToResponse(Result result, v1::ScanResponse* response);
-absl::Status ToResponse(Result result, v1::ReduceResponse* response);
-absl::Status ToResponse(Result result, v1::SelectResponse* response);
-absl::Status ToResponse(Result result, v1::UniqueResponse* response);
-absl::Status ToResponse(Result result, v1::RunLengthEncodeResponse* response);
-absl::Status ToResponse(Result result, v1::ReduceByKeyResponse* response);
-absl::Status ToResponse(Result result, v1::AggregateByKeyResponse* response);
+// Moves the result's arrays into the response, or writes those the request
+// placed in shared memory there (see RequestMemory::Deliver; null: all
+// inline). INTERNAL if the result is not the response's kind.
+absl::Status ToResponse(Result result, v1::ScanResponse* response,
+                        shm::RequestMemory* memory = nullptr);
+absl::Status ToResponse(Result result, v1::ReduceResponse* response,
+                        shm::RequestMemory* memory = nullptr);
+absl::Status ToResponse(Result result, v1::SelectResponse* response,
+                        shm::RequestMemory* memory = nullptr);
+absl::Status ToResponse(Result result, v1::UniqueResponse* response,
+                        shm::RequestMemory* memory = nullptr);
+absl::Status ToResponse(Result result, v1::RunLengthEncodeResponse* response,
+                        shm::RequestMemory* memory = nullptr);
+absl::Status ToResponse(Result result, v1::ReduceByKeyResponse* response,
+                        shm::RequestMemory* memory = nullptr);
+absl::Status ToResponse(Result result, v1::AggregateByKeyResponse* response,
+                        shm::RequestMemory* memory = nullptr);
 
 }  // namespace primserve
 

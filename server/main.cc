@@ -86,6 +86,16 @@ ABSL_FLAG(bool, reflection, true,
 ABSL_FLAG(bool, enable_echo, false,
           "Serve the Echo service, a transport probe for load tests (primload --mode=echo). "
           "Its answers are bounded by --max_response_bytes.");
+ABSL_FLAG(bool, shared_memory, false,
+          "Serve the SharedMemory service: local clients register POSIX shared-memory objects "
+          "and name them in requests instead of sending bytes. Any caller may then make the "
+          "server open (read-write) any shm object the server's user can: see the README's "
+          "\"Exposure and lockdown\".");
+ABSL_FLAG(uint64_t, max_shared_memory_regions, 64,
+          "With --shared_memory: most regions mapped at once; more get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(uint64_t, max_shared_memory_bytes, uint64_t{64} << 30,
+          "With --shared_memory: most bytes of all mapped regions together; more get "
+          "RESOURCE_EXHAUSTED.");
 ABSL_FLAG(std::string, metrics_host, "0.0.0.0",
           "Address to serve Prometheus metrics on (HTTP, path /metrics).");
 ABSL_FLAG(int, metrics_port, 9464,
@@ -187,6 +197,9 @@ int Main() {
   options.tls_client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);
   options.reflection = absl::GetFlag(FLAGS_reflection);
   options.echo = absl::GetFlag(FLAGS_enable_echo);
+  options.shared_memory = absl::GetFlag(FLAGS_shared_memory);
+  options.shared_memory_limits.max_regions = absl::GetFlag(FLAGS_max_shared_memory_regions);
+  options.shared_memory_limits.max_bytes = absl::GetFlag(FLAGS_max_shared_memory_bytes);
   options.metrics = &metrics;
 
   const std::string backend_name = (*backend)->name();

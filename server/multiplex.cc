@@ -10,12 +10,13 @@ namespace primserve {
 
 MultiplexReactor::MultiplexReactor(grpc::CallbackServerContext* context, Scheduler* scheduler,
                                    const RequestLimits& limits, Metrics* metrics,
-                                   std::string caller)
+                                   std::string caller, const shm::Registry* shared_memory)
     : context_(context),
       scheduler_(scheduler),
       limits_(limits),
       metrics_(metrics),
-      caller_(std::move(caller)) {
+      caller_(std::move(caller)),
+      shared_memory_(shared_memory) {
   Advance();
 }
 
@@ -106,7 +107,8 @@ void MultiplexReactor::Schedule(std::unique_ptr<v1::MultiplexRequest> holder,
                                 Response* (v1::MultiplexResponse::*answer_field)()) {
   const uint64_t id = holder->id();
   const CallRecord call = CallRecord::Start(metrics_, LabelsOf(request), request);
-  absl::StatusOr<Operation> operation = ToOperation(request, limits_);
+  std::unique_ptr<shm::RequestMemory> memory = RequestMemoryOf(shared_memory_);
+  absl::StatusOr<Operation> operation = ToOperation(request, limits_, memory.get());
   if (!operation.ok()) {
     RecordRefusal(metrics_, operation.status());
     call.Done(operation.status(), nullptr, 0);
@@ -119,14 +121,15 @@ void MultiplexReactor::Schedule(std::unique_ptr<v1::MultiplexRequest> holder,
   task->deadline = DeadlineOf(*context_);
   task->is_cancelled = [context = context_] { return context->IsCancelled(); };
   task->peer = caller_;
-  // The operation views `holder`, which the task keeps until it is answered.
-  task->done = [this, holder = std::move(holder), answer_field, call,
+  // The operation views `holder` and the shared memory `memory` leases, which
+  // the task keeps until it is answered.
+  task->done = [this, holder = std::move(holder), memory = std::move(memory), answer_field, call,
                 elements](absl::StatusOr<Result> result) {
     auto answer = std::make_unique<v1::MultiplexResponse>();
     answer->set_id(holder->id());
     Response* response = (answer.get()->*answer_field)();
     const absl::Status status =
-        result.ok() ? ToResponse(*std::move(result), response) : result.status();
+        result.ok() ? ToResponse(*std::move(result), response, memory.get()) : result.status();
     call.Done(status, status.ok() ? response : nullptr, elements);
     if (!status.ok()) {
       Refuse(holder->id(), status, /*releases_id=*/true);

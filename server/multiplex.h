@@ -26,7 +26,8 @@ class MultiplexReactor final
   // Starts reading; deletes itself when the stream is done.
   // `caller` keys the stream's requests for admission (CallerOf).
   MultiplexReactor(grpc::CallbackServerContext* context, Scheduler* scheduler,
-                   const RequestLimits& limits, Metrics* metrics, std::string caller);
+                   const RequestLimits& limits, Metrics* metrics, std::string caller,
+                   const shm::Registry* shared_memory);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -51,6 +52,7 @@ class MultiplexReactor final
   const RequestLimits limits_;
   Metrics* const metrics_;
   const std::string caller_;
+  const shm::Registry* const shared_memory_;  // null: off
 
   absl::Mutex mu_;
   std::unique_ptr<v1::MultiplexRequest> incoming_ ABSL_GUARDED_BY(mu_);

@@ -83,7 +83,14 @@ PrimServer::PrimServer(std::unique_ptr<ExecutionBackend> backend, const ServerOp
     : backend_(std::move(backend)),
       batcher_(options.batcher, backend_.get(), options.metrics),
       admission_(options.admission, &batcher_, options.metrics),
-      service_(&admission_, options.limits, options.metrics, options.caller_header),
+      shared_memory_(options.shared_memory
+                         ? std::make_unique<shm::Registry>(options.shared_memory_limits)
+                         : nullptr),
+      shared_memory_service_(shared_memory_ != nullptr
+                                 ? std::make_unique<shm::SharedMemoryService>(shared_memory_.get())
+                                 : nullptr),
+      service_(&admission_, options.limits, options.metrics, options.caller_header,
+               shared_memory_.get()),
       echo_service_(options.limits.max_response_bytes) {}
 
 absl::StatusOr<std::unique_ptr<PrimServer>> PrimServer::Start(
@@ -109,6 +116,9 @@ absl::StatusOr<std::unique_ptr<PrimServer>> PrimServer::Start(
   builder.SetOption(std::make_unique<ReflectionOption>(options.reflection));
   builder.RegisterService(&server->service_);
   if (options.echo) builder.RegisterService(&server->echo_service_);
+  if (server->shared_memory_service_ != nullptr) {
+    builder.RegisterService(server->shared_memory_service_.get());
+  }
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(

@@ -21,6 +21,8 @@
 #include "server/echo_service.h"
 #include "server/metrics.h"
 #include "server/service.h"
+#include "server/shm/registry.h"
+#include "server/shm/shm_service.h"
 
 namespace primserve {
 
@@ -63,6 +65,13 @@ struct ServerOptions {
   // default: it does no work, so it is the cheapest way to make the server
   // hold memory. Its answers are bounded by limits.max_response_bytes.
   bool echo = false;
+  // Serve the SharedMemory service, and let unary and Multiplex requests
+  // name registered regions (Array.shm, output_location). Off by default:
+  // any caller could then make the server open and write the shm objects
+  // its user can (see the README's "Exposure and lockdown"). Off, refs in
+  // requests are FAILED_PRECONDITION.
+  bool shared_memory = false;
+  shm::RegistryOptions shared_memory_limits;
 };
 
 class PrimServer final {
@@ -84,6 +93,9 @@ class PrimServer final {
   std::unique_ptr<ExecutionBackend> backend_;
   Batcher batcher_;
   FairAdmission admission_;  // in front of batcher_
+  // Outlives the services that use it; null without options.shared_memory.
+  std::unique_ptr<shm::Registry> shared_memory_;
+  std::unique_ptr<shm::SharedMemoryService> shared_memory_service_;
   PrimitivesService service_;
   EchoService echo_service_;  // no work: measures the transport; served when options.echo
   std::unique_ptr<grpc::Server> server_;

@@ -35,6 +35,12 @@ std::string CallerOf(const grpc::CallbackServerContext& context,
   return PeerKey(context.peer());
 }
 
+std::unique_ptr<shm::RequestMemory> RequestMemoryOf(const shm::Registry* registry) {
+  if (registry != nullptr) return std::make_unique<shm::RequestMemory>(registry);
+  return std::make_unique<shm::RequestMemory>(
+      absl::FailedPreconditionError("shared memory is off (--shared_memory)"));
+}
+
 namespace {
 
 // Records the call, then answers it (after which the response is gone).
@@ -51,7 +57,10 @@ grpc::ServerUnaryReactor* PrimitivesService::Handle(grpc::CallbackServerContext*
                                                     const Request* request, Response* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const CallRecord call = CallRecord::Start(metrics_, LabelsOf(*request), *request);
-  absl::StatusOr<Operation> operation = ToOperation(*request, limits_);
+  // Holds the leases on the shared memory the operation views, until the
+  // task (and its done callback) is destroyed after the answer.
+  std::unique_ptr<shm::RequestMemory> memory = RequestMemoryOf(shared_memory_);
+  absl::StatusOr<Operation> operation = ToOperation(*request, limits_, memory.get());
   if (!operation.ok()) {
     RecordRefusal(metrics_, operation.status());
     Answer(reactor, call, operation.status(), nullptr, 0);
@@ -63,9 +72,10 @@ grpc::ServerUnaryReactor* PrimitivesService::Handle(grpc::CallbackServerContext*
   task->deadline = DeadlineOf(*context);
   task->is_cancelled = [context] { return context->IsCancelled(); };
   task->peer = CallerOf(*context, caller_header_);
-  task->done = [reactor, response, call, elements](absl::StatusOr<Result> result) {
+  task->done = [reactor, response, call, elements,
+                memory = std::move(memory)](absl::StatusOr<Result> result) {
     const absl::Status status =
-        result.ok() ? ToResponse(*std::move(result), response) : result.status();
+        result.ok() ? ToResponse(*std::move(result), response, memory.get()) : result.status();
     Answer(reactor, call, status, status.ok() ? response : nullptr, elements);
   };
   // On failure the scheduler recorded its own refusal (queue full).
@@ -120,7 +130,7 @@ grpc::ServerUnaryReactor* PrimitivesService::AggregateByKey(
 grpc::ServerBidiReactor<v1::MultiplexRequest, v1::MultiplexResponse>*
 PrimitivesService::Multiplex(grpc::CallbackServerContext* context) {
   return new MultiplexReactor(context, scheduler_, limits_, metrics_,
-                              CallerOf(*context, caller_header_));
+                              CallerOf(*context, caller_header_), shared_memory_);
 }
 
 StreamEnvironment PrimitivesService::StreamEnvironmentOf(

@@ -4,6 +4,7 @@
 #ifndef PRIMSERVE_SERVER_SERVICE_H_
 #define PRIMSERVE_SERVER_SERVICE_H_
 
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -27,17 +28,24 @@ absl::Time DeadlineOf(const grpc::CallbackServerContext& context);
 std::string CallerOf(const grpc::CallbackServerContext& context,
                      const std::string& caller_header);
 
+// What a unary or Multiplex request's shared-memory refs resolve in: the
+// registry, or (null: the server runs without --shared_memory) a refusal.
+std::unique_ptr<shm::RequestMemory> RequestMemoryOf(const shm::Registry* registry);
+
 class PrimitivesService final : public v1::Primitives::CallbackService {
  public:
   // Records every call (count, latency, payload, refusals) into `metrics`
   // unless it is null.
-  // `caller_header`: see CallerOf.
+  // `caller_header`: see CallerOf. `shared_memory` (not owned; null: off)
+  // resolves Array.shm and output_location in unary and Multiplex requests.
   PrimitivesService(Scheduler* scheduler, const RequestLimits& limits,
-                    Metrics* metrics = nullptr, std::string caller_header = "")
+                    Metrics* metrics = nullptr, std::string caller_header = "",
+                    const shm::Registry* shared_memory = nullptr)
       : scheduler_(scheduler),
         limits_(limits),
         metrics_(metrics),
-        caller_header_(std::move(caller_header)) {}
+        caller_header_(std::move(caller_header)),
+        shared_memory_(shared_memory) {}
 
   grpc::ServerUnaryReactor* Scan(grpc::CallbackServerContext* context,
                                  const v1::ScanRequest* request,
@@ -89,6 +97,7 @@ class PrimitivesService final : public v1::Primitives::CallbackService {
   const RequestLimits limits_;
   Metrics* const metrics_;
   const std::string caller_header_;
+  const shm::Registry* const shared_memory_;
 };
 
 }  // namespace primserve

@@ -1,0 +1,739 @@
+// Shared memory against a real server (CPU backend, loopback): every RPC and
+// dtype with inputs and outputs in registered regions equals the inline
+// answer, by unary call and through Multiplex; every refusal with its code
+// and message, each followed by a good request answered; a region
+// unregistered while a request uses it; a shm object truncated by its owner;
+// many regions; the limits; a server without --shared_memory.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "client/client.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/reflection.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "server/cpu_backend.h"
+#include "server/server.h"
+
+namespace primserve {
+namespace {
+
+using ::testing::HasSubstr;
+using S = v1::Primitives::Stub;
+
+// A POSIX shared-memory object mapped here as a client maps it, removed at
+// the end of the test.
+class ShmObject {
+ public:
+  explicit ShmObject(uint64_t size) : size_(size) {
+    static std::atomic<int> count{0};
+    key_ = absl::StrCat("/primserve_shared_memory_test_", getpid(), "_", count++);
+    fd_ = shm_open(key_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    EXPECT_GE(fd_, 0) << std::strerror(errno);
+    EXPECT_EQ(ftruncate(fd_, static_cast<off_t>(size)), 0);
+    data_ = static_cast<char*>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0));
+    EXPECT_NE(data_, MAP_FAILED);
+  }
+  ~ShmObject() {
+    munmap(data_, size_);
+    close(fd_);
+    shm_unlink(key_.c_str());
+  }
+  void Truncate(uint64_t size) { EXPECT_EQ(ftruncate(fd_, static_cast<off_t>(size)), 0); }
+  const std::string& key() const { return key_; }
+  char* data() const { return data_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  std::string key_;
+  uint64_t size_;
+  int fd_ = -1;
+  char* data_ = nullptr;
+};
+
+// The CPU backend, but batches of the held RPC wait until released.
+class HoldingBackend final : public ExecutionBackend {
+ public:
+  explicit HoldingBackend(Rpc held) : held_(held) {}
+  std::string name() const override { return "holding"; }
+  void Execute(std::vector<std::unique_ptr<Task>> batch) override {
+    if (RpcOf(batch.front()->operation) == held_) {
+      if (!arrived_once_.exchange(true)) arrived_.Notify();
+      release_.WaitForNotification();
+    }
+    cpu_.Execute(std::move(batch));
+  }
+  absl::Notification arrived_, release_;
+
+ private:
+  const Rpc held_;
+  std::atomic<bool> arrived_once_{false};
+  CpuBackend cpu_;
+};
+
+v1::SharedMemoryRef Ref(const std::string& region, uint64_t offset, uint64_t byte_size) {
+  v1::SharedMemoryRef ref;
+  ref.set_region(region);
+  ref.set_offset(offset);
+  ref.set_byte_size(byte_size);
+  return ref;
+}
+
+// The request inside a MultiplexRequest.
+google::protobuf::Message* Inner(v1::MultiplexRequest* m) {
+  const auto* oneof = m->GetDescriptor()->FindOneofByName("request");
+  const auto* field = m->GetReflection()->GetOneofFieldDescriptor(*m, oneof);
+  return m->GetReflection()->MutableMessage(m, field);
+}
+
+// Puts a request's arrays and outputs into one region, bump-allocated.
+class Placer {
+ public:
+  Placer(const ShmObject* object, std::string region)
+      : object_(object), region_(std::move(region)) {}
+
+  // Moves every input array of `m` into the region and places the outputs
+  // its RPC produces (each with room for `room` bytes).
+  void Place(v1::MultiplexRequest* m, uint64_t room) {
+    google::protobuf::Message* request = Inner(m);
+    const auto* reflection = request->GetReflection();
+    std::vector<const google::protobuf::FieldDescriptor*> fields;
+    reflection->ListFields(*request, &fields);
+    for (const auto* field : fields) {
+      if (field->message_type() != v1::Array::descriptor()) continue;
+      auto* array = static_cast<v1::Array*>(reflection->MutableMessage(request, field));
+      *array->mutable_shm() = Take(array->data());
+      array->clear_data();
+    }
+    auto* location = static_cast<v1::OutputLocation*>(reflection->MutableMessage(
+        request, request->GetDescriptor()->FindFieldByName("output_location")));
+    switch (m->request_case()) {
+      case v1::MultiplexRequest::kReduce:
+        *location->mutable_values() = Room(room);
+        if (m->reduce().op() == v1::ARGMIN || m->reduce().op() == v1::ARGMAX) {
+          *location->mutable_indices() = Room(room);
+        }
+        break;
+      case v1::MultiplexRequest::kSelect:
+        if (m->select().output() != v1::SelectRequest::INDICES) {
+          *location->mutable_values() = Room(room);
+        }
+        if (m->select().output() == v1::SelectRequest::INDICES ||
+            m->select().output() == v1::SelectRequest::VALUES_AND_INDICES) {
+          *location->mutable_indices() = Room(room);
+        }
+        break;
+      case v1::MultiplexRequest::kRunLengthEncode:
+        *location->mutable_values() = Room(room);
+        *location->mutable_lengths() = Room(room);
+        break;
+      case v1::MultiplexRequest::kReduceByKey:
+        *location->mutable_keys() = Room(room);
+        *location->mutable_values() = Room(room);
+        break;
+      default:
+        *location->mutable_values() = Room(room);
+    }
+  }
+
+  v1::SharedMemoryRef Take(absl::string_view bytes) {
+    v1::SharedMemoryRef ref = Room(bytes.size());
+    if (!bytes.empty()) std::memcpy(object_->data() + ref.offset(), bytes.data(), bytes.size());
+    return ref;
+  }
+
+  v1::SharedMemoryRef Room(uint64_t bytes) {
+    const uint64_t offset = next_;
+    next_ += (bytes + 63) / 64 * 64;
+    EXPECT_LE(next_, object_->size());
+    return Ref(region_, offset, bytes);
+  }
+
+ private:
+  const ShmObject* object_;
+  const std::string region_;
+  uint64_t next_ = 0;
+};
+
+// The response with every Array (each must be in shared memory, the region
+// being `object` from byte 0) read back inline, as the inline call answers.
+void ReadBack(const ShmObject& object, google::protobuf::Message* response) {
+  const auto* reflection = response->GetReflection();
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  reflection->ListFields(*response, &fields);
+  for (const auto* field : fields) {
+    if (field->message_type() == v1::Array::descriptor()) {
+      auto* array = static_cast<v1::Array*>(reflection->MutableMessage(response, field));
+      EXPECT_TRUE(array->has_shm()) << field->full_name() << " came back inline";
+      EXPECT_TRUE(array->data().empty());
+      array->set_data(std::string(object.data() + array->shm().offset(), array->shm().byte_size()));
+      array->clear_shm();
+    } else if (field->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE &&
+               !field->is_repeated()) {
+      ReadBack(object, reflection->MutableMessage(response, field));
+    }
+  }
+}
+
+template <typename T>
+v1::Array Values(std::mt19937& rng, size_t n, int range) {
+  std::vector<T> v(n);
+  for (T& x : v) x = static_cast<T>(static_cast<int>(rng() % range) - range / 3);
+  return PackArray<T>(v);
+}
+
+// One request of each RPC (two of Scan, Reduce and Select) over elements of T.
+template <typename T>
+std::vector<v1::MultiplexRequest> EveryRpc(std::mt19937& rng, uint64_t first_id) {
+  constexpr size_t n = 1000;
+  std::vector<v1::MultiplexRequest> requests;
+  auto add = [&] {
+    requests.emplace_back();
+    requests.back().set_id(first_id + requests.size());
+    return &requests.back();
+  };
+  {
+    auto* r = add()->mutable_scan();
+    *r->mutable_input() = Values<T>(rng, n, 100);
+    r->set_op(v1::SUM);
+  }
+  {
+    auto* r = add()->mutable_scan();
+    *r->mutable_input() = Values<T>(rng, n, 100);
+    r->set_op(v1::MAX);
+    r->set_exclusive(true);
+    for (uint64_t o : {0, 10, 10, 400}) r->add_segment_offsets(o);
+  }
+  {
+    auto* r = add()->mutable_reduce();
+    *r->mutable_input() = Values<T>(rng, n, 100);
+    r->set_op(v1::SUM);
+    for (uint64_t o : {0, 3, 500, 1000}) r->add_segment_offsets(o);
+  }
+  {
+    auto* r = add()->mutable_reduce();
+    *r->mutable_input() = Values<T>(rng, n, 100);
+    r->set_op(v1::ARGMIN);
+  }
+  {
+    auto* r = add()->mutable_select();
+    *r->mutable_input() = Values<T>(rng, n, 100);
+    r->mutable_predicate()->set_kind(v1::Predicate::GT);
+    r->mutable_predicate()->mutable_operand()->set_int_value(10);
+    r->set_output(v1::SelectRequest::VALUES_AND_INDICES);
+  }
+  {
+    auto* r = add()->mutable_select();
+    *r->mutable_input() = Values<T>(rng, n, 100);
+    *r->mutable_flags() = Values<int32_t>(rng, n, 3);
+    r->set_partition(true);
+  }
+  *add()->mutable_unique()->mutable_input() = Values<T>(rng, n, 3);
+  *add()->mutable_run_length_encode()->mutable_input() = Values<T>(rng, n, 3);
+  {
+    auto* r = add()->mutable_reduce_by_key();
+    *r->mutable_keys() = Values<T>(rng, n, 3);
+    *r->mutable_values() = Values<T>(rng, n, 100);
+    r->set_op(v1::PROD);
+  }
+  {
+    auto* r = add()->mutable_aggregate_by_key();
+    std::vector<int64_t> keys(n);
+    for (int64_t& k : keys) k = static_cast<int64_t>(rng() % 20);
+    *r->mutable_keys() = PackArray<int64_t>(keys);
+    *r->mutable_values() = Values<T>(rng, n, 100);
+    r->set_op(v1::MIN);
+    r->set_num_keys(25);
+  }
+  return requests;
+}
+
+std::vector<v1::MultiplexRequest> EveryRpcAndDtype() {
+  std::mt19937 rng(12);
+  std::vector<v1::MultiplexRequest> all;
+  for (auto requests : {EveryRpc<int32_t>(rng, 0), EveryRpc<int64_t>(rng, 100),
+                        EveryRpc<uint32_t>(rng, 200), EveryRpc<uint64_t>(rng, 300),
+                        EveryRpc<float>(rng, 400), EveryRpc<double>(rng, 500)}) {
+    all.insert(all.end(), requests.begin(), requests.end());
+  }
+  return all;
+}
+
+class SharedMemoryTest : public ::testing::Test {
+ protected:
+  void Start(bool shared_memory = true, shm::RegistryOptions limits = {},
+             std::unique_ptr<ExecutionBackend> backend = std::make_unique<CpuBackend>()) {
+    ServerOptions options;
+    options.address = "127.0.0.1:0";
+    options.shared_memory = shared_memory;
+    options.shared_memory_limits = limits;
+    absl::StatusOr<std::unique_ptr<PrimServer>> server =
+        PrimServer::Start(options, std::move(backend));
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::Primitives::NewStub(channel_);
+    shm_ = v1::SharedMemory::NewStub(channel_);
+  }
+
+  grpc::Status Register(const std::string& name, const std::string& key, uint64_t offset,
+                        uint64_t byte_size) {
+    v1::RegisterSystemRequest request;
+    request.set_name(name);
+    request.set_key(key);
+    request.set_offset(offset);
+    request.set_byte_size(byte_size);
+    v1::RegisterResponse response;
+    grpc::ClientContext context;
+    return shm_->RegisterSystem(&context, request, &response);
+  }
+
+  grpc::Status Unregister(const std::string& name) {
+    v1::UnregisterRequest request;
+    request.set_name(name);
+    v1::UnregisterResponse response;
+    grpc::ClientContext context;
+    return shm_->Unregister(&context, request, &response);
+  }
+
+  v1::SharedMemoryStatusResponse Status() {
+    v1::SharedMemoryStatusResponse response;
+    grpc::ClientContext context;
+    EXPECT_TRUE(shm_->Status(&context, v1::SharedMemoryStatusRequest(), &response).ok());
+    return response;
+  }
+
+  // The unary answer to the request inside `m`, as a Multiplex answer.
+  v1::MultiplexResponse Unary(const v1::MultiplexRequest& m, grpc::Status* status) {
+    v1::MultiplexResponse got;
+    got.set_id(m.id());
+    auto call = [&](auto method, const auto& request, auto* response) {
+      grpc::ClientContext context;
+      *status = ((*stub_).*method)(&context, request, response);
+    };
+    switch (m.request_case()) {
+      case v1::MultiplexRequest::kScan: call(&S::Scan, m.scan(), got.mutable_scan()); break;
+      case v1::MultiplexRequest::kReduce: call(&S::Reduce, m.reduce(), got.mutable_reduce()); break;
+      case v1::MultiplexRequest::kSelect: call(&S::Select, m.select(), got.mutable_select()); break;
+      case v1::MultiplexRequest::kUnique: call(&S::Unique, m.unique(), got.mutable_unique()); break;
+      case v1::MultiplexRequest::kRunLengthEncode:
+        call(&S::RunLengthEncode, m.run_length_encode(), got.mutable_run_length_encode());
+        break;
+      case v1::MultiplexRequest::kReduceByKey:
+        call(&S::ReduceByKey, m.reduce_by_key(), got.mutable_reduce_by_key());
+        break;
+      case v1::MultiplexRequest::kAggregateByKey:
+        call(&S::AggregateByKey, m.aggregate_by_key(), got.mutable_aggregate_by_key());
+        break;
+      case v1::MultiplexRequest::REQUEST_NOT_SET:
+        break;
+    }
+    return got;
+  }
+
+  v1::MultiplexResponse Unary(const v1::MultiplexRequest& m) {
+    grpc::Status status;
+    v1::MultiplexResponse got = Unary(m, &status);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return got;
+  }
+
+  // A small inline Scan, answered right.
+  void ExpectAGoodRequestAnswered() {
+    v1::ScanRequest request;
+    *request.mutable_input() = PackArray<int32_t>(std::vector<int32_t>{1, 2, 3});
+    request.set_op(v1::SUM);
+    v1::ScanResponse response;
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub_->Scan(&context, request, &response).ok());
+    EXPECT_EQ(UnpackArray<int32_t>(response.output()).value(), (std::vector<int32_t>{1, 3, 6}));
+  }
+
+  // The unary error of `m`: its code and message.
+  grpc::Status ErrorOf(const v1::MultiplexRequest& m) {
+    grpc::Status status;
+    Unary(m, &status);
+    return status;
+  }
+
+  std::unique_ptr<PrimServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Primitives::Stub> stub_;
+  std::unique_ptr<v1::SharedMemory::Stub> shm_;
+};
+
+TEST_F(SharedMemoryTest, EveryRpcAndDtypeEqualsTheInlineAnswer) {
+  Start();
+  ShmObject object(64 << 20);
+  ASSERT_TRUE(Register("r", object.key(), 0, object.size()).ok());
+  Placer placer(&object, "r");
+  for (const v1::MultiplexRequest& inline_request : EveryRpcAndDtype()) {
+    v1::MultiplexRequest placed = inline_request;
+    placer.Place(&placed, 16000);
+    v1::MultiplexResponse got = Unary(placed);
+    ReadBack(object, &got);
+    EXPECT_EQ(got.SerializeAsString(), Unary(inline_request).SerializeAsString())
+        << inline_request.ShortDebugString().substr(0, 200);
+  }
+}
+
+TEST_F(SharedMemoryTest, MultiplexTakesSharedMemoryAsUnaryCallsDo) {
+  Start();
+  ShmObject object(64 << 20);
+  ASSERT_TRUE(Register("r", object.key(), 0, object.size()).ok());
+  Placer placer(&object, "r");
+  const std::vector<v1::MultiplexRequest> requests = EveryRpcAndDtype();
+  grpc::ClientContext context;
+  auto stream = stub_->Multiplex(&context);
+  for (v1::MultiplexRequest placed : requests) {
+    placer.Place(&placed, 16000);
+    ASSERT_TRUE(stream->Write(placed));
+  }
+  ASSERT_TRUE(stream->WritesDone());
+  std::map<uint64_t, v1::MultiplexResponse> answers;
+  v1::MultiplexResponse answer;
+  while (stream->Read(&answer)) answers[answer.id()] = answer;
+  ASSERT_TRUE(stream->Finish().ok());
+  ASSERT_EQ(answers.size(), requests.size());
+  for (const v1::MultiplexRequest& r : requests) {
+    v1::MultiplexResponse& got = answers[r.id()];
+    EXPECT_EQ(got.code(), 0) << got.message();
+    ReadBack(object, &got);
+    EXPECT_EQ(got.SerializeAsString(), Unary(r).SerializeAsString()) << "id " << r.id();
+  }
+}
+
+TEST_F(SharedMemoryTest, BadRefsAreRefusedAndTheNextRequestAnswered) {
+  Start();
+  ShmObject object(1 << 20);
+  ShmObject other(4096);
+  ASSERT_TRUE(Register("r", object.key(), 0, 4096).ok());
+  ASSERT_TRUE(Register("other", other.key(), 0, 4096).ok());
+  std::memset(object.data(), 0, object.size());
+  struct Case {
+    std::string what;
+    std::function<void(v1::ScanRequest*)> change;
+    grpc::StatusCode code;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"unknown region", [](v1::ScanRequest* r) { r->mutable_input()->mutable_shm()->set_region("x"); },
+       grpc::StatusCode::NOT_FOUND, "no shared-memory region named 'x' is registered"},
+      {"data and shm", [](v1::ScanRequest* r) { r->mutable_input()->set_data("abcd"); },
+       grpc::StatusCode::INVALID_ARGUMENT, "input has both data and shm; set one"},
+      {"past the region",
+       [](v1::ScanRequest* r) { r->mutable_input()->mutable_shm()->set_offset(4092); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "input.shm: offset 4092 + byte_size 16 is past the end of region 'r' (4096 bytes)"},
+      {"overflowing range",
+       [](v1::ScanRequest* r) {
+         r->mutable_input()->mutable_shm()->set_offset(16);
+         r->mutable_input()->mutable_shm()->set_byte_size(~uint64_t{0} - 7);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "is past the end of region 'r'"},
+      {"misaligned offset", [](v1::ScanRequest* r) { r->mutable_input()->mutable_shm()->set_offset(2); },
+       grpc::StatusCode::INVALID_ARGUMENT, "input.shm.offset 2 is not aligned to the 4-byte element"},
+      {"partial element",
+       [](v1::ScanRequest* r) { r->mutable_input()->mutable_shm()->set_byte_size(14); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "input.shm.byte_size 14 is not a multiple of the 4-byte element"},
+      {"output too small",
+       [](v1::ScanRequest* r) { r->mutable_output_location()->mutable_values()->set_byte_size(12); },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "output_location.values has room for 12 bytes but the answer takes 16 (4 INT32 elements)"},
+      {"output not produced",
+       [](v1::ScanRequest* r) {
+         *r->mutable_output_location()->mutable_lengths() = Ref("r", 2048, 64);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "output_location.lengths is set but this Scan request produces no lengths"},
+      {"output past the region",
+       [](v1::ScanRequest* r) { r->mutable_output_location()->mutable_values()->set_offset(4088); },
+       grpc::StatusCode::INVALID_ARGUMENT, "output_location.values: offset 4088 + byte_size 16"},
+      {"output in an unknown region",
+       [](v1::ScanRequest* r) {
+         r->mutable_output_location()->mutable_values()->set_region("gone");
+       },
+       grpc::StatusCode::NOT_FOUND, "no shared-memory region named 'gone'"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    v1::MultiplexRequest m;
+    v1::ScanRequest* scan = m.mutable_scan();
+    scan->set_op(v1::SUM);
+    scan->mutable_input()->set_dtype(v1::INT32);
+    *scan->mutable_input()->mutable_shm() = Ref("r", 0, 16);
+    *scan->mutable_output_location()->mutable_values() = Ref("other", 0, 16);
+    c.change(scan);
+    const grpc::Status status = ErrorOf(m);
+    EXPECT_EQ(status.error_code(), c.code);
+    EXPECT_THAT(status.error_message(), HasSubstr(c.message));
+    // Multiplex refuses it the same way.
+    m.set_id(9);
+    grpc::ClientContext context;
+    auto stream = stub_->Multiplex(&context);
+    ASSERT_TRUE(stream->Write(m));
+    ASSERT_TRUE(stream->WritesDone());
+    v1::MultiplexResponse answer;
+    ASSERT_TRUE(stream->Read(&answer));
+    EXPECT_EQ(answer.code(), static_cast<int>(c.code));
+    EXPECT_THAT(answer.message(), HasSubstr(c.message));
+    EXPECT_TRUE(stream->Finish().ok());
+    ExpectAGoodRequestAnswered();
+  }
+  EXPECT_EQ(std::string(other.data(), 16), std::string(16, '\0'));
+}
+
+TEST_F(SharedMemoryTest, AnAnswerThatDoesNotFitIsRefusedBeforeAnythingIsWritten) {
+  Start();
+  ShmObject object(4096);
+  ASSERT_TRUE(Register("r", object.key(), 0, 4096).ok());
+  std::memset(object.data(), 0x55, object.size());
+  v1::MultiplexRequest m;
+  auto* rle = m.mutable_run_length_encode();
+  *rle->mutable_input() = PackArray<int32_t>(std::vector<int32_t>{1, 1, 2, 3, 3, 3});
+  // Three runs: values fit (12 bytes), lengths do not (24 bytes).
+  *rle->mutable_output_location()->mutable_values() = Ref("r", 0, 16);
+  *rle->mutable_output_location()->mutable_lengths() = Ref("r", 64, 16);
+  const grpc::Status status = ErrorOf(m);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("output_location.lengths has room for 16 bytes but the answer takes 24 "
+                        "(3 elements); nothing was written"));
+  EXPECT_EQ(std::string(object.data(), 128), std::string(128, '\x55'));
+  // With room, both land and the response says how many bytes each took.
+  rle->mutable_output_location()->mutable_lengths()->set_byte_size(1000);
+  v1::MultiplexResponse got = Unary(m);
+  EXPECT_EQ(got.run_length_encode().values().shm().byte_size(), 12u);
+  EXPECT_EQ(got.run_length_encode().lengths().shm().byte_size(), 24u);
+  int64_t lengths[3];
+  std::memcpy(lengths, object.data() + 64, sizeof(lengths));
+  EXPECT_THAT(lengths, ::testing::ElementsAre(2, 1, 3));
+  ExpectAGoodRequestAnswered();
+}
+
+TEST_F(SharedMemoryTest, OverlappingOutputsAreRefusedAndAnOutputMayOverwriteItsInput) {
+  Start();
+  ShmObject object(4096);
+  ASSERT_TRUE(Register("r", object.key(), 0, 4096).ok());
+  v1::MultiplexRequest m;
+  auto* reduce = m.mutable_reduce();
+  reduce->set_op(v1::ARGMAX);
+  *reduce->mutable_input() = PackArray<int64_t>(std::vector<int64_t>{4, 9, 2});
+  *reduce->mutable_output_location()->mutable_values() = Ref("r", 0, 8);
+  *reduce->mutable_output_location()->mutable_indices() = Ref("r", 0, 8);
+  const grpc::Status status = ErrorOf(m);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("output_location.indices overlaps output_location.values"));
+  ExpectAGoodRequestAnswered();
+
+  // A scan in place: the output is the input's range.
+  const std::vector<int32_t> input = {1, 2, 3, 4};
+  std::memcpy(object.data() + 256, input.data(), 16);
+  v1::MultiplexRequest in_place;
+  auto* scan = in_place.mutable_scan();
+  scan->set_op(v1::SUM);
+  scan->mutable_input()->set_dtype(v1::INT32);
+  *scan->mutable_input()->mutable_shm() = Ref("r", 256, 16);
+  *scan->mutable_output_location()->mutable_values() = Ref("r", 256, 16);
+  Unary(in_place);
+  int32_t out[4];
+  std::memcpy(out, object.data() + 256, 16);
+  EXPECT_THAT(out, ::testing::ElementsAre(1, 3, 6, 10));
+}
+
+TEST_F(SharedMemoryTest, StreamsRefuseSharedMemory) {
+  Start();
+  ShmObject object(4096);
+  ASSERT_TRUE(Register("r", object.key(), 0, 4096).ok());
+  for (bool output : {false, true}) {
+    SCOPED_TRACE(output ? "output_location" : "input.shm");
+    v1::ScanRequest request;
+    request.set_op(v1::SUM);
+    if (output) {
+      *request.mutable_input() = PackArray<int32_t>(std::vector<int32_t>{1, 2});
+      *request.mutable_output_location()->mutable_values() = Ref("r", 0, 8);
+    } else {
+      request.mutable_input()->set_dtype(v1::INT32);
+      *request.mutable_input()->mutable_shm() = Ref("r", 0, 8);
+    }
+    grpc::ClientContext context;
+    auto stream = stub_->ScanStream(&context);
+    stream->Write(request);
+    stream->WritesDone();
+    v1::ScanResponse response;
+    while (stream->Read(&response)) {
+    }
+    const grpc::Status status = stream->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("the streaming RPCs carry inline bytes only: shared memory (Array.shm, "
+                          "output_location) is for the unary RPCs and Multiplex"));
+    ExpectAGoodRequestAnswered();
+  }
+}
+
+TEST_F(SharedMemoryTest, RegistrationErrors) {
+  Start();
+  ShmObject object(4096);
+  ASSERT_TRUE(Register("r", object.key(), 0, 4096).ok());
+  grpc::Status taken = Register("r", object.key(), 0, 8);
+  EXPECT_EQ(taken.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_THAT(taken.error_message(), HasSubstr("'r' is already registered"));
+  grpc::Status missing = Register("m", "/primserve_shared_memory_test_none", 0, 8);
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(missing.error_message(),
+              HasSubstr("cannot open shared-memory object /primserve_shared_memory_test_none: No "
+                        "such file or directory"));
+  grpc::Status small = Register("s", object.key(), 4000, 200);
+  EXPECT_EQ(small.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(small.error_message(), HasSubstr("has 4096 bytes; the region needs [4000, 4200)"));
+  EXPECT_EQ(Register("", object.key(), 0, 8).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Register("z", object.key(), 0, 0).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Unregister("nope").error_code(), grpc::StatusCode::NOT_FOUND);
+  v1::SharedMemoryStatusRequest one;
+  one.set_name("nope");
+  v1::SharedMemoryStatusResponse response;
+  grpc::ClientContext context;
+  EXPECT_EQ(shm_->Status(&context, one, &response).error_code(), grpc::StatusCode::NOT_FOUND);
+  ASSERT_EQ(Status().regions_size(), 1);
+  ExpectAGoodRequestAnswered();
+}
+
+TEST_F(SharedMemoryTest, UnregisteringARegionInUseWaitsForItsRequests) {
+  auto backend = std::make_unique<HoldingBackend>(Rpc::kScan);
+  HoldingBackend* holding = backend.get();
+  Start(true, {}, std::move(backend));
+  ShmObject object(4096);
+  ASSERT_TRUE(Register("r", object.key(), 0, 4096).ok());
+  const std::vector<int32_t> input = {5, 6, 7};
+  std::memcpy(object.data(), input.data(), 12);
+  v1::MultiplexRequest m;
+  auto* scan = m.mutable_scan();
+  scan->set_op(v1::SUM);
+  scan->mutable_input()->set_dtype(v1::INT32);
+  *scan->mutable_input()->mutable_shm() = Ref("r", 0, 12);
+  *scan->mutable_output_location()->mutable_values() = Ref("r", 64, 12);
+  v1::MultiplexResponse got;
+  std::thread held([&] { got = Unary(m); });
+  holding->arrived_.WaitForNotification();
+  v1::SharedMemoryStatusResponse status = Status();
+  ASSERT_EQ(status.regions_size(), 1);
+  EXPECT_EQ(status.regions(0).name(), "r");
+  EXPECT_EQ(status.regions(0).kind(), "system");
+  EXPECT_EQ(status.regions(0).key(), object.key());
+  EXPECT_EQ(status.regions(0).byte_size(), 4096u);
+  EXPECT_EQ(status.regions(0).requests_in_flight(), 1u);
+  ASSERT_TRUE(Unregister("r").ok());
+  EXPECT_EQ(Status().regions_size(), 0);
+  // New requests no longer find it; the one in flight still completes into it.
+  EXPECT_EQ(ErrorOf(m).error_code(), grpc::StatusCode::NOT_FOUND);
+  holding->release_.Notify();
+  held.join();
+  EXPECT_EQ(got.scan().output().shm().byte_size(), 12u);
+  int32_t out[3];
+  std::memcpy(out, object.data() + 64, 12);
+  EXPECT_THAT(out, ::testing::ElementsAre(5, 11, 18));
+  ExpectAGoodRequestAnswered();
+}
+
+TEST_F(SharedMemoryTest, ATruncatedObjectIsRefusedWithoutACrash) {
+  Start();
+  ShmObject object(1 << 20);
+  ASSERT_TRUE(Register("r", object.key(), 0, object.size()).ok());
+  object.Truncate(4096);
+  v1::MultiplexRequest m;
+  auto* scan = m.mutable_scan();
+  scan->set_op(v1::SUM);
+  scan->mutable_input()->set_dtype(v1::INT32);
+  *scan->mutable_input()->mutable_shm() = Ref("r", 512 << 10, 4096);
+  const grpc::Status status = ErrorOf(m);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("region 'r': shared-memory object " + object.key() +
+                        " has 4096 bytes; the region needs [0, 1048576)"));
+  ExpectAGoodRequestAnswered();
+  // Grown back, the region serves again.
+  object.Truncate(1 << 20);
+  EXPECT_TRUE(Unary(m).scan().has_output());
+}
+
+TEST_F(SharedMemoryTest, ManyRegionsAndTheLimits) {
+  shm::RegistryOptions limits;
+  limits.max_regions = 40;
+  limits.max_bytes = 40 * 4096 + 100;
+  Start(true, limits);
+  std::vector<std::unique_ptr<ShmObject>> objects;
+  for (int i = 0; i < 40; ++i) {
+    objects.push_back(std::make_unique<ShmObject>(4096));
+    ASSERT_TRUE(Register(absl::StrCat("r", i), objects.back()->key(), 0, 4096).ok());
+  }
+  std::unique_ptr<ShmObject> extra = std::make_unique<ShmObject>(8192);
+  grpc::Status regions = Register("extra", extra->key(), 0, 8);
+  EXPECT_EQ(regions.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(regions.error_message(), HasSubstr("--max_shared_memory_regions"));
+  ASSERT_TRUE(Unregister("r0").ok());
+  // 39 regions of 4096 bytes are mapped: 4296 more would pass the limit.
+  grpc::Status bytes = Register("extra", extra->key(), 0, 4296);
+  EXPECT_EQ(bytes.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(bytes.error_message(), HasSubstr("--max_shared_memory_bytes"));
+  ASSERT_TRUE(Register("extra", extra->key(), 0, 4196).ok());
+  ExpectAGoodRequestAnswered();
+  // Each region serves its own request: input in region i, output in i+1.
+  for (int i = 1; i + 1 < 40; ++i) {
+    const std::vector<int64_t> input = {i, 1};
+    std::memcpy(objects[i]->data(), input.data(), 16);
+    v1::MultiplexRequest m;
+    auto* scan = m.mutable_scan();
+    scan->set_op(v1::SUM);
+    scan->mutable_input()->set_dtype(v1::INT64);
+    *scan->mutable_input()->mutable_shm() = Ref(absl::StrCat("r", i), 0, 16);
+    *scan->mutable_output_location()->mutable_values() = Ref(absl::StrCat("r", i + 1), 2048, 16);
+    Unary(m);
+    int64_t out[2];
+    std::memcpy(out, objects[i + 1]->data() + 2048, 16);
+    EXPECT_THAT(out, ::testing::ElementsAre(i, i + 1));
+  }
+  ASSERT_TRUE(Unregister("").ok());
+  EXPECT_EQ(Status().regions_size(), 0);
+}
+
+TEST_F(SharedMemoryTest, OffByDefault) {
+  Start(/*shared_memory=*/false);
+  ShmObject object(4096);
+  EXPECT_EQ(Register("r", object.key(), 0, 4096).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  v1::MultiplexRequest m;
+  auto* scan = m.mutable_scan();
+  scan->set_op(v1::SUM);
+  scan->mutable_input()->set_dtype(v1::INT32);
+  *scan->mutable_input()->mutable_shm() = Ref("r", 0, 8);
+  grpc::Status status = ErrorOf(m);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(status.error_message(), "shared memory is off (--shared_memory)");
+  *scan->mutable_input() = PackArray<int32_t>(std::vector<int32_t>{1, 2});
+  *scan->mutable_output_location()->mutable_values() = Ref("r", 0, 8);
+  status = ErrorOf(m);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(status.error_message(), "shared memory is off (--shared_memory)");
+  ExpectAGoodRequestAnswered();
+}
+
+}  // namespace
+}  // namespace primserve
