@@ -289,7 +289,7 @@ absl::StatusOr<Want> Take(Result& result) {
 // Resolves the request's output_location, if it has one, for the outputs it
 // produces.
 template <typename Request>
-absl::Status PlaceOutputs(const Request& request, const std::vector<shm::OutputSpec>& produced,
+absl::Status PlaceOutputs(const Request& request, absl::Span<const shm::OutputSpec> produced,
                           shm::RequestMemory* memory, absl::string_view rpc) {
   if (!request.has_output_location()) return absl::OkStatus();
   if (memory == nullptr) return Invalid(kInlineOnly);
@@ -297,7 +297,7 @@ absl::Status PlaceOutputs(const Request& request, const std::vector<shm::OutputS
 }
 
 // Places the outputs in shared memory or moves them inline.
-absl::Status Deliver(const std::vector<shm::Delivery>& outputs, shm::RequestMemory* memory) {
+absl::Status Deliver(absl::Span<const shm::Delivery> outputs, shm::RequestMemory* memory) {
   if (memory != nullptr) return memory->Deliver(outputs);
   for (const shm::Delivery& d : outputs) {
     d.field->set_dtype(static_cast<v1::DType>(d.array->dtype));
@@ -349,11 +349,14 @@ absl::StatusOr<Operation> ToOperation(const v1::ReduceRequest& request,
   if (!segments.ok()) return segments.status();
   o.segment_offsets = *segments;
   const uint64_t answers = Segments(o.segment_offsets);
-  std::vector<shm::OutputSpec> produced = {{shm::Slot::kValues, o.input.dtype, answers}};
-  if (o.op == Op::kArgMin || o.op == Op::kArgMax) {
-    produced.push_back({shm::Slot::kIndices, DType::kInt64, answers});
+  const shm::OutputSpec produced[] = {{shm::Slot::kValues, o.input.dtype, answers},
+                                      {shm::Slot::kIndices, DType::kInt64, answers}};
+  const bool indices = o.op == Op::kArgMin || o.op == Op::kArgMax;
+  if (absl::Status s = PlaceOutputs(request, absl::MakeConstSpan(produced, indices ? 2 : 1),
+                                    memory, "Reduce");
+      !s.ok()) {
+    return s;
   }
-  if (absl::Status s = PlaceOutputs(request, produced, memory, "Reduce"); !s.ok()) return s;
   return WithinAnswerLimit(o, limits);
 }
 
@@ -392,14 +395,19 @@ absl::StatusOr<Operation> ToOperation(const v1::SelectRequest& request,
   o.output = output == v1::SelectRequest::OUTPUT_UNSPECIFIED ? SelectOutput::kValues
                                                              : static_cast<SelectOutput>(output);
   o.partition = request.partition();
-  std::vector<shm::OutputSpec> produced;
+  shm::OutputSpec produced[2];
+  size_t outputs = 0;
   if (o.output == SelectOutput::kValues || o.output == SelectOutput::kValuesAndIndices) {
-    produced.push_back({shm::Slot::kValues, o.input.dtype, std::nullopt});
+    produced[outputs++] = {shm::Slot::kValues, o.input.dtype, std::nullopt};
   }
   if (o.output == SelectOutput::kIndices || o.output == SelectOutput::kValuesAndIndices) {
-    produced.push_back({shm::Slot::kIndices, DType::kInt64, std::nullopt});
+    produced[outputs++] = {shm::Slot::kIndices, DType::kInt64, std::nullopt};
   }
-  if (absl::Status s = PlaceOutputs(request, produced, memory, "Select"); !s.ok()) return s;
+  if (absl::Status s =
+          PlaceOutputs(request, absl::MakeConstSpan(produced, outputs), memory, "Select");
+      !s.ok()) {
+    return s;
+  }
   return WithinAnswerLimit(o, limits);
 }
 
@@ -501,25 +509,24 @@ absl::Status ToResponse(Result result, v1::ReduceResponse* response,
                         shm::RequestMemory* memory) {
   absl::StatusOr<ReduceResult> r = Take<ReduceResult>(result);
   if (!r.ok()) return r.status();
-  std::vector<shm::Delivery> outputs = {
-      {shm::Slot::kValues, &r->values, response->mutable_values()}};
-  if (r->indices) {
-    outputs.push_back({shm::Slot::kIndices, &*r->indices, response->mutable_indices()});
+  if (!r->indices) {
+    return Deliver({{shm::Slot::kValues, &r->values, response->mutable_values()}}, memory);
   }
-  return Deliver(outputs, memory);
+  return Deliver({{shm::Slot::kValues, &r->values, response->mutable_values()},
+                  {shm::Slot::kIndices, &*r->indices, response->mutable_indices()}},
+                 memory);
 }
 
 absl::Status ToResponse(Result result, v1::SelectResponse* response,
                         shm::RequestMemory* memory) {
   absl::StatusOr<SelectResult> r = Take<SelectResult>(result);
   if (!r.ok()) return r.status();
-  std::vector<shm::Delivery> outputs;
-  if (r->values) outputs.push_back({shm::Slot::kValues, &*r->values, response->mutable_values()});
-  if (r->indices) {
-    outputs.push_back({shm::Slot::kIndices, &*r->indices, response->mutable_indices()});
-  }
+  shm::Delivery outputs[2];
+  size_t n = 0;
+  if (r->values) outputs[n++] = {shm::Slot::kValues, &*r->values, response->mutable_values()};
+  if (r->indices) outputs[n++] = {shm::Slot::kIndices, &*r->indices, response->mutable_indices()};
   response->set_count(r->count);
-  return Deliver(outputs, memory);
+  return Deliver(absl::MakeConstSpan(outputs, n), memory);
 }
 
 absl::Status ToResponse(Result result, v1::UniqueResponse* response,

@@ -37,8 +37,10 @@ std::string CallerOf(const grpc::CallbackServerContext& context,
 
 std::unique_ptr<shm::RequestMemory> RequestMemoryOf(const shm::Registry* registry) {
   if (registry != nullptr) return std::make_unique<shm::RequestMemory>(registry);
-  return std::make_unique<shm::RequestMemory>(
-      absl::FailedPreconditionError("shared memory is off (--shared_memory)"));
+  // Shared by every request (a Status copy shares its message).
+  static const absl::Status* const off =
+      new absl::Status(absl::FailedPreconditionError("shared memory is off (--shared_memory)"));
+  return std::make_unique<shm::RequestMemory>(*off);
 }
 
 namespace {

@@ -26,7 +26,8 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 namespace primserve {
 
 // A typed view of packed array bytes owned elsewhere (the caller's request,
-// which outlives its task). The bytes are 8-byte aligned (see convert.cc).
+// which outlives its task, or a shared-memory region the task's call leases).
+// The bytes are aligned to the element's size (see convert.cc).
 struct ArrayView {
   DType dtype = DType::kInt32;
   absl::string_view bytes;

@@ -53,7 +53,7 @@ absl::StatusOr<absl::string_view> RequestMemory::Input(const v1::SharedMemoryRef
 }
 
 absl::Status RequestMemory::PlaceOutputs(const v1::OutputLocation& location,
-                                         const std::vector<OutputSpec>& produced,
+                                         absl::Span<const OutputSpec> produced,
                                          absl::string_view rpc) {
   for (int slot = 0; slot < 4; ++slot) {
     const v1::SharedMemoryRef* ref = RefIn(location, static_cast<Slot>(slot));
@@ -93,7 +93,7 @@ absl::Status RequestMemory::PlaceOutputs(const v1::OutputLocation& location,
   return absl::OkStatus();
 }
 
-absl::Status RequestMemory::Deliver(const std::vector<Delivery>& outputs) {
+absl::Status RequestMemory::Deliver(absl::Span<const Delivery> outputs) {
   for (const Delivery& d : outputs) {
     const std::optional<Placed>& p = placed_[static_cast<int>(d.slot)];
     if (p && d.array->bytes.size() > p->ref.byte_size()) {

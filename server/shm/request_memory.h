@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "proto/primserve/v1/primitives.pb.h"
 #include "server/shm/registry.h"
 #include "server/task.h"
@@ -31,9 +32,9 @@ struct OutputSpec {
 
 // One output to deliver: the result's array and the response's field.
 struct Delivery {
-  Slot slot;
-  HostArray* array;
-  v1::Array* field;
+  Slot slot = Slot::kValues;
+  HostArray* array = nullptr;
+  v1::Array* field = nullptr;
 };
 
 class RequestMemory final {
@@ -52,13 +53,13 @@ class RequestMemory final {
   // INVALID_ARGUMENT for a ref to an output not produced, a bad or
   // overlapping range, or too little room for an output of known size.
   absl::Status PlaceOutputs(const v1::OutputLocation& location,
-                            const std::vector<OutputSpec>& produced, absl::string_view rpc);
+                            absl::Span<const OutputSpec> produced, absl::string_view rpc);
 
   // Writes placed outputs into their regions (the response's Array then
   // carries `shm` with the bytes written) and moves the others inline. Any
   // placed output without room is INVALID_ARGUMENT, naming the bytes needed,
   // before anything is written.
-  absl::Status Deliver(const std::vector<Delivery>& outputs);
+  absl::Status Deliver(absl::Span<const Delivery> outputs);
 
  private:
   struct Placed {
