@@ -1,15 +1,18 @@
-// Shared memory against a real server (CPU backend, loopback): every RPC and
+// Shared memory against a real server (loopback; the CPU backend, or the CUDA
+// backend when built as cuda_shared_memory_gpu_test): every RPC and
 // dtype with inputs and outputs in registered regions equals the inline
 // answer, by unary call and through Multiplex; every refusal with its code
 // and message, each followed by a good request answered; a region
 // unregistered while a request uses it; a shm object truncated by its owner;
-// many regions; the limits; a server without --shared_memory.
+// many regions; the limits; a server without --shared_memory; a scan large
+// enough for the CUDA engine's pipelined path.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -29,12 +32,28 @@
 #include "gtest/gtest.h"
 #include "server/cpu_backend.h"
 #include "server/server.h"
+#ifdef PRIMSERVE_SHARED_MEMORY_TEST_CUDA
+#include "server/cuda/cuda_backend.h"
+#endif
 
 namespace primserve {
 namespace {
 
 using ::testing::HasSubstr;
 using S = v1::Primitives::Stub;
+
+#ifdef PRIMSERVE_SHARED_MEMORY_TEST_CUDA
+constexpr bool kCudaBackend = true;
+std::unique_ptr<ExecutionBackend> TestBackend() {
+  absl::StatusOr<std::unique_ptr<CudaBackend>> backend = CudaBackend::Create({});
+  EXPECT_TRUE(backend.ok()) << backend.status();
+  if (!backend.ok()) std::abort();
+  return *std::move(backend);
+}
+#else
+constexpr bool kCudaBackend = false;
+std::unique_ptr<ExecutionBackend> TestBackend() { return std::make_unique<CpuBackend>(); }
+#endif
 
 // A POSIX shared-memory object mapped here as a client maps it, removed at
 // the end of the test.
@@ -277,7 +296,7 @@ std::vector<v1::MultiplexRequest> EveryRpcAndDtype() {
 class SharedMemoryTest : public ::testing::Test {
  protected:
   void Start(bool shared_memory = true, shm::RegistryOptions limits = {},
-             std::unique_ptr<ExecutionBackend> backend = std::make_unique<CpuBackend>()) {
+             std::unique_ptr<ExecutionBackend> backend = TestBackend()) {
     ServerOptions options;
     options.address = "127.0.0.1:0";
     options.shared_memory = shared_memory;
@@ -391,6 +410,42 @@ TEST_F(SharedMemoryTest, EveryRpcAndDtypeEqualsTheInlineAnswer) {
     EXPECT_EQ(got.SerializeAsString(), Unary(inline_request).SerializeAsString())
         << inline_request.ShortDebugString().substr(0, 200);
   }
+}
+
+// On the CUDA backend, over 64 MiB: the engine's pipelined scan reads the
+// region in chunks.
+TEST_F(SharedMemoryTest, ALargeScanInPlaceEqualsTheInlineAnswer) {
+  Start();
+  const uint64_t n = kCudaBackend ? uint64_t{3} << 23 : uint64_t{1} << 20;
+  ShmObject object(n * sizeof(int32_t));
+  ASSERT_TRUE(Register("r", object.key(), 0, object.size()).ok());
+  std::mt19937 rng(7);
+  std::vector<int32_t> input(n);
+  for (int32_t& x : input) x = static_cast<int32_t>(rng());
+  std::memcpy(object.data(), input.data(), object.size());
+  v1::ScanRequest placed;
+  placed.mutable_input()->set_dtype(v1::INT32);
+  v1::SharedMemoryRef ref;
+  ref.set_region("r");
+  ref.set_byte_size(object.size());
+  *placed.mutable_input()->mutable_shm() = ref;
+  *placed.mutable_output_location()->mutable_values() = ref;
+  placed.set_op(v1::SUM);
+  v1::ScanResponse response;
+  grpc::ClientContext context;
+  ASSERT_TRUE(stub_->Scan(&context, placed, &response).ok());
+  EXPECT_EQ(response.output().shm().byte_size(), object.size());
+  EXPECT_TRUE(response.output().data().empty());
+  uint32_t sum = 0;  // int32 SUM wraps
+  uint64_t wrong = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    sum += static_cast<uint32_t>(input[i]);
+    int32_t got;
+    std::memcpy(&got, object.data() + i * sizeof(int32_t), sizeof(got));
+    wrong += got != static_cast<int32_t>(sum);
+  }
+  EXPECT_EQ(wrong, 0u) << "of " << n;
+  ExpectAGoodRequestAnswered();
 }
 
 TEST_F(SharedMemoryTest, MultiplexTakesSharedMemoryAsUnaryCallsDo) {
