@@ -30,6 +30,14 @@ class ExecutionBackend {
   // OK while the backend can serve; otherwise why not (e.g. a sticky CUDA
   // error). The server reports it through the gRPC health service.
   virtual absl::Status Health() const { return absl::OkStatus(); }
+
+  // Host memory that stays mapped a long time (a shared-memory region): a
+  // backend that copies to a device may page-lock it, so that its copies go
+  // straight between that memory and the device. An error leaves the memory
+  // usable as it is. Whatever was pinned is unpinned, by its start, before it
+  // is unmapped.
+  virtual absl::Status PinHostMemory(void* data, size_t bytes) { return absl::OkStatus(); }
+  virtual void UnpinHostMemory(void* data) {}
 };
 
 }  // namespace primserve

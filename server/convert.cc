@@ -331,6 +331,7 @@ absl::StatusOr<Operation> ToOperation(const v1::ScanRequest& request, const Requ
       !s.ok()) {
     return s;
   }
+  if (memory != nullptr) o.output_place = memory->PlacedData(shm::Slot::kValues);
   return WithinAnswerLimit(o, limits);
 }
 

@@ -84,7 +84,7 @@ PrimServer::PrimServer(std::unique_ptr<ExecutionBackend> backend, const ServerOp
       batcher_(options.batcher, backend_.get(), options.metrics),
       admission_(options.admission, &batcher_, options.metrics),
       shared_memory_(options.shared_memory
-                         ? std::make_unique<shm::Registry>(options.shared_memory_limits)
+                         ? std::make_unique<shm::Registry>(options.shared_memory_limits, backend_.get())
                          : nullptr),
       shared_memory_service_(shared_memory_ != nullptr
                                  ? std::make_unique<shm::SharedMemoryService>(shared_memory_.get())

@@ -43,6 +43,9 @@ struct ArrayView {
 struct HostArray {
   DType dtype = DType::kInt32;
   std::string bytes;
+  // Non-zero: the backend wrote this many bytes of answer straight to the
+  // operation's output place, and `bytes` is empty.
+  uint64_t bytes_in_place = 0;
 
   template <typename T>
   static HostArray Of(DType dtype, absl::Span<const T> values) {
@@ -76,6 +79,10 @@ struct ScanOperation {
   Op op = Op::kSum;
   bool exclusive = false;
   absl::Span<const uint64_t> segment_offsets;
+  // Where the caller placed the output (a shared-memory region), with room
+  // for the whole answer; null if inline. A backend may write the answer
+  // there itself (HostArray::bytes_in_place).
+  char* output_place = nullptr;
 };
 
 struct ReduceOperation {

@@ -125,6 +125,17 @@ absl::Status CudaBackend::Health() const {
   return health_;
 }
 
+absl::Status CudaBackend::PinHostMemory(void* data, size_t bytes) {
+  absl::Status pinned =
+      cuda::CudaStatus(cudaHostRegister(data, bytes, cudaHostRegisterPortable), "cudaHostRegister");
+  if (!pinned.ok()) cudaGetLastError();  // not sticky: clear it for the lanes
+  return pinned;
+}
+
+void CudaBackend::UnpinHostMemory(void* data) {
+  if (cudaHostUnregister(data) != cudaSuccess) cudaGetLastError();
+}
+
 void CudaBackend::NoteFailure(const absl::Status& status) {
   if (status.code() != absl::StatusCode::kUnavailable) return;
   absl::MutexLock lock(&health_mu_);

@@ -1,5 +1,6 @@
 #include "server/cuda/io.h"
 
+#include <cuda_runtime.h>
 #include <sys/mman.h>
 
 #include <cstdint>
@@ -22,6 +23,15 @@ HostOutput::HostOutput(size_t expected_bytes) {
   const uintptr_t end = (start + expected_bytes) & ~(kHugePage - 1);
   // Advice only: where it is refused, the pages are ordinary ones.
   if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+}
+
+bool IsPinned(const void* data) {
+  cudaPointerAttributes attributes;
+  if (cudaPointerGetAttributes(&attributes, data) != cudaSuccess) {
+    cudaGetLastError();  // not sticky: clear it for the lanes
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeHost;
 }
 
 HostArray ToHostArray(DType dtype, const char* staged, size_t bytes) {

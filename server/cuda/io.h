@@ -86,6 +86,10 @@ class HostOutput final : public OutputSink {
   std::string bytes_;
 };
 
+// Whether the device copies to and from host memory at `data` directly: it
+// is page-locked (cudaHostAlloc) or pinned by cudaHostRegister.
+bool IsPinned(const void* data);
+
 // `bytes` of staging as a host array of `dtype`.
 HostArray ToHostArray(DType dtype, const char* staged, size_t bytes);
 

@@ -21,7 +21,9 @@ constexpr size_t kPipelineChunkBytes = size_t{32} << 20;
 
 // While chunk k is scanned, chunk k+1 is copied in and chunk k-1 copied out,
 // and the host stages the next chunk. Each chunk sits in one of the lane's
-// pipeline slots of pinned staging.
+// pipeline slots of pinned staging, unless the input or the output place is
+// pinned memory (a pinned shared-memory region): the copies then go straight
+// between it and the device.
 absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op,
                                         absl::Time deadline) {
   const DType dtype = op.input.dtype;
@@ -54,8 +56,16 @@ absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op,
     }
   };
 
-  HostOutput output(n * element);
   const char* input = op.input.bytes.data();
+  const bool input_pinned = IsPinned(input);
+  // Chunk k's answer lands while later chunks are still read: in place only
+  // where that cannot overwrite them (the same bytes, or none of them).
+  char* const place = op.output_place;
+  const size_t total_bytes = n * element;
+  const bool output_in_place =
+      place != nullptr && IsPinned(place) &&
+      (place == input || place + total_bytes <= input || input + total_bytes <= place);
+  HostOutput output(output_in_place ? 0 : total_bytes);
   auto bytes_of = [&](uint64_t k) { return std::min<uint64_t>(chunk, n - k * chunk) * element; };
   auto staged_slot = [&](uint64_t k) {
     return *staging + staged_slots + (k % Lane::kPipelineSlots) * chunk_bytes;
@@ -65,7 +75,7 @@ absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op,
   auto finish = [&](uint64_t k) -> absl::Status {
     PRIMSERVE_RETURN_IF_CUDA_ERROR(
         cudaEventSynchronize(pipeline.copied_out[k % Lane::kPipelineSlots]));
-    output.Accept(staged_slot(k), bytes_of(k));
+    if (!output_in_place) output.Accept(staged_slot(k), bytes_of(k));
     return absl::OkStatus();
   };
   PRIMSERVE_RETURN_IF_ERROR(lane.Mark(Lane::kStart, pipeline.copy_in));
@@ -74,9 +84,13 @@ absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op,
     if (k >= Lane::kPipelineSlots) PRIMSERVE_RETURN_IF_ERROR(finish(k - Lane::kPipelineSlots));
     char* staged = staged_slot(k);
     char* device = block->at<char>(slots) + slot * chunk_bytes;
-    std::memcpy(staged, input + k * chunk_bytes, bytes_of(k));
+    const char* from = input + k * chunk_bytes;
+    if (!input_pinned) {
+      std::memcpy(staged, from, bytes_of(k));
+      from = staged;
+    }
     PRIMSERVE_RETURN_IF_CUDA_ERROR(
-        cudaMemcpyAsync(device, staged, bytes_of(k), cudaMemcpyHostToDevice, pipeline.copy_in));
+        cudaMemcpyAsync(device, from, bytes_of(k), cudaMemcpyHostToDevice, pipeline.copy_in));
     PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaEventRecord(pipeline.copied_in[slot], pipeline.copy_in));
     PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaStreamWaitEvent(lane.stream(), pipeline.copied_in[slot], 0));
     if (k == 0 && lane.faults() != nullptr) {
@@ -89,8 +103,9 @@ absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op,
     PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaEventRecord(pipeline.computed[slot], lane.stream()));
     PRIMSERVE_RETURN_IF_CUDA_ERROR(
         cudaStreamWaitEvent(pipeline.copy_out, pipeline.computed[slot], 0));
+    char* to = output_in_place ? place + k * chunk_bytes : staged;
     PRIMSERVE_RETURN_IF_CUDA_ERROR(
-        cudaMemcpyAsync(staged, device, bytes_of(k), cudaMemcpyDeviceToHost, pipeline.copy_out));
+        cudaMemcpyAsync(to, device, bytes_of(k), cudaMemcpyDeviceToHost, pipeline.copy_out));
     PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaEventRecord(pipeline.copied_out[slot], pipeline.copy_out));
   }
   PRIMSERVE_RETURN_IF_ERROR(lane.Mark(Lane::kInputsIn, pipeline.copy_in));
@@ -100,6 +115,7 @@ absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op,
        ++k) {
     PRIMSERVE_RETURN_IF_ERROR(finish(k));
   }
+  if (output_in_place) return ScanResult{HostArray{dtype, {}, total_bytes}};
   return ScanResult{HostArray{dtype, std::move(output).Take()}};
 }
 

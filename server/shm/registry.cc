@@ -16,10 +16,15 @@ absl::Status Unknown(absl::string_view name) {
 
 }  // namespace
 
-Entry::Entry(std::string name, std::unique_ptr<SystemRegion> region, std::shared_ptr<Usage> usage)
-    : name_(std::move(name)), region_(std::move(region)), usage_(std::move(usage)) {}
+Entry::Entry(std::string name, std::unique_ptr<SystemRegion> region, std::shared_ptr<Usage> usage,
+             ExecutionBackend* pinned_by)
+    : name_(std::move(name)),
+      region_(std::move(region)),
+      usage_(std::move(usage)),
+      pinned_by_(pinned_by) {}
 
 Entry::~Entry() {
+  if (pinned_by_ != nullptr) pinned_by_->UnpinHostMemory(region_->data());
   absl::MutexLock lock(&usage_->mu);
   --usage_->regions;
   usage_->bytes -= region_->size();
@@ -60,7 +65,8 @@ absl::Status Lease::CheckObjectSize() const {
   return absl::FailedPreconditionError(absl::StrCat("region '", name(), "': ", holds.message()));
 }
 
-Registry::Registry(const RegistryOptions& options) : options_(options) {}
+Registry::Registry(const RegistryOptions& options, ExecutionBackend* backend)
+    : options_(options), backend_(backend) {}
 
 absl::Status Registry::RegisterSystem(const std::string& name, const std::string& key,
                                       uint64_t offset, uint64_t byte_size) {
@@ -93,7 +99,11 @@ absl::Status Registry::RegisterSystem(const std::string& name, const std::string
     ++usage_->regions;
     usage_->bytes += byte_size;
   }
-  regions_[name] = std::make_shared<Entry>(name, *std::move(region), usage_);
+  // Unpinned memory still serves, through the backend's staging copies.
+  const bool pinned =
+      backend_ != nullptr && backend_->PinHostMemory((*region)->data(), (*region)->size()).ok();
+  regions_[name] = std::make_shared<Entry>(name, *std::move(region), usage_,
+                                           pinned ? backend_ : nullptr);
   return absl::OkStatus();
 }
 

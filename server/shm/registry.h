@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "server/backend.h"
 #include "server/shm/system_region.h"
 
 namespace primserve::shm {
@@ -56,8 +57,10 @@ struct Usage {
 // A registered region's mapping, alive while it is registered or leased.
 class Entry final {
  public:
-  Entry(std::string name, std::unique_ptr<SystemRegion> region, std::shared_ptr<Usage> usage);
-  ~Entry();  // unmaps, and gives its share of the limits back
+  // `pinned_by`: the backend that pinned the region's memory, or null.
+  Entry(std::string name, std::unique_ptr<SystemRegion> region, std::shared_ptr<Usage> usage,
+        ExecutionBackend* pinned_by);
+  ~Entry();  // unpins, unmaps, and gives its share of the limits back
 
   const std::string& name() const { return name_; }
   const SystemRegion& region() const { return *region_; }
@@ -67,6 +70,7 @@ class Entry final {
   const std::string name_;
   const std::unique_ptr<SystemRegion> region_;
   const std::shared_ptr<Usage> usage_;
+  ExecutionBackend* const pinned_by_;
   std::atomic<uint64_t> leases_{0};
 };
 
@@ -97,7 +101,9 @@ class Lease final {
 
 class Registry final {
  public:
-  explicit Registry(const RegistryOptions& options);
+  // Regions are pinned by `backend` (ExecutionBackend::PinHostMemory) while
+  // mapped, when it is not null; it must outlive every region.
+  explicit Registry(const RegistryOptions& options, ExecutionBackend* backend = nullptr);
 
   // Maps [offset, offset + byte_size) of the shm object `key` under `name`
   // (see SystemRegion::Map for its errors). ALREADY_EXISTS for a name taken,
@@ -114,6 +120,7 @@ class Registry final {
 
  private:
   const RegistryOptions options_;
+  ExecutionBackend* const backend_;
   const std::shared_ptr<Usage> usage_ = std::make_shared<Usage>();
   mutable absl::Mutex mu_;
   absl::btree_map<std::string, std::shared_ptr<Entry>> regions_ ABSL_GUARDED_BY(mu_);

@@ -145,6 +145,43 @@ TEST(RegistryTest, AnUnregisteredRegionStaysMappedForItsLeases) {
   EXPECT_EQ(registry.Acquire("s").value().Range(7, 1, 1, "x").value()[0], 70);
 }
 
+// Records what it is asked to pin; refuses regions named in `refuse`.
+class PinningBackend final : public ExecutionBackend {
+ public:
+  std::string name() const override { return "pinning"; }
+  void Execute(std::vector<std::unique_ptr<Task>>) override {}
+  absl::Status PinHostMemory(void* data, size_t bytes) override {
+    if (bytes == refuse_bytes) return absl::InternalError("no");
+    pinned.push_back(data);
+    return absl::OkStatus();
+  }
+  void UnpinHostMemory(void* data) override { unpinned.push_back(data); }
+
+  size_t refuse_bytes = 0;
+  std::vector<void*> pinned, unpinned;
+};
+
+TEST(RegistryTest, RegionsArePinnedWhileMappedAndServeUnpinnedIfPinningFails) {
+  ShmObject object(8192);
+  PinningBackend backend;
+  backend.refuse_bytes = 100;
+  Registry registry(RegistryOptions{}, &backend);
+  ASSERT_TRUE(registry.RegisterSystem("r", object.key(), 0, 8192).ok());
+  ASSERT_TRUE(registry.RegisterSystem("refused", object.key(), 0, 100).ok());
+  ASSERT_EQ(backend.pinned.size(), 1u);
+  char* data = registry.Acquire("r").value().Range(0, 8192, 1, "x").value();
+  EXPECT_EQ(backend.pinned[0], data);
+  EXPECT_TRUE(registry.Acquire("refused").ok());
+  {
+    absl::StatusOr<Lease> lease = registry.Acquire("r");
+    ASSERT_TRUE(registry.Unregister("r").ok());
+    EXPECT_TRUE(backend.unpinned.empty()) << "unpinned under a lease";
+  }
+  EXPECT_EQ(backend.unpinned, std::vector<void*>{data});
+  ASSERT_TRUE(registry.Unregister("").ok());
+  EXPECT_EQ(backend.unpinned.size(), 1u) << "unpinned what was never pinned";
+}
+
 TEST(RegistryTest, ATruncatedObjectIsRefusedNotTouched) {
   ShmObject object(8192);
   Registry registry(RegistryOptions{});

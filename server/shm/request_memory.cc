@@ -93,6 +93,11 @@ absl::Status RequestMemory::PlaceOutputs(const v1::OutputLocation& location,
   return absl::OkStatus();
 }
 
+char* RequestMemory::PlacedData(Slot slot) const {
+  const std::optional<Placed>& p = placed_[static_cast<int>(slot)];
+  return p ? p->data : nullptr;
+}
+
 absl::Status RequestMemory::Deliver(absl::Span<const Delivery> outputs) {
   for (const Delivery& d : outputs) {
     const std::optional<Placed>& p = placed_[static_cast<int>(d.slot)];
@@ -113,6 +118,9 @@ absl::Status RequestMemory::Deliver(absl::Span<const Delivery> outputs) {
     d.field->set_dtype(static_cast<v1::DType>(d.array->dtype));
     const std::optional<Placed>& p = placed_[static_cast<int>(d.slot)];
     if (!p) {
+      if (d.array->bytes_in_place != 0) {
+        return absl::InternalError("the backend wrote an answer in place that was not placed");
+      }
       d.field->mutable_data()->swap(d.array->bytes);
       continue;
     }
@@ -120,7 +128,8 @@ absl::Status RequestMemory::Deliver(absl::Span<const Delivery> outputs) {
     v1::SharedMemoryRef* written = d.field->mutable_shm();
     written->set_region(p->ref.region());
     written->set_offset(p->ref.offset());
-    written->set_byte_size(d.array->bytes.size());
+    written->set_byte_size(d.array->bytes_in_place != 0 ? d.array->bytes_in_place
+                                                        : d.array->bytes.size());
   }
   return absl::OkStatus();
 }

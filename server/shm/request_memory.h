@@ -55,10 +55,14 @@ class RequestMemory final {
   absl::Status PlaceOutputs(const v1::OutputLocation& location,
                             absl::Span<const OutputSpec> produced, absl::string_view rpc);
 
+  // Where the output of `slot` goes once placed (PlaceOutputs), else null.
+  char* PlacedData(Slot slot) const;
+
   // Writes placed outputs into their regions (the response's Array then
   // carries `shm` with the bytes written) and moves the others inline. Any
   // placed output without room is INVALID_ARGUMENT, naming the bytes needed,
-  // before anything is written.
+  // before anything is written. An answer the backend already wrote in place
+  // (HostArray::bytes_in_place) is only reported.
   absl::Status Deliver(absl::Span<const Delivery> outputs);
 
  private:
