@@ -11,7 +11,7 @@ Uses Debian's python3 (grpcio, numpy). The gRPC modules are the installed
 are generated from proto/ with protoc and grpc_python_plugin into a
 temporary directory.
 
-  tools/shm_bench.py --address=localhost:50051 --n=67108864 --runs=5
+  tools/shm_bench.py --address=localhost:50051 --n=67108864 --runs=5 --small_runs=2000
 """
 import argparse
 import os
@@ -56,11 +56,35 @@ def median_seconds(call, runs):
     return statistics.median(times)
 
 
+def small_scan(pb, primitives, name, offset, n, runs):
+    """Many small scans, one call at a time: in and out of the region (at `offset`) vs inline."""
+    size = 4 * n
+    data = np.random.default_rng(2).integers(-100, 100, n, dtype=np.int32)
+    ref = lambda at: pb.SharedMemoryRef(region=name, offset=at, byte_size=size)
+    placed = pb.ScanRequest(input=pb.Array(dtype=pb.INT32, shm=ref(offset)), op=pb.SUM,
+                            output_location=pb.OutputLocation(values=ref(offset + size)))
+    inline = pb.ScanRequest(input=pb.Array(dtype=pb.INT32, data=data.tobytes()), op=pb.SUM)
+    want = np.cumsum(data, dtype=np.int32)
+    assert (np.frombuffer(primitives.Scan(inline).output.data, np.int32) == want).all()
+    for _ in range(100):  # warm-up, both paths
+        primitives.Scan(placed)
+        primitives.Scan(inline)
+    shm_seconds = median_seconds(lambda: primitives.Scan(placed), runs)
+    inline_seconds = median_seconds(lambda: primitives.Scan(inline), runs)
+    print(f"int32 inclusive SUM scan, n={n}, one call at a time, median of {runs}")
+    print(f"  shared memory  {shm_seconds * 1e6:9.1f} us")
+    print(f"  inline         {inline_seconds * 1e6:9.1f} us")
+    print(f"  shared memory / inline time: {shm_seconds / inline_seconds:.2f}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--address", default="localhost:50051")
     parser.add_argument("--n", type=int, default=64 << 20, help="int32 elements")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--small_n", type=int, default=1024, help="int32 elements of the small scans")
+    parser.add_argument("--small_runs", type=int, default=0,
+                        help="small scans to time each way (0: none)")
     args = parser.parse_args()
     pb, rpc = stubs()
     n, size = args.n, 4 * args.n
@@ -99,6 +123,8 @@ def main():
               f"(GB/s counts input + output, {2 * size / 1e9:.2f} GB)")
         for label, seconds in results:
             print(f"  {label:14} {seconds * 1e3:9.2f} ms  {2 * size / seconds / 1e9:7.2f} GB/s")
+        if args.small_runs:
+            small_scan(pb, primitives, name, size, args.small_n, args.small_runs)
         shm.Unregister(pb.UnregisterRequest(name=name))
         del arrays
     finally:
