@@ -19,32 +19,13 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "server/cpu_backend.h"
+#include "tests/holding_backend.h"
 #include "server/server.h"
 
 namespace primserve {
 namespace {
 
 using ::testing::HasSubstr;
-
-// The CPU backend, but batches of the held RPC wait until released.
-class HoldingBackend final : public ExecutionBackend {
- public:
-  explicit HoldingBackend(Rpc held) : held_(held) {}
-  std::string name() const override { return "holding"; }
-  void Execute(std::vector<std::unique_ptr<Task>> batch) override {
-    if (RpcOf(batch.front()->operation) == held_) {
-      if (!arrived_once_.exchange(true)) arrived_.Notify();
-      release_.WaitForNotification();
-    }
-    cpu_.Execute(std::move(batch));
-  }
-  absl::Notification arrived_, release_;
-
- private:
-  const Rpc held_;
-  std::atomic<bool> arrived_once_{false};
-  CpuBackend cpu_;
-};
 
 template <typename T>
 std::vector<T> Random(std::mt19937& rng, size_t n) {

@@ -31,6 +31,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "server/cpu_backend.h"
+#include "tests/holding_backend.h"
 #include "server/server.h"
 #ifdef PRIMSERVE_SHARED_MEMORY_TEST_CUDA
 #include "server/cuda/cuda_backend.h"
@@ -83,26 +84,6 @@ class ShmObject {
   uint64_t size_;
   int fd_ = -1;
   char* data_ = nullptr;
-};
-
-// The CPU backend, but batches of the held RPC wait until released.
-class HoldingBackend final : public ExecutionBackend {
- public:
-  explicit HoldingBackend(Rpc held) : held_(held) {}
-  std::string name() const override { return "holding"; }
-  void Execute(std::vector<std::unique_ptr<Task>> batch) override {
-    if (RpcOf(batch.front()->operation) == held_) {
-      if (!arrived_once_.exchange(true)) arrived_.Notify();
-      release_.WaitForNotification();
-    }
-    cpu_.Execute(std::move(batch));
-  }
-  absl::Notification arrived_, release_;
-
- private:
-  const Rpc held_;
-  std::atomic<bool> arrived_once_{false};
-  CpuBackend cpu_;
 };
 
 v1::SharedMemoryRef Ref(const std::string& region, uint64_t offset, uint64_t byte_size) {
