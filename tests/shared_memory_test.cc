@@ -429,6 +429,42 @@ TEST_F(SharedMemoryTest, ALargeScanInPlaceEqualsTheInlineAnswer) {
   ExpectAGoodRequestAnswered();
 }
 
+// Over 1 MiB: on the CUDA backend the batch's input is copied straight from
+// the pinned region.
+TEST_F(SharedMemoryTest, ALargeSelectReadsTheRegion) {
+  Start();
+  const uint64_t n = kCudaBackend ? uint64_t{1} << 22 : uint64_t{1} << 16;
+  ShmObject object(2 * n * sizeof(int32_t));
+  ASSERT_TRUE(Register("r", object.key(), 0, object.size()).ok());
+  std::mt19937 rng(11);
+  std::vector<int32_t> input(n), kept;
+  for (int32_t& x : input) {
+    x = static_cast<int32_t>(rng());
+    if (x > 0) kept.push_back(x);
+  }
+  std::memcpy(object.data(), input.data(), n * sizeof(int32_t));
+  v1::SelectRequest request;
+  request.mutable_input()->set_dtype(v1::INT32);
+  v1::SharedMemoryRef* in = request.mutable_input()->mutable_shm();
+  in->set_region("r");
+  in->set_byte_size(n * sizeof(int32_t));
+  v1::SharedMemoryRef* out = request.mutable_output_location()->mutable_values();
+  out->set_region("r");
+  out->set_offset(n * sizeof(int32_t));
+  out->set_byte_size(n * sizeof(int32_t));
+  request.mutable_predicate()->set_kind(v1::Predicate::GT);
+  request.mutable_predicate()->mutable_operand()->set_int_value(0);
+  v1::SelectResponse response;
+  grpc::ClientContext context;
+  ASSERT_TRUE(stub_->Select(&context, request, &response).ok());
+  EXPECT_EQ(response.count(), kept.size());
+  ASSERT_EQ(response.values().shm().byte_size(), kept.size() * sizeof(int32_t));
+  EXPECT_EQ(std::memcmp(object.data() + n * sizeof(int32_t), kept.data(),
+                        kept.size() * sizeof(int32_t)),
+            0);
+  ExpectAGoodRequestAnswered();
+}
+
 TEST_F(SharedMemoryTest, MultiplexTakesSharedMemoryAsUnaryCallsDo) {
   Start();
   ShmObject object(64 << 20);

@@ -15,6 +15,13 @@ void HostInput::StageTo(char* to) const {
   }
 }
 
+const char* HostInput::Pinned() const {
+  // Below this, asking the driver costs more than the copy it could save.
+  constexpr size_t kMinBytes = size_t{1} << 20;
+  if (pieces_.size() != 1 || size_ < kMinBytes || !IsPinned(pieces_[0].data())) return nullptr;
+  return pieces_[0].data();
+}
+
 HostOutput::HostOutput(size_t expected_bytes) {
   bytes_.reserve(expected_bytes);
   constexpr uintptr_t kHugePage = uintptr_t{2} << 20;

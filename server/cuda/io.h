@@ -25,6 +25,9 @@ class InputSource {
   virtual size_t size() const = 0;
   // Writes the size() bytes into host staging at `to`.
   virtual void StageTo(char* to) const = 0;
+  // The size() bytes where the device can copy them from directly (pinned
+  // host memory), or null: they must be staged.
+  virtual const char* Pinned() const { return nullptr; }
 };
 
 // Pieces of host memory laid end to end (a batch's inputs, one per request).
@@ -43,6 +46,8 @@ class HostInput final : public InputSource {
   }
   size_t size() const override { return size_; }
   void StageTo(char* to) const override;
+  // One large piece in pinned memory (a pinned shared-memory region).
+  const char* Pinned() const override;
 
  private:
   std::vector<absl::string_view> pieces_;

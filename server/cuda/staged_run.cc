@@ -30,10 +30,13 @@ absl::Status StagedRun::Start() {
   PRIMSERVE_RETURN_IF_ERROR(lane_.Mark(Lane::kStart));
   for (const auto& [source, slice] : inputs_) {
     if (source->size() == 0) continue;
-    source->StageTo(staging_ + slice.staged);
-    PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(device(slice), staging_ + slice.staged,
-                                                   source->size(), cudaMemcpyHostToDevice,
-                                                   lane_.stream()));
+    const char* from = source->Pinned();
+    if (from == nullptr) {
+      source->StageTo(staging_ + slice.staged);
+      from = staging_ + slice.staged;
+    }
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(device(slice), from, source->size(),
+                                                   cudaMemcpyHostToDevice, lane_.stream()));
   }
   inputs_.clear();
   PRIMSERVE_RETURN_IF_ERROR(lane_.Mark(Lane::kInputsIn));

@@ -38,8 +38,9 @@ class StagedRun final {
   // Device memory only (temporary storage).
   Slice Scratch(size_t bytes);
 
-  // Takes staging and device memory, stages every input and queues its copy
-  // to the device; then the kernels may be launched.
+  // Takes staging and device memory, stages every input (one in pinned
+  // memory is copied from where it is) and queues its copy to the device;
+  // then the kernels may be launched.
   absl::Status Start();
 
   template <typename T = void>
