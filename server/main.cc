@@ -38,6 +38,10 @@ ABSL_FLAG(uint64_t, max_response_bytes, uint64_t{1} << 30,
 ABSL_FLAG(std::string, unix_socket, "",
           "Also serve gRPC on this Unix domain socket path (clients on the same host dial "
           "unix:PATH); empty serves TCP only.");
+ABSL_FLAG(std::string, grpc_channel_args, "",
+          "Integer gRPC channel arguments for the server, name=value,... (e.g. "
+          "grpc.http2.max_frame_size=16777215,grpc.http2.bdp_probe=0), set after every other "
+          "setting: transport settings to measure without a rebuild.");
 ABSL_FLAG(uint64_t, multiplex_window, 1024,
           "Requests one Multiplex stream may have sent and not yet had answered; the server "
           "reads no further on that stream until its answers are read.");
@@ -179,6 +183,14 @@ int Main() {
   options.address = absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
   options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
   options.unix_socket = absl::GetFlag(FLAGS_unix_socket);
+  absl::StatusOr<std::map<std::string, int>> channel_args =
+      ParseChannelArgs(absl::GetFlag(FLAGS_grpc_channel_args));
+  if (!channel_args.ok()) {
+    std::fprintf(stderr, "--grpc_channel_args: %s\n",
+                 std::string(channel_args.status().message()).c_str());
+    return 2;
+  }
+  options.grpc_channel_args = *std::move(channel_args);
   options.limits.max_elements = absl::GetFlag(FLAGS_max_request_elements);
   options.limits.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   options.limits.multiplex_window = absl::GetFlag(FLAGS_multiplex_window);

@@ -6,7 +6,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "grpc/support/log.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -93,6 +95,21 @@ PrimServer::PrimServer(std::unique_ptr<ExecutionBackend> backend, const ServerOp
                shared_memory_.get()),
       echo_service_(options.limits.max_response_bytes) {}
 
+absl::StatusOr<std::map<std::string, int>> ParseChannelArgs(absl::string_view text) {
+  std::map<std::string, int> args;
+  for (absl::string_view entry : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    const std::pair<absl::string_view, absl::string_view> name_value =
+        absl::StrSplit(entry, absl::MaxSplits('=', 1));
+    int value = 0;
+    if (name_value.first.empty() || !absl::SimpleAtoi(name_value.second, &value)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gRPC channel argument '", entry, "' is not name=integer (e.g. grpc.http2.bdp_probe=0)"));
+    }
+    args[std::string(name_value.first)] = value;
+  }
+  return args;
+}
+
 absl::StatusOr<std::unique_ptr<PrimServer>> PrimServer::Start(
     const ServerOptions& options, std::unique_ptr<ExecutionBackend> backend) {
   grpc::EnableDefaultHealthCheckService(true);
@@ -113,6 +130,9 @@ absl::StatusOr<std::unique_ptr<PrimServer>> PrimServer::Start(
   // requests instead (UNIMPLEMENTED); arrays of numbers gain little from it.
   builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_DEFLATE, false);
   builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_GZIP, false);
+  for (const auto& [name, value] : options.grpc_channel_args) {
+    builder.AddChannelArgument(name, value);
+  }
   builder.SetOption(std::make_unique<ReflectionOption>(options.reflection));
   builder.RegisterService(&server->service_);
   if (options.echo) builder.RegisterService(&server->echo_service_);

@@ -6,11 +6,13 @@
 #ifndef PRIMSERVE_SERVER_SERVER_H_
 #define PRIMSERVE_SERVER_SERVER_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
@@ -26,6 +28,10 @@
 
 namespace primserve {
 
+// "name=value,name=value" (integer values) as ServerOptions::grpc_channel_args;
+// INVALID_ARGUMENT naming the entry that is not one.
+absl::StatusOr<std::map<std::string, int>> ParseChannelArgs(absl::string_view text);
+
 struct ServerOptions {
   // host:port to listen on; port 0 picks a free one (see PrimServer::port()).
   std::string address = "0.0.0.0:50051";
@@ -40,6 +46,10 @@ struct ServerOptions {
   // See the README's "Exposure and lockdown" for what they do not stop.
   int max_concurrent_streams = 100;
   int max_metadata_bytes = 16 * 1024;
+  // Integer gRPC channel arguments, set after every setting above (e.g.
+  // "grpc.http2.max_frame_size"): transport settings to measure without a
+  // rebuild (ParseChannelArgs reads them from --grpc_channel_args).
+  std::map<std::string, int> grpc_channel_args;
   RequestLimits limits;
   // Per-caller fairness and bounds on cost in flight, before the batcher.
   AdmissionOptions admission;
