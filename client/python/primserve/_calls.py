@@ -6,11 +6,10 @@ happens before anything is sent, in all of them.
 """
 
 import numbers
-from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from google.protobuf.descriptor import Descriptor
-from google.protobuf.message import Message
 
 from primserve import _arrays, _wire
 from primserve.results import ArgExtreme, KeyedReduction, Partition, Runs, Selection
@@ -19,16 +18,9 @@ from primserve.v1 import primitives_pb2 as pb
 
 class Call(NamedTuple):
     rpc: str  # method of the primserve.v1.Primitives service
-    message: Message  # the request's parameters and array dtypes, without the arrays' data
-    arrays: Dict[str, np.ndarray]  # the checked arrays by request field name
+    request: bytes  # serialized, with the arrays' data spliced in (see _wire)
     response: Descriptor  # the response's message type
     parse: Callable[[Any], Any]  # the response as _wire.parse reads it -> what the method returns
-    stream: Optional[str]  # the streaming form of rpc (see _streaming); None where there is none
-
-    @property
-    def request(self) -> bytes:
-        """The unary request, serialized with the arrays' data spliced in (see _wire)."""
-        return _wire.serialize(self.message, self.arrays)
 
 
 _OPS = {"sum": pb.SUM, "prod": pb.PROD, "min": pb.MIN, "max": pb.MAX, "argmin": pb.ARGMIN, "argmax": pb.ARGMAX}
@@ -85,8 +77,8 @@ def scan(a: np.ndarray, op: str, exclusive: bool, segments: Segments) -> Call:
     offsets = _offsets(segments)
     if offsets is not None:
         request.segment_offsets.extend(offsets.tolist())
-    return Call("Scan", request, {"input": a}, pb.ScanResponse.DESCRIPTOR, lambda response: response.output,
-                "ScanStream")
+    return Call("Scan", _wire.serialize(request, {"input": a}), pb.ScanResponse.DESCRIPTOR,
+                lambda response: response.output)
 
 
 def reduce(a: np.ndarray, op: str, segments: Segments) -> Call:
@@ -104,7 +96,7 @@ def reduce(a: np.ndarray, op: str, segments: Segments) -> Call:
             return ArgExtreme(values, _first_if(whole, response.indices))
         return values
 
-    return Call("Reduce", request, {"input": a}, pb.ReduceResponse.DESCRIPTOR, parse, "ReduceStream")
+    return Call("Reduce", _wire.serialize(request, {"input": a}), pb.ReduceResponse.DESCRIPTOR, parse)
 
 
 def _scalar(value: Any, dtype: np.dtype, field: str) -> pb.Scalar:
@@ -184,21 +176,19 @@ def select(a: np.ndarray, where: Optional[Where], flags: Optional[np.ndarray], o
                              Selection(answer.values[kept:], answer.indices[kept:]))
         return Partition(answer[:kept], answer[kept:])
 
-    # The server does not stream a partition (it would need the rejected part after the kept one).
-    return Call("Select", request, arrays, pb.SelectResponse.DESCRIPTOR, parse, None if partition else "SelectStream")
+    return Call("Select", _wire.serialize(request, arrays), pb.SelectResponse.DESCRIPTOR, parse)
 
 
 def unique(a: np.ndarray) -> Call:
     a = _arrays.check_array(a, "a")
-    return Call("Unique", pb.UniqueRequest(input=_arrays.header(a)), {"input": a}, pb.UniqueResponse.DESCRIPTOR,
-                lambda response: response.values, "UniqueStream")
+    return Call("Unique", _wire.serialize(pb.UniqueRequest(input=_arrays.header(a)), {"input": a}),
+                pb.UniqueResponse.DESCRIPTOR, lambda response: response.values)
 
 
 def run_length_encode(a: np.ndarray) -> Call:
     a = _arrays.check_array(a, "a")
-    return Call("RunLengthEncode", pb.RunLengthEncodeRequest(input=_arrays.header(a)), {"input": a},
-                pb.RunLengthEncodeResponse.DESCRIPTOR, lambda response: Runs(response.values, response.lengths),
-                "RunLengthEncodeStream")
+    return Call("RunLengthEncode", _wire.serialize(pb.RunLengthEncodeRequest(input=_arrays.header(a)), {"input": a}),
+                pb.RunLengthEncodeResponse.DESCRIPTOR, lambda response: Runs(response.values, response.lengths))
 
 
 def reduce_by_key(keys: np.ndarray, values: np.ndarray, op: str) -> Call:
@@ -207,8 +197,8 @@ def reduce_by_key(keys: np.ndarray, values: np.ndarray, op: str) -> Call:
     _arrays.check_same_length(keys, "keys", values, "values")
     request = pb.ReduceByKeyRequest(keys=_arrays.header(keys), values=_arrays.header(values),
                                     op=_op(op, _SCAN_OPS, "reduce_by_key"))
-    return Call("ReduceByKey", request, {"keys": keys, "values": values}, pb.ReduceByKeyResponse.DESCRIPTOR,
-                lambda response: KeyedReduction(response.keys, response.values), "ReduceByKeyStream")
+    return Call("ReduceByKey", _wire.serialize(request, {"keys": keys, "values": values}),
+                pb.ReduceByKeyResponse.DESCRIPTOR, lambda response: KeyedReduction(response.keys, response.values))
 
 
 def aggregate_by_key(keys: np.ndarray, values: np.ndarray, num_keys: int, op: str) -> Call:
@@ -219,5 +209,5 @@ def aggregate_by_key(keys: np.ndarray, values: np.ndarray, num_keys: int, op: st
         raise ValueError(f"num_keys must be an integer >= 1; got {num_keys!r}")
     request = pb.AggregateByKeyRequest(keys=_arrays.header(keys), values=_arrays.header(values),
                                        op=_op(op, _AGGREGATE_OPS, "aggregate_by_key"), num_keys=int(num_keys))
-    return Call("AggregateByKey", request, {"keys": keys, "values": values}, pb.AggregateByKeyResponse.DESCRIPTOR,
-                lambda response: response.values, "AggregateByKeyStream")
+    return Call("AggregateByKey", _wire.serialize(request, {"keys": keys, "values": values}),
+                pb.AggregateByKeyResponse.DESCRIPTOR, lambda response: response.values)

@@ -51,34 +51,11 @@ OPTIONS = [
 # The Primitives methods' paths, by name. The clients call them with bytes in
 # and out: _wire serializes the requests and reads the responses.
 _SERVICE = primitives_pb2.DESCRIPTOR.services_by_name["Primitives"]
-RPC_PATHS = {method.name: f"/{_SERVICE.full_name}/{method.name}" for method in _SERVICE.methods
-             if not method.client_streaming}
-# The streaming forms (not Multiplex, which has its own module), by name:
-# (path, whether the server answers with a stream).
-STREAM_RPCS = {method.name: (f"/{_SERVICE.full_name}/{method.name}", method.server_streaming)
-               for method in _SERVICE.methods if method.client_streaming and method.name != "Multiplex"}
-
-# Client defaults: an input whose arrays total more than STREAM_BYTES goes
-# through the streaming RPC, in pieces of PIECE_BYTES (of its widest array).
-STREAM_BYTES = 64 << 20
-PIECE_BYTES = 8 << 20
+RPC_PATHS = {method.name: f"/{_SERVICE.full_name}/{method.name}" for method in _SERVICE.methods}
 
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 HEALTH_REQUEST = health_pb2.HealthCheckRequest
 HEALTH_RESPONSE = health_pb2.HealthCheckResponse
-
-
-def stream_rpcs(channel) -> dict:
-    """The streaming RPCs' callables on a grpc or grpc.aio channel, by name, with bytes in and out."""
-    return {name: (channel.stream_stream if server_streaming else channel.stream_unary)(path)
-            for name, (path, server_streaming) in STREAM_RPCS.items()}
-
-
-def check_stream_sizes(stream_bytes: int, piece_bytes: int) -> None:
-    """A client's stream_bytes (>= 0) and piece_bytes (>= 1), or ValueError."""
-    for name, value, least in (("stream_bytes", stream_bytes, 0), ("piece_bytes", piece_bytes, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ValueError(f"{name} must be an integer >= {least}; got {value!r}")
 
 
 def credentials(tls: Tls) -> Optional[grpc.ChannelCredentials]:

@@ -34,9 +34,8 @@ _STATUS_CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 def frame(request_id: int, call: _calls.Call) -> bytes:
     """The MultiplexRequest carrying `call` under `request_id`."""
-    request = call.request
     return b"".join([_wire.key(_REQUEST_ID, _wire.VARINT), _wire.varint(request_id),
-                     _wire.key(_REQUEST_FIELD[call.rpc], _wire.LEN), _wire.varint(len(request)), request])
+                     _wire.key(_REQUEST_FIELD[call.rpc], _wire.LEN), _wire.varint(len(call.request)), call.request])
 
 
 class Answer(NamedTuple):

@@ -19,7 +19,7 @@ import grpc
 import grpc.aio
 import numpy as np
 
-from primserve import _calls, _channel, _multiplex, _streaming, _wire
+from primserve import _calls, _channel, _multiplex, _wire
 from primserve.errors import ServerError
 from primserve.results import KeyedReduction, Partition, Runs, Selection
 
@@ -65,22 +65,18 @@ class _Methods:
 
 
 class Client(_Methods):
-    """A grpc.aio connection to a primserve server; see primserve.Client for the arguments
-    (``stream_bytes`` and ``piece_bytes`` included: large calls stream the same way).
+    """A grpc.aio connection to a primserve server; see primserve.Client for the arguments.
 
     Create it inside the event loop it is used from.
     """
 
-    def __init__(self, address: str, *, tls: _channel.Tls = None, timeout: Optional[float] = None,
-                 stream_bytes: int = _channel.STREAM_BYTES, piece_bytes: int = _channel.PIECE_BYTES):
-        _channel.check_stream_sizes(stream_bytes, piece_bytes)
+    def __init__(self, address: str, *, tls: _channel.Tls = None, timeout: Optional[float] = None):
         creds = _channel.credentials(tls)
         if creds is None:
             self._channel = grpc.aio.insecure_channel(address, options=_channel.OPTIONS)
         else:
             self._channel = grpc.aio.secure_channel(address, creds, options=_channel.OPTIONS)
         self._rpcs = {name: self._channel.unary_unary(path) for name, path in _channel.RPC_PATHS.items()}
-        self._streams = _channel.stream_rpcs(self._channel)
         self._multiplex = self._channel.stream_stream(_multiplex.PATH)
         self._health = self._channel.unary_unary(
             _channel.HEALTH_CHECK,
@@ -88,8 +84,6 @@ class Client(_Methods):
             response_deserializer=_channel.HEALTH_RESPONSE.FromString,
         )
         self.timeout = timeout
-        self.stream_bytes = stream_bytes
-        self.piece_bytes = piece_bytes
 
     async def close(self) -> None:
         """Closes the channel; calls in flight end with CANCELLED."""
@@ -103,12 +97,6 @@ class Client(_Methods):
 
     async def _invoke(self, call: _calls.Call) -> Any:
         try:
-            if _streaming.streams(call, self.stream_bytes):
-                # grpc.aio sends the pieces from its own task while this one reads the answers.
-                answers = self._streams[call.stream](_streaming.pieces(call, self.piece_bytes), timeout=self.timeout)
-                if _channel.STREAM_RPCS[call.stream][1]:
-                    return _streaming.join(call, [answer async for answer in answers])
-                return _streaming.join(call, [await answers])
             response = await self._rpcs[call.rpc](call.request, timeout=self.timeout)
         except grpc.RpcError as error:
             raise ServerError.from_rpc_error(error) from error

@@ -9,7 +9,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 import grpc
 import numpy as np
 
-from primserve import _calls, _channel, _multiplex, _streaming, _wire
+from primserve import _calls, _channel, _multiplex, _wire
 from primserve.errors import ServerError
 from primserve.results import KeyedReduction, Partition, Runs, Selection
 
@@ -33,15 +33,6 @@ class Client:
             mutual TLS.
         timeout: seconds each call may take; None for no limit. A call past
             it raises ServerError with code DEADLINE_EXCEEDED.
-        stream_bytes: a call whose input arrays total more than this many
-            bytes (default 64 MiB) goes through the method's streaming RPC
-            (ScanStream, ...), which has no message size limit and overlaps
-            sending, the server's work and the answer; its answer is the
-            same. ``partition=True`` selections always go unary (the server
-            does not stream them), and so do Multiplex calls.
-        piece_bytes: the bytes of one streamed piece (default 8 MiB): each
-            message carries this many bytes of the widest array, and as many
-            elements of the other.
 
     >>> import numpy as np, primserve
     >>> with primserve.Client("localhost:50051") as client:
@@ -49,16 +40,13 @@ class Client:
     array([ 3,  4,  8,  9, 14], dtype=int32)
     """
 
-    def __init__(self, address: str, *, tls: _channel.Tls = None, timeout: Optional[float] = None,
-                 stream_bytes: int = _channel.STREAM_BYTES, piece_bytes: int = _channel.PIECE_BYTES):
-        _channel.check_stream_sizes(stream_bytes, piece_bytes)
+    def __init__(self, address: str, *, tls: _channel.Tls = None, timeout: Optional[float] = None):
         creds = _channel.credentials(tls)
         if creds is None:
             self._channel = grpc.insecure_channel(address, options=_channel.OPTIONS)
         else:
             self._channel = grpc.secure_channel(address, creds, options=_channel.OPTIONS)
         self._rpcs = {name: self._channel.unary_unary(path) for name, path in _channel.RPC_PATHS.items()}
-        self._streams = _channel.stream_rpcs(self._channel)
         self._multiplex = self._channel.stream_stream(_multiplex.PATH)
         self._health = self._channel.unary_unary(
             _channel.HEALTH_CHECK,
@@ -66,8 +54,6 @@ class Client:
             response_deserializer=_channel.HEALTH_RESPONSE.FromString,
         )
         self.timeout = timeout
-        self.stream_bytes = stream_bytes
-        self.piece_bytes = piece_bytes
 
     def close(self) -> None:
         """Closes the channel; calls in flight end with CANCELLED."""
@@ -81,10 +67,6 @@ class Client:
 
     def _invoke(self, call: _calls.Call) -> Any:
         try:
-            if _streaming.streams(call, self.stream_bytes):
-                # gRPC sends the pieces from its own thread while this one reads the answers.
-                answers = self._streams[call.stream](_streaming.pieces(call, self.piece_bytes), timeout=self.timeout)
-                return _streaming.join(call, answers if _channel.STREAM_RPCS[call.stream][1] else [answers])
             response = self._rpcs[call.rpc](call.request, timeout=self.timeout)
         except grpc.RpcError as error:
             raise ServerError.from_rpc_error(error) from error
