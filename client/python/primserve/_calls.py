@@ -6,10 +6,11 @@ happens before anything is sent, in all of them.
 """
 
 import numbers
-from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from google.protobuf.descriptor import Descriptor
+from google.protobuf.message import Message
 
 from primserve import _arrays, _wire
 from primserve.results import ArgExtreme, KeyedReduction, Partition, Runs, Selection
@@ -18,9 +19,16 @@ from primserve.v1 import primitives_pb2 as pb
 
 class Call(NamedTuple):
     rpc: str  # method of the primserve.v1.Primitives service
-    request: bytes  # serialized, with the arrays' data spliced in (see _wire)
+    message: Message  # the request with every parameter and each Array's dtype, no data
+    arrays: Dict[str, np.ndarray]  # each Array field's checked data, by field name
     response: Descriptor  # the response's message type
     parse: Callable[[Any], Any]  # the response as _wire.parse reads it -> what the method returns
+    streams: bool = True  # whether the *Stream form of rpc can answer it
+
+    @property
+    def request(self) -> bytes:
+        """The unary request, serialized with the arrays' data spliced in (see _wire)."""
+        return _wire.serialize(self.message, self.arrays)
 
 
 _OPS = {"sum": pb.SUM, "prod": pb.PROD, "min": pb.MIN, "max": pb.MAX, "argmin": pb.ARGMIN, "argmax": pb.ARGMAX}
@@ -77,7 +85,7 @@ def scan(a: np.ndarray, op: str, exclusive: bool, segments: Segments) -> Call:
     offsets = _offsets(segments)
     if offsets is not None:
         request.segment_offsets.extend(offsets.tolist())
-    return Call("Scan", _wire.serialize(request, {"input": a}), pb.ScanResponse.DESCRIPTOR,
+    return Call("Scan", request, {"input": a}, pb.ScanResponse.DESCRIPTOR,
                 lambda response: response.output)
 
 
@@ -96,7 +104,7 @@ def reduce(a: np.ndarray, op: str, segments: Segments) -> Call:
             return ArgExtreme(values, _first_if(whole, response.indices))
         return values
 
-    return Call("Reduce", _wire.serialize(request, {"input": a}), pb.ReduceResponse.DESCRIPTOR, parse)
+    return Call("Reduce", request, {"input": a}, pb.ReduceResponse.DESCRIPTOR, parse)
 
 
 def _scalar(value: Any, dtype: np.dtype, field: str) -> pb.Scalar:
@@ -176,18 +184,19 @@ def select(a: np.ndarray, where: Optional[Where], flags: Optional[np.ndarray], o
                              Selection(answer.values[kept:], answer.indices[kept:]))
         return Partition(answer[:kept], answer[kept:])
 
-    return Call("Select", _wire.serialize(request, arrays), pb.SelectResponse.DESCRIPTOR, parse)
+    # The server refuses to stream a partition.
+    return Call("Select", request, arrays, pb.SelectResponse.DESCRIPTOR, parse, streams=not partition)
 
 
 def unique(a: np.ndarray) -> Call:
     a = _arrays.check_array(a, "a")
-    return Call("Unique", _wire.serialize(pb.UniqueRequest(input=_arrays.header(a)), {"input": a}),
+    return Call("Unique", pb.UniqueRequest(input=_arrays.header(a)), {"input": a},
                 pb.UniqueResponse.DESCRIPTOR, lambda response: response.values)
 
 
 def run_length_encode(a: np.ndarray) -> Call:
     a = _arrays.check_array(a, "a")
-    return Call("RunLengthEncode", _wire.serialize(pb.RunLengthEncodeRequest(input=_arrays.header(a)), {"input": a}),
+    return Call("RunLengthEncode", pb.RunLengthEncodeRequest(input=_arrays.header(a)), {"input": a},
                 pb.RunLengthEncodeResponse.DESCRIPTOR, lambda response: Runs(response.values, response.lengths))
 
 
@@ -197,7 +206,7 @@ def reduce_by_key(keys: np.ndarray, values: np.ndarray, op: str) -> Call:
     _arrays.check_same_length(keys, "keys", values, "values")
     request = pb.ReduceByKeyRequest(keys=_arrays.header(keys), values=_arrays.header(values),
                                     op=_op(op, _SCAN_OPS, "reduce_by_key"))
-    return Call("ReduceByKey", _wire.serialize(request, {"keys": keys, "values": values}),
+    return Call("ReduceByKey", request, {"keys": keys, "values": values},
                 pb.ReduceByKeyResponse.DESCRIPTOR, lambda response: KeyedReduction(response.keys, response.values))
 
 
@@ -209,5 +218,5 @@ def aggregate_by_key(keys: np.ndarray, values: np.ndarray, num_keys: int, op: st
         raise ValueError(f"num_keys must be an integer >= 1; got {num_keys!r}")
     request = pb.AggregateByKeyRequest(keys=_arrays.header(keys), values=_arrays.header(values),
                                        op=_op(op, _AGGREGATE_OPS, "aggregate_by_key"), num_keys=int(num_keys))
-    return Call("AggregateByKey", _wire.serialize(request, {"keys": keys, "values": values}),
+    return Call("AggregateByKey", request, {"keys": keys, "values": values},
                 pb.AggregateByKeyResponse.DESCRIPTOR, lambda response: response.values)

@@ -19,7 +19,7 @@ import grpc
 import grpc.aio
 import numpy as np
 
-from primserve import _calls, _channel, _multiplex, _wire
+from primserve import _calls, _channel, _multiplex, _streams, _wire
 from primserve.errors import ServerError
 from primserve.results import KeyedReduction, Partition, Runs, Selection
 
@@ -65,18 +65,22 @@ class _Methods:
 
 
 class Client(_Methods):
-    """A grpc.aio connection to a primserve server; see primserve.Client for the arguments.
+    """A grpc.aio connection to a primserve server; see primserve.Client for the
+    arguments (stream_bytes and piece_bytes included).
 
     Create it inside the event loop it is used from.
     """
 
-    def __init__(self, address: str, *, tls: _channel.Tls = None, timeout: Optional[float] = None):
+    def __init__(self, address: str, *, tls: _channel.Tls = None, timeout: Optional[float] = None,
+                 stream_bytes: int = _streams.DEFAULT_STREAM_BYTES, piece_bytes: int = _streams.DEFAULT_PIECE_BYTES):
         creds = _channel.credentials(tls)
         if creds is None:
             self._channel = grpc.aio.insecure_channel(address, options=_channel.OPTIONS)
         else:
             self._channel = grpc.aio.secure_channel(address, creds, options=_channel.OPTIONS)
         self._rpcs = {name: self._channel.unary_unary(path) for name, path in _channel.RPC_PATHS.items()}
+        self._streams = {rpc: (self._channel.stream_unary(path) if rpc in _streams.ONE_ANSWER
+                               else self._channel.stream_stream(path)) for rpc, path in _streams.PATHS.items()}
         self._multiplex = self._channel.stream_stream(_multiplex.PATH)
         self._health = self._channel.unary_unary(
             _channel.HEALTH_CHECK,
@@ -84,6 +88,8 @@ class Client(_Methods):
             response_deserializer=_channel.HEALTH_RESPONSE.FromString,
         )
         self.timeout = timeout
+        self.stream_bytes = stream_bytes
+        self.piece_bytes = piece_bytes
 
     async def close(self) -> None:
         """Closes the channel; calls in flight end with CANCELLED."""
@@ -96,11 +102,22 @@ class Client(_Methods):
         await self.close()
 
     async def _invoke(self, call: _calls.Call) -> Any:
+        if _streams.wanted(call, self.stream_bytes):
+            return await self._stream(call)
         try:
             response = await self._rpcs[call.rpc](call.request, timeout=self.timeout)
         except grpc.RpcError as error:
             raise ServerError.from_rpc_error(error) from error
         return call.parse(_wire.parse(response, call.response))
+
+    async def _stream(self, call: _calls.Call) -> Any:
+        # grpc.aio sends the pieces from a task of its own while this one reads the answers.
+        try:
+            answers = self._streams[call.rpc](_streams.pieces(call, self.piece_bytes), timeout=self.timeout)
+            answers = [await answers] if call.rpc in _streams.ONE_ANSWER else [answer async for answer in answers]
+        except grpc.RpcError as error:
+            raise ServerError.from_rpc_error(error) from error
+        return _streams.join(call, answers)
 
     def multiplex(self) -> "Multiplex":
         """A Multiplex stream (see primserve.Client.multiplex): many calls on one gRPC

@@ -9,7 +9,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 import grpc
 import numpy as np
 
-from primserve import _calls, _channel, _multiplex, _wire
+from primserve import _calls, _channel, _multiplex, _streams, _wire
 from primserve.errors import ServerError
 from primserve.results import KeyedReduction, Partition, Runs, Selection
 
@@ -33,6 +33,13 @@ class Client:
             mutual TLS.
         timeout: seconds each call may take; None for no limit. A call past
             it raises ServerError with code DEADLINE_EXCEEDED.
+        stream_bytes: a call whose input arrays total more than this many
+            bytes goes through the method's streaming RPC (ScanStream, ...),
+            which has no 2 GiB message limit and overlaps sending with the
+            server's work; the answer is the same. select(partition=True)
+            is always unary (the server does not stream it).
+        piece_bytes: the array data in each message of a stream (whole
+            elements; at least one).
 
     >>> import numpy as np, primserve
     >>> with primserve.Client("localhost:50051") as client:
@@ -40,13 +47,16 @@ class Client:
     array([ 3,  4,  8,  9, 14], dtype=int32)
     """
 
-    def __init__(self, address: str, *, tls: _channel.Tls = None, timeout: Optional[float] = None):
+    def __init__(self, address: str, *, tls: _channel.Tls = None, timeout: Optional[float] = None,
+                 stream_bytes: int = _streams.DEFAULT_STREAM_BYTES, piece_bytes: int = _streams.DEFAULT_PIECE_BYTES):
         creds = _channel.credentials(tls)
         if creds is None:
             self._channel = grpc.insecure_channel(address, options=_channel.OPTIONS)
         else:
             self._channel = grpc.secure_channel(address, creds, options=_channel.OPTIONS)
         self._rpcs = {name: self._channel.unary_unary(path) for name, path in _channel.RPC_PATHS.items()}
+        self._streams = {rpc: (self._channel.stream_unary(path) if rpc in _streams.ONE_ANSWER
+                               else self._channel.stream_stream(path)) for rpc, path in _streams.PATHS.items()}
         self._multiplex = self._channel.stream_stream(_multiplex.PATH)
         self._health = self._channel.unary_unary(
             _channel.HEALTH_CHECK,
@@ -54,6 +64,8 @@ class Client:
             response_deserializer=_channel.HEALTH_RESPONSE.FromString,
         )
         self.timeout = timeout
+        self.stream_bytes = stream_bytes
+        self.piece_bytes = piece_bytes
 
     def close(self) -> None:
         """Closes the channel; calls in flight end with CANCELLED."""
@@ -66,11 +78,22 @@ class Client:
         self.close()
 
     def _invoke(self, call: _calls.Call) -> Any:
+        if _streams.wanted(call, self.stream_bytes):
+            return self._stream(call)
         try:
             response = self._rpcs[call.rpc](call.request, timeout=self.timeout)
         except grpc.RpcError as error:
             raise ServerError.from_rpc_error(error) from error
         return call.parse(_wire.parse(response, call.response))
+
+    def _stream(self, call: _calls.Call) -> Any:
+        # gRPC sends the pieces from its own thread while this one reads the answers.
+        try:
+            answers = self._streams[call.rpc](_streams.pieces(call, self.piece_bytes), timeout=self.timeout)
+            answers = [answers] if call.rpc in _streams.ONE_ANSWER else list(answers)
+        except grpc.RpcError as error:
+            raise ServerError.from_rpc_error(error) from error
+        return _streams.join(call, answers)
 
     def scan(self, a: np.ndarray, op: str = "sum", exclusive: bool = False,
              segments: _calls.Segments = None) -> np.ndarray:
