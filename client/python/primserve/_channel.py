@@ -52,6 +52,8 @@ OPTIONS = [
 # and out: _wire serializes the requests and reads the responses.
 _SERVICE = primitives_pb2.DESCRIPTOR.services_by_name["Primitives"]
 RPC_PATHS = {method.name: f"/{_SERVICE.full_name}/{method.name}" for method in _SERVICE.methods}
+_SHM_SERVICE = primitives_pb2.DESCRIPTOR.services_by_name["SharedMemory"]
+SHM_PATHS = {method.name: f"/{_SHM_SERVICE.full_name}/{method.name}" for method in _SHM_SERVICE.methods}
 
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 HEALTH_REQUEST = health_pb2.HealthCheckRequest

@@ -31,6 +31,8 @@ from primserve.v1 import primitives_pb2 as pb
 VARINT, _I64, LEN, _I32 = 0, 1, 2, 5
 _ARRAY_DTYPE = pb.Array.DESCRIPTOR.fields_by_name["dtype"].number
 _ARRAY_DATA = pb.Array.DESCRIPTOR.fields_by_name["data"].number
+_ARRAY_SHM = pb.Array.DESCRIPTOR.fields_by_name["shm"].number
+_REF_BYTE_SIZE = pb.SharedMemoryRef.DESCRIPTOR.fields_by_name["byte_size"].number
 # The responses' scalar fields (SelectResponse.count): non-negative varints.
 _UNSIGNED = (FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_BOOL)
 
@@ -103,12 +105,17 @@ def fields(buffer: bytes, at: int, end: int):
         yield number, wire_type, value
 
 
-def parse(buffer: bytes, descriptor: Descriptor, start: int = 0, end: Optional[int] = None) -> SimpleNamespace:
+def parse(buffer: bytes, descriptor: Descriptor, start: int = 0, end: Optional[int] = None,
+          placed: Optional[Dict[str, np.ndarray]] = None) -> SimpleNamespace:
     """The fields by name of the response in buffer[start:end]: each Array as a
     read-only ndarray over `buffer` (None if the response has none), each
-    unsigned integer as an int (0 if absent)."""
+    unsigned integer as an int (0 if absent).
+
+    `placed` maps the fields the request placed in shared memory to the
+    arrays over that memory; such a field's Array carries `shm` with the bytes
+    written, and comes back as the start of its array, of the answer's dtype."""
     by_number = {field.number: field for field in descriptor.fields}
-    arrays: Dict[str, List] = {}  # name -> [dtype code, (start, end) of data]
+    arrays: Dict[str, List] = {}  # name -> [dtype code, (start, end) of data, bytes written in shared memory]
     scalars: Dict[str, int] = {}
     for number, wire_type, value in fields(buffer, start, len(buffer) if end is None else end):
         field = by_number.get(number)
@@ -116,28 +123,49 @@ def parse(buffer: bytes, descriptor: Descriptor, start: int = 0, end: Optional[i
             continue  # a field this client predates
         if _is_array(field) and wire_type == LEN:
             # A repeated occurrence merges into the earlier one, as protobuf's parser does.
-            array = arrays.setdefault(field.name, [pb.DTYPE_UNSPECIFIED, (0, 0)])
+            array = arrays.setdefault(field.name, [pb.DTYPE_UNSPECIFIED, (0, 0), None])
             for inner_number, inner_type, inner in fields(buffer, *value):
                 if inner_number == _ARRAY_DTYPE and inner_type == VARINT:
                     array[0] = inner
                 elif inner_number == _ARRAY_DATA and inner_type == LEN:
                     array[1] = inner
+                elif inner_number == _ARRAY_SHM and inner_type == LEN:
+                    array[2] = next((size for number, kind, size in fields(buffer, *inner)
+                                     if number == _REF_BYTE_SIZE and kind == VARINT), 0)
         elif field.type in _UNSIGNED and wire_type == VARINT:
             scalars[field.name] = value
     answer = SimpleNamespace()
     for field in descriptor.fields:
         if _is_array(field):
-            setattr(answer, field.name, _to_ndarray(buffer, field.name, *arrays[field.name])
-                    if field.name in arrays else None)
+            array = arrays.get(field.name)
+            if array is None:
+                setattr(answer, field.name, None)
+            elif array[2] is not None:
+                setattr(answer, field.name, _placed(placed or {}, field.name, array[0], array[2]))
+            else:
+                setattr(answer, field.name, _to_ndarray(buffer, field.name, array[0], array[1]))
         elif field.type in _UNSIGNED:
             setattr(answer, field.name, scalars.get(field.name, 0))
     return answer
 
 
-def _to_ndarray(buffer: bytes, name: str, dtype_code: int, span: Tuple[int, int]) -> np.ndarray:
+def _dtype(dtype_code: int, name: str) -> np.dtype:
     dtype = _arrays.NUMPY_DTYPES.get(dtype_code)
     if dtype is None:
         raise ValueError(f"the server's answer has dtype {dtype_code} in {name}")
+    return np.dtype(dtype)
+
+
+def _placed(placed: Dict[str, np.ndarray], name: str, dtype_code: int, byte_size: int) -> np.ndarray:
+    out = placed.get(name)
+    dtype = _dtype(dtype_code, name)
+    if out is None or byte_size > out.nbytes or byte_size % dtype.itemsize:
+        raise ValueError(f"the server's answer placed {byte_size} bytes of {name} where the request gave no room")
+    return out.view(np.uint8)[:byte_size].view(dtype)
+
+
+def _to_ndarray(buffer: bytes, name: str, dtype_code: int, span: Tuple[int, int]) -> np.ndarray:
+    dtype = _dtype(dtype_code, name)
     start, end = span
     if (end - start) % dtype.itemsize:
         raise ValueError(f"the server's answer has {end - start} bytes of {dtype} in {name}")

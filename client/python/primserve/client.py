@@ -1,17 +1,19 @@
 """The blocking client, and its Multiplex stream."""
 
 import itertools
+import numbers
 import queue
 import threading
 from concurrent.futures import Future
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import grpc
 import numpy as np
 
-from primserve import _calls, _channel, _multiplex, _streams, _wire
+from primserve import _calls, _channel, _multiplex, _shm, _streams, _wire
 from primserve.errors import ServerError
 from primserve.results import KeyedReduction, Partition, Runs, Selection
+from primserve.v1 import primitives_pb2 as pb
 
 
 class Client:
@@ -41,6 +43,11 @@ class Client:
         piece_bytes: the array data in each message of a stream (whole
             elements; at least one).
 
+    Every method but health also takes ``out=``: a view into a region from
+    shared_memory() that receives the answer's values (a Select with
+    output="indices": its indices), returned as a view of it; inputs that are
+    views into a region are read there by the server. See shared_memory().
+
     >>> import numpy as np, primserve
     >>> with primserve.Client("localhost:50051") as client:
     ...     client.scan(np.array([3, 1, 4, 1, 5], dtype=np.int32))
@@ -57,6 +64,11 @@ class Client:
         self._rpcs = {name: self._channel.unary_unary(path) for name, path in _channel.RPC_PATHS.items()}
         self._streams = {rpc: (self._channel.stream_unary(path) if rpc in _streams.ONE_ANSWER
                                else self._channel.stream_stream(path)) for rpc, path in _streams.PATHS.items()}
+        self._register = self._channel.unary_unary(
+            _channel.SHM_PATHS["RegisterSystem"], request_serializer=pb.RegisterSystemRequest.SerializeToString)
+        self._unregister = self._channel.unary_unary(
+            _channel.SHM_PATHS["Unregister"], request_serializer=pb.UnregisterRequest.SerializeToString)
+        self._regions: List[_shm.Region] = []
         self._multiplex = self._channel.stream_stream(_multiplex.PATH)
         self._health = self._channel.unary_unary(
             _channel.HEALTH_CHECK,
@@ -77,14 +89,15 @@ class Client:
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
 
-    def _invoke(self, call: _calls.Call) -> Any:
+    def _invoke(self, call: _calls.Call, out: Optional[np.ndarray] = None) -> Any:
+        call, placed = _shm.place(call, self._regions, out)
         if _streams.wanted(call, self.stream_bytes):
             return self._stream(call)
         try:
             response = self._rpcs[call.rpc](call.request, timeout=self.timeout)
         except grpc.RpcError as error:
             raise ServerError.from_rpc_error(error) from error
-        return call.parse(_wire.parse(response, call.response))
+        return call.parse(_wire.parse(response, call.response, placed=placed))
 
     def _stream(self, call: _calls.Call) -> Any:
         # gRPC sends the pieces from its own thread while this one reads the answers.
@@ -96,7 +109,7 @@ class Client:
         return _streams.join(call, answers)
 
     def scan(self, a: np.ndarray, op: str = "sum", exclusive: bool = False,
-             segments: _calls.Segments = None) -> np.ndarray:
+             segments: _calls.Segments = None, out: Optional[np.ndarray] = None) -> np.ndarray:
         """Inclusive or exclusive scan: ``numpy.cumsum`` and its kin.
 
         Args:
@@ -116,9 +129,10 @@ class Client:
         >>> client.scan(np.array([1., 2., 3., 4.]), op="max", segments=[0, 2])
         array([1., 2., 3., 4.])
         """
-        return self._invoke(_calls.scan(a, op, exclusive, segments))
+        return self._invoke(_calls.scan(a, op, exclusive, segments), out)
 
-    def reduce(self, a: np.ndarray, op: str = "sum", segments: _calls.Segments = None) -> Any:
+    def reduce(self, a: np.ndarray, op: str = "sum", segments: _calls.Segments = None,
+               out: Optional[np.ndarray] = None) -> Any:
         """Reduction: ``a.sum()``, ``a.prod()``, ``a.min()``, ``a.max()``, argmin, argmax.
 
         Args:
@@ -140,10 +154,11 @@ class Client:
         >>> client.reduce(np.array([3, 9, 2, 9], dtype=np.int32), op="min", segments=[0, 1])
         array([3, 2], dtype=int32)
         """
-        return self._invoke(_calls.reduce(a, op, segments))
+        return self._invoke(_calls.reduce(a, op, segments), out)
 
     def select(self, a: np.ndarray, where: Optional[_calls.Where] = None, *, flags: Optional[np.ndarray] = None,
-               output: str = "values", partition: bool = False) -> Union[np.ndarray, Selection, Partition, int]:
+               output: str = "values", partition: bool = False,
+               out: Optional[np.ndarray] = None) -> Union[np.ndarray, Selection, Partition, int]:
         """Stream compaction: ``a[mask]``, ``numpy.flatnonzero(mask)``, ``numpy.count_nonzero(mask)``.
 
         Give exactly one criterion:
@@ -179,9 +194,9 @@ class Client:
         >>> client.select(a, (">", 4), partition=True)
         Partition(selected=array([5, 7, 9], dtype=int32), rejected=array([1, 3], dtype=int32))
         """
-        return self._invoke(_calls.select(a, where, flags, output, partition))
+        return self._invoke(_calls.select(a, where, flags, output, partition), out)
 
-    def unique(self, a: np.ndarray) -> np.ndarray:
+    def unique(self, a: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
         """Drops consecutive duplicates (bit-pattern equality), keeping order.
 
         Unlike ``numpy.unique`` it does not sort: on a sorted array the two
@@ -190,17 +205,18 @@ class Client:
         >>> client.unique(np.array([1, 1, 2, 2, 1], dtype=np.uint32))
         array([1, 2, 1], dtype=uint32)
         """
-        return self._invoke(_calls.unique(a))
+        return self._invoke(_calls.unique(a), out)
 
-    def run_length_encode(self, a: np.ndarray) -> Runs:
+    def run_length_encode(self, a: np.ndarray, out: Optional[np.ndarray] = None) -> Runs:
         """Runs of consecutive equal elements (bit-pattern equality): Runs(values, lengths).
 
         >>> client.run_length_encode(np.array([7, 7, 7, 2, 7], dtype=np.int64))
         Runs(values=array([7, 2, 7]), lengths=array([3, 1, 1]))
         """
-        return self._invoke(_calls.run_length_encode(a))
+        return self._invoke(_calls.run_length_encode(a), out)
 
-    def reduce_by_key(self, keys: np.ndarray, values: np.ndarray, op: str = "sum") -> KeyedReduction:
+    def reduce_by_key(self, keys: np.ndarray, values: np.ndarray, op: str = "sum",
+                      out: Optional[np.ndarray] = None) -> KeyedReduction:
         """Reduces the values of each run of consecutive equal keys: KeyedReduction(keys, values).
 
         Args:
@@ -210,9 +226,10 @@ class Client:
         >>> client.reduce_by_key(np.array([4, 4, 1], dtype=np.int32), np.array([0.5, 1.0, 2.0]))
         KeyedReduction(keys=array([4, 1], dtype=int32), values=array([1.5, 2. ]))
         """
-        return self._invoke(_calls.reduce_by_key(keys, values, op))
+        return self._invoke(_calls.reduce_by_key(keys, values, op), out)
 
-    def aggregate_by_key(self, keys: np.ndarray, values: np.ndarray, num_keys: int, op: str = "sum") -> np.ndarray:
+    def aggregate_by_key(self, keys: np.ndarray, values: np.ndarray, num_keys: int, op: str = "sum",
+                         out: Optional[np.ndarray] = None) -> np.ndarray:
         """Group-by over unsorted keys: out[k] = op over values[i] with keys[i] == k.
 
         Like ``numpy.bincount(keys, weights=values, minlength=num_keys)`` for
@@ -228,7 +245,48 @@ class Client:
         >>> client.aggregate_by_key(np.array([2, 0, 2], dtype=np.int32), np.array([1., 2., 3.]), num_keys=3)
         array([2., 0., 4.])
         """
-        return self._invoke(_calls.aggregate_by_key(keys, values, num_keys, op))
+        return self._invoke(_calls.aggregate_by_key(keys, values, num_keys, op), out)
+
+    def shared_memory(self, size: int, name: Optional[str] = None) -> _shm.Region:
+        """A new POSIX shared-memory object of `size` bytes, registered with the
+        server (which must run on this host with --shared_memory) as a region.
+
+        Arrays from ``region.array(dtype, count, offset=0)`` are numpy views
+        into it: as inputs they are read by the server in place (no bytes
+        sent), and as a method's ``out=`` they receive its values (a Select
+        with output="indices": its indices) and the method returns a view of
+        what was written. Calls using a region are always unary. Closing the
+        region (or leaving its ``with`` block) unregisters and unlinks it.
+
+        Args:
+            size: bytes, at least 1.
+            name: the region's name on the server; default the object's name.
+
+        >>> with client.shared_memory(8 * 5) as region:
+        ...     a = region.array(np.int32, 5)
+        ...     a[:] = [3, 1, 4, 1, 5]
+        ...     answer = client.scan(a, out=region.array(np.int32, 5, offset=20))
+        ...     print(answer)
+        [ 3  4  8  9 14]
+        """
+        def register(region: _shm.Region) -> None:
+            try:
+                self._register(pb.RegisterSystemRequest(name=region.name, key=region.key, byte_size=region.size),
+                               timeout=self.timeout)
+            except grpc.RpcError as error:
+                raise ServerError.from_rpc_error(error) from error
+            self._regions.append(region)
+
+        def unregister(region: _shm.Region) -> None:
+            self._regions.remove(region)
+            try:
+                self._unregister(pb.UnregisterRequest(name=region.name), timeout=self.timeout)
+            except grpc.RpcError as error:
+                raise ServerError.from_rpc_error(error) from error
+
+        if isinstance(size, (bool, np.bool_)) or not isinstance(size, numbers.Integral) or size < 1:
+            raise ValueError(f"size must be an integer >= 1; got {size!r}")
+        return _shm.Region(name, int(size), register, unregister)
 
     def multiplex(self) -> "Multiplex":
         """A Multiplex stream: many calls on one gRPC stream, each answered as it finishes.

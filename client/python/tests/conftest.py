@@ -123,3 +123,9 @@ def client(address):
 
     with primserve.Client(address, timeout=60) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def shm_address(start_server):
+    """host:port of a plaintext CPU primserve with --shared_memory."""
+    return f"127.0.0.1:{start_server('--shared_memory').port}"

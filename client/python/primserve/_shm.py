@@ -1,0 +1,124 @@
+"""System shared memory: regions a client registers, and requests that name them.
+
+An input that is a view into a registered region goes as an Array.shm ref
+(its bytes are not sent); `out=`, a view into one, becomes the request's
+output_location, and the answer comes back as a view of what the server
+wrote there.
+"""
+
+from multiprocessing import shared_memory
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from primserve import _arrays, _calls
+from primserve.v1 import primitives_pb2 as pb
+
+
+class Region:
+    """A POSIX shared-memory object registered with the server, from Client.shared_memory().
+
+    ``array(dtype, count, offset)`` gives numpy views into it; pass them as
+    inputs or as ``out=`` to the client's methods. ``close()`` (or leaving the
+    ``with`` block) unregisters the region and unlinks the object; views
+    into it stay readable (the mapping is kept until the last one goes) but
+    are ordinary memory to the client from then on.
+    """
+
+    def __init__(self, name: Optional[str], size: int, register: Callable[["Region"], None],
+                 unregister: Callable[["Region"], None]):
+        self.shm = shared_memory.SharedMemory(create=True, size=size)
+        self.name = name or self.shm.name
+        self.size = size
+        self._unregister = unregister
+        try:
+            register(self)
+        except BaseException:
+            self.shm.close()
+            self.shm.unlink()
+            raise
+        self.closed = False
+
+    @property
+    def key(self) -> str:
+        """The shm object's name as shm_open takes it: its file is /dev/shm/<key without '/'>."""
+        return "/" + self.shm.name
+
+    def _address(self) -> int:
+        base = np.frombuffer(self.shm.buf, dtype=np.uint8, count=0)
+        return base.ctypes.data
+
+    def array(self, dtype: Any, count: int, offset: int = 0) -> np.ndarray:
+        """A writable view of `count` elements of `dtype` from byte `offset` of the region."""
+        dtype = np.dtype(dtype)
+        if dtype not in _arrays.DTYPES:
+            raise TypeError(f"a region holds arrays of {', '.join(d.name for d in _arrays.DTYPES)}; got {dtype}")
+        if offset % dtype.itemsize or offset < 0 or offset + count * dtype.itemsize > self.size:
+            raise ValueError(f"{count} elements of {dtype} from byte {offset} do not fit "
+                             f"the region's {self.size} bytes at element boundaries")
+        return np.frombuffer(self.shm.buf, dtype=dtype, count=count, offset=offset)
+
+    def ref(self, a: np.ndarray) -> Optional[pb.SharedMemoryRef]:
+        """The region's ref to the bytes of a (1-D, contiguous), or None if they are not all in it."""
+        start = a.ctypes.data - self._address()
+        if self.closed or start < 0 or start + a.nbytes > self.size:
+            return None
+        return pb.SharedMemoryRef(region=self.name, offset=start, byte_size=a.nbytes)
+
+    def close(self) -> None:
+        """Unregisters the region, unlinks the object and unmaps it."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self._unregister(self)
+        finally:
+            self.shm.unlink()
+            try:
+                self.shm.close()
+            except BufferError:
+                # Views outlive the region: the mapping goes with the last of them.
+                self.shm._mmap = None
+                self.shm.close()
+
+    def __enter__(self) -> "Region":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+
+def _ref(regions: List[Region], a: np.ndarray) -> Optional[pb.SharedMemoryRef]:
+    return next((ref for ref in (region.ref(a) for region in regions) if ref is not None), None)
+
+
+def _output_fields(call: _calls.Call) -> Tuple[str, str]:
+    """Where `out` goes: the OutputLocation field and the response's field."""
+    if call.rpc == "Select" and call.message.output == pb.SelectRequest.INDICES:
+        return "indices", "indices"
+    return "values", "output" if call.rpc == "Scan" else "values"
+
+
+def place(call: _calls.Call, regions: List[Region], out: Optional[np.ndarray]) -> Tuple[_calls.Call, Dict[str, np.ndarray]]:
+    """The call with its inputs in the regions as refs and `out` as its
+    output_location, and the response's placed fields for _wire.parse."""
+    inputs = {name: _ref(regions, a) for name, a in call.arrays.items()}
+    if out is None and not any(inputs.values()):
+        return call, {}
+    message = type(call.message)()
+    message.CopyFrom(call.message)
+    for name, ref in inputs.items():
+        if ref is not None:
+            getattr(message, name).shm.CopyFrom(ref)
+    placed = {}
+    if out is not None:
+        out = _arrays.check_array(out, "out")
+        ref = _ref(regions, out)
+        if ref is None:
+            raise ValueError("out must be a view into a region from this client's shared_memory()")
+        location_field, response_field = _output_fields(call)
+        getattr(message.output_location, location_field).CopyFrom(ref)
+        placed[response_field] = out
+    arrays = {name: a for name, a in call.arrays.items() if inputs[name] is None}
+    # The server reads and writes regions in unary calls only.
+    return call._replace(message=message, arrays=arrays, streams=False), placed

@@ -1,0 +1,164 @@
+"""Client.shared_memory against a CPU primserve with --shared_memory: inputs and outputs in a
+region answer as inline calls do, the errors, and nothing left in /dev/shm."""
+
+import os
+
+import numpy as np
+import pytest
+
+import primserve
+import reference as ref
+from reference import DTYPES
+
+N = 1000
+
+
+@pytest.fixture
+def shm_client(shm_address):
+    # stream_bytes=0: an inline call of these sizes would stream, a region's stays unary.
+    with primserve.Client(shm_address, timeout=60, stream_bytes=0) as c:
+        yield c
+
+
+@pytest.fixture
+def rng():
+    seed = np.random.SeedSequence().entropy
+    print(f"seed {seed}")
+    return np.random.default_rng(seed)
+
+
+def shm_files():
+    return set(os.listdir("/dev/shm"))
+
+
+def same(actual, expected):
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.dtype == expected.dtype and actual.tobytes() == expected.tobytes()
+
+
+def test_docstring_example(shm_client):
+    import doctest
+
+    runner = doctest.DocTestRunner()
+    for test in doctest.DocTestFinder().find(primserve.Client.shared_memory, "Client.shared_memory",
+                                             globs={"client": shm_client, "np": np}):
+        runner.run(test)
+    results = runner.summarize(verbose=False)
+    assert results.failed == 0 and results.attempted == 1  # the with block, its printed answer checked
+
+
+def test_region_is_registered_and_gone_after_close(shm_client):
+    before = shm_files()
+    with shm_client.shared_memory(4096, name="test-region") as region:
+        assert region.key[1:] in shm_files()
+        a = region.array(np.int64, 10)
+        a[:] = np.arange(10)
+        assert shm_client.reduce(a) == 45
+    assert shm_files() == before
+    assert shm_client.reduce(a) == 45  # a view of a closed region goes inline (a ref would be NOT_FOUND)
+    with shm_client.shared_memory(64, name="test-region"):  # the name was unregistered
+        pass
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_inputs_and_outputs_in_a_region_equal_inline(shm_client, client, rng, dtype):
+    before = shm_files()
+    a_inline = np.sort(rng.integers(0, 100, N)).astype(dtype)  # runs for unique and run_length_encode
+    keys_inline = np.sort(rng.integers(0, 20, N)).astype(np.int32)
+    with shm_client.shared_memory(64 * N) as region:
+        a = region.array(dtype, N)
+        a[:] = a_inline
+        keys = region.array(np.int32, N, offset=8 * N)
+        keys[:] = keys_inline
+        out = region.array(dtype, N, offset=16 * N)
+        indices = region.array(np.int64, N, offset=32 * N)
+        # `out` takes each answer in turn: compare each as it comes.
+        calls = [
+            lambda c, a, keys, out: c.scan(a, out=out),
+            lambda c, a, keys, out: c.scan(a, op="max", exclusive=True, segments=[0, 10, 500]),
+            lambda c, a, keys, out: c.reduce(a, segments=[0, 100, 100], out=out),
+            lambda c, a, keys, out: c.reduce(a, op="argmin", out=out),
+            lambda c, a, keys, out: c.select(a, ("gt", 50), out=out),
+            lambda c, a, keys, out: c.select(a, flags=keys, output="indices",
+                                             out=None if out is None else indices),
+            lambda c, a, keys, out: c.select(a, flags=keys, output="both", out=out),
+            lambda c, a, keys, out: c.unique(a, out=out),
+            lambda c, a, keys, out: c.run_length_encode(a, out=out),
+            lambda c, a, keys, out: c.reduce_by_key(keys, a, op="min", out=out),
+            lambda c, a, keys, out: c.aggregate_by_key(keys, a, 20, out=out),
+        ]
+        for call in calls:
+            placed, inline = call(shm_client, a, keys, out), call(client, a_inline, keys_inline, None)
+            if isinstance(inline, tuple):
+                assert type(placed) is type(inline)
+                for part, inline_part in zip(placed, inline):
+                    same(part, inline_part)
+            else:
+                same(placed, inline)
+        same(shm_client.scan(a, out=out), np.cumsum(a_inline, dtype=dtype))
+        assert np.shares_memory(shm_client.scan(a, out=out), out)  # written into the region
+    assert shm_files() == before
+
+
+def test_answers_in_one_region_each(shm_client, client, rng):
+    a_inline = rng.integers(0, 100, N).astype(np.float64)
+    with shm_client.shared_memory(16 * N) as region:
+        a = region.array(np.float64, N)
+        a[:] = a_inline
+        out = region.array(np.float64, N, offset=8 * N)
+        same(shm_client.scan(a, out=out), client.scan(a_inline))
+        same(out, np.cumsum(a_inline))
+        same(shm_client.select(a, ("lt", 30), out=out), a_inline[a_inline < 30])
+        same(shm_client.reduce(a, op="max", out=out), a_inline.max())
+
+
+def test_output_region_too_small(shm_client, rng):
+    with shm_client.shared_memory(8 * N) as region:
+        a = region.array(np.int32, N)
+        a[:] = rng.integers(0, 100, N)
+        with pytest.raises(primserve.ServerError) as error:
+            shm_client.scan(a, out=region.array(np.int32, N // 2, offset=4 * N))
+        assert error.value.code.name == "INVALID_ARGUMENT"
+        with pytest.raises(primserve.ServerError) as error:
+            shm_client.select(a, ("ge", 0), out=region.array(np.int32, 10, offset=4 * N))
+        assert error.value.code.name == "INVALID_ARGUMENT"
+        # The next good request is answered.
+        same(shm_client.scan(a, out=region.array(np.int32, N, offset=4 * N)), np.cumsum(a, dtype=np.int32))
+
+
+def test_out_outside_a_region_and_bad_regions(shm_client):
+    with pytest.raises(ValueError, match="out must be a view"):
+        shm_client.scan(np.arange(4), out=np.empty(4, dtype=np.int64))
+    with pytest.raises(ValueError):
+        shm_client.shared_memory(0)
+    with shm_client.shared_memory(64, name="twice"):
+        with pytest.raises(primserve.ServerError) as error:
+            shm_client.shared_memory(64, name="twice")
+        assert error.value.code.name == "ALREADY_EXISTS"
+    with pytest.raises(TypeError):
+        with shm_client.shared_memory(64) as region:
+            region.array(np.int16, 4)
+
+
+def test_server_without_shared_memory(client):
+    before = shm_files()
+    with pytest.raises(primserve.ServerError) as error:
+        client.shared_memory(64)
+    assert error.value.code.name == "UNIMPLEMENTED"
+    assert shm_files() == before
+
+
+def test_inputs_in_a_region_are_not_sent(shm_client):
+    sent = []
+    scan = shm_client._rpcs["Scan"]
+
+    def spy(request, **kwargs):
+        sent.append(len(request))
+        return scan(request, **kwargs)
+
+    shm_client._rpcs = dict(shm_client._rpcs, Scan=spy)
+    with shm_client.shared_memory(16 * N) as region:
+        a = region.array(np.int64, N)
+        a[:] = np.arange(N)
+        same(shm_client.scan(a, out=region.array(np.int64, N, offset=8 * N)), np.cumsum(np.arange(N)))
+    assert len(sent) == 1 and sent[0] < 100  # refs, not the 8000 bytes
