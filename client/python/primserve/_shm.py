@@ -6,6 +6,7 @@ output_location, and the answer comes back as a view of what the server
 wrote there.
 """
 
+import numbers
 from multiprocessing import shared_memory
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -15,38 +16,20 @@ from primserve import _arrays, _calls
 from primserve.v1 import primitives_pb2 as pb
 
 
-class Region:
-    """A POSIX shared-memory object registered with the server, from Client.shared_memory().
+class Memory:
+    """A new POSIX shared-memory object and numpy views into it; Region and
+    aio.Region add its registration with the server."""
 
-    ``array(dtype, count, offset)`` gives numpy views into it; pass them as
-    inputs or as ``out=`` to the client's methods. ``close()`` (or leaving the
-    ``with`` block) unregisters the region and unlinks the object; views
-    into it stay readable (the mapping is kept until the last one goes) but
-    are ordinary memory to the client from then on.
-    """
-
-    def __init__(self, name: Optional[str], size: int, register: Callable[["Region"], None],
-                 unregister: Callable[["Region"], None]):
+    def __init__(self, name: Optional[str], size: int):
         self.shm = shared_memory.SharedMemory(create=True, size=size)
         self.name = name or self.shm.name
         self.size = size
-        self._unregister = unregister
-        try:
-            register(self)
-        except BaseException:
-            self.shm.close()
-            self.shm.unlink()
-            raise
         self.closed = False
 
     @property
     def key(self) -> str:
         """The shm object's name as shm_open takes it: its file is /dev/shm/<key without '/'>."""
         return "/" + self.shm.name
-
-    def _address(self) -> int:
-        base = np.frombuffer(self.shm.buf, dtype=np.uint8, count=0)
-        return base.ctypes.data
 
     def array(self, dtype: Any, count: int, offset: int = 0) -> np.ndarray:
         """A writable view of `count` elements of `dtype` from byte `offset` of the region."""
@@ -60,26 +43,47 @@ class Region:
 
     def ref(self, a: np.ndarray) -> Optional[pb.SharedMemoryRef]:
         """The region's ref to the bytes of a (1-D, contiguous), or None if they are not all in it."""
-        start = a.ctypes.data - self._address()
-        if self.closed or start < 0 or start + a.nbytes > self.size:
+        if self.closed:
+            return None
+        start = a.ctypes.data - np.frombuffer(self.shm.buf, dtype=np.uint8, count=0).ctypes.data
+        if start < 0 or start + a.nbytes > self.size:
             return None
         return pb.SharedMemoryRef(region=self.name, offset=start, byte_size=a.nbytes)
+
+    def release(self) -> None:
+        """Unlinks the object and unmaps it."""
+        self.closed = True
+        self.shm.unlink()
+        try:
+            self.shm.close()
+        except BufferError:
+            # Views outlive the region: the mapping goes with the last of them.
+            self.shm._mmap = None
+            self.shm.close()
+
+
+class Region(Memory):
+    """A POSIX shared-memory object registered with the server, from Client.shared_memory().
+
+    ``array(dtype, count, offset)`` gives numpy views into it; pass them as
+    inputs or as ``out=`` to the client's methods. ``close()`` (or leaving the
+    ``with`` block) unregisters the region and unlinks the object; views
+    into it stay readable (the mapping is kept until the last one goes) but
+    are ordinary memory to the client from then on.
+    """
+
+    def __init__(self, name: Optional[str], size: int, unregister: Callable[["Region"], None]):
+        super().__init__(name, size)
+        self._unregister = unregister
 
     def close(self) -> None:
         """Unregisters the region, unlinks the object and unmaps it."""
         if self.closed:
             return
-        self.closed = True
         try:
             self._unregister(self)
         finally:
-            self.shm.unlink()
-            try:
-                self.shm.close()
-            except BufferError:
-                # Views outlive the region: the mapping goes with the last of them.
-                self.shm._mmap = None
-                self.shm.close()
+            self.release()
 
     def __enter__(self) -> "Region":
         return self
@@ -88,7 +92,13 @@ class Region:
         self.close()
 
 
-def _ref(regions: List[Region], a: np.ndarray) -> Optional[pb.SharedMemoryRef]:
+def check_size(size: int) -> int:
+    if isinstance(size, (bool, np.bool_)) or not isinstance(size, numbers.Integral) or size < 1:
+        raise ValueError(f"size must be an integer >= 1; got {size!r}")
+    return int(size)
+
+
+def _ref(regions: List[Memory], a: np.ndarray) -> Optional[pb.SharedMemoryRef]:
     return next((ref for ref in (region.ref(a) for region in regions) if ref is not None), None)
 
 
@@ -99,7 +109,7 @@ def _output_fields(call: _calls.Call) -> Tuple[str, str]:
     return "values", "output" if call.rpc == "Scan" else "values"
 
 
-def place(call: _calls.Call, regions: List[Region], out: Optional[np.ndarray]) -> Tuple[_calls.Call, Dict[str, np.ndarray]]:
+def place(call: _calls.Call, regions: List[Memory], out: Optional[np.ndarray]) -> Tuple[_calls.Call, Dict[str, np.ndarray]]:
     """The call with its inputs in the regions as refs and `out` as its
     output_location, and the response's placed fields for _wire.parse."""
     inputs = {name: _ref(regions, a) for name, a in call.arrays.items()}

@@ -13,55 +13,58 @@ before anything is sent, same answers and the same ServerError.
 
 import asyncio
 import itertools
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Callable, Awaitable, Dict, List, Optional, Tuple, Union
 
 import grpc
 import grpc.aio
 import numpy as np
 
-from primserve import _calls, _channel, _multiplex, _streams, _wire
+from primserve import _calls, _channel, _multiplex, _shm, _streams, _wire
 from primserve.errors import ServerError
 from primserve.results import KeyedReduction, Partition, Runs, Selection
+from primserve.v1 import primitives_pb2 as pb
 
 
 class _Methods:
     """The RPCs as awaitable methods, shared by Client (one call each) and
     Multiplex (requests on one stream); each subclass defines _invoke."""
 
-    async def _invoke(self, call: _calls.Call) -> Any:
+    async def _invoke(self, call: _calls.Call, out: Optional[np.ndarray]) -> Any:
         raise NotImplementedError
 
     async def scan(self, a: np.ndarray, op: str = "sum", exclusive: bool = False,
-                   segments: _calls.Segments = None) -> np.ndarray:
+                   segments: _calls.Segments = None, out: Optional[np.ndarray] = None) -> np.ndarray:
         """primserve.Client.scan, awaited."""
-        return await self._invoke(_calls.scan(a, op, exclusive, segments))
+        return await self._invoke(_calls.scan(a, op, exclusive, segments), out)
 
-    async def reduce(self, a: np.ndarray, op: str = "sum", segments: _calls.Segments = None) -> Any:
+    async def reduce(self, a: np.ndarray, op: str = "sum", segments: _calls.Segments = None,
+                     out: Optional[np.ndarray] = None) -> Any:
         """primserve.Client.reduce, awaited."""
-        return await self._invoke(_calls.reduce(a, op, segments))
+        return await self._invoke(_calls.reduce(a, op, segments), out)
 
     async def select(self, a: np.ndarray, where: Optional[_calls.Where] = None, *,
                      flags: Optional[np.ndarray] = None, output: str = "values",
-                     partition: bool = False) -> Union[np.ndarray, Selection, Partition, int]:
+                     partition: bool = False, out: Optional[np.ndarray] = None) -> Union[np.ndarray, Selection, Partition, int]:
         """primserve.Client.select, awaited."""
-        return await self._invoke(_calls.select(a, where, flags, output, partition))
+        return await self._invoke(_calls.select(a, where, flags, output, partition), out)
 
-    async def unique(self, a: np.ndarray) -> np.ndarray:
+    async def unique(self, a: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
         """primserve.Client.unique, awaited."""
-        return await self._invoke(_calls.unique(a))
+        return await self._invoke(_calls.unique(a), out)
 
-    async def run_length_encode(self, a: np.ndarray) -> Runs:
+    async def run_length_encode(self, a: np.ndarray, out: Optional[np.ndarray] = None) -> Runs:
         """primserve.Client.run_length_encode, awaited."""
-        return await self._invoke(_calls.run_length_encode(a))
+        return await self._invoke(_calls.run_length_encode(a), out)
 
-    async def reduce_by_key(self, keys: np.ndarray, values: np.ndarray, op: str = "sum") -> KeyedReduction:
+    async def reduce_by_key(self, keys: np.ndarray, values: np.ndarray, op: str = "sum",
+                            out: Optional[np.ndarray] = None) -> KeyedReduction:
         """primserve.Client.reduce_by_key, awaited."""
-        return await self._invoke(_calls.reduce_by_key(keys, values, op))
+        return await self._invoke(_calls.reduce_by_key(keys, values, op), out)
 
     async def aggregate_by_key(self, keys: np.ndarray, values: np.ndarray, num_keys: int,
-                               op: str = "sum") -> np.ndarray:
+                               op: str = "sum", out: Optional[np.ndarray] = None) -> np.ndarray:
         """primserve.Client.aggregate_by_key, awaited."""
-        return await self._invoke(_calls.aggregate_by_key(keys, values, num_keys, op))
+        return await self._invoke(_calls.aggregate_by_key(keys, values, num_keys, op), out)
 
 
 class Client(_Methods):
@@ -81,6 +84,11 @@ class Client(_Methods):
         self._rpcs = {name: self._channel.unary_unary(path) for name, path in _channel.RPC_PATHS.items()}
         self._streams = {rpc: (self._channel.stream_unary(path) if rpc in _streams.ONE_ANSWER
                                else self._channel.stream_stream(path)) for rpc, path in _streams.PATHS.items()}
+        self._register = self._channel.unary_unary(
+            _channel.SHM_PATHS["RegisterSystem"], request_serializer=pb.RegisterSystemRequest.SerializeToString)
+        self._unregister = self._channel.unary_unary(
+            _channel.SHM_PATHS["Unregister"], request_serializer=pb.UnregisterRequest.SerializeToString)
+        self._regions: List[_shm.Memory] = []
         self._multiplex = self._channel.stream_stream(_multiplex.PATH)
         self._health = self._channel.unary_unary(
             _channel.HEALTH_CHECK,
@@ -101,14 +109,15 @@ class Client(_Methods):
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.close()
 
-    async def _invoke(self, call: _calls.Call) -> Any:
+    async def _invoke(self, call: _calls.Call, out: Optional[np.ndarray]) -> Any:
+        call, placed = _shm.place(call, self._regions, out)
         if _streams.wanted(call, self.stream_bytes):
             return await self._stream(call)
         try:
             response = await self._rpcs[call.rpc](call.request, timeout=self.timeout)
         except grpc.RpcError as error:
             raise ServerError.from_rpc_error(error) from error
-        return call.parse(_wire.parse(response, call.response))
+        return call.parse(_wire.parse(response, call.response, placed=placed))
 
     async def _stream(self, call: _calls.Call) -> Any:
         # grpc.aio sends the pieces from a task of its own while this one reads the answers.
@@ -118,6 +127,33 @@ class Client(_Methods):
         except grpc.RpcError as error:
             raise ServerError.from_rpc_error(error) from error
         return _streams.join(call, answers)
+
+    async def shared_memory(self, size: int, name: Optional[str] = None) -> "Region":
+        """primserve.Client.shared_memory, awaited; the region closes with ``await region.close()``
+        or ``async with``.
+
+        >>> async with await client.shared_memory(8 * 5) as region:
+        ...     a = region.array(np.int32, 5)
+        ...     a[:] = [3, 1, 4, 1, 5]
+        ...     print(await client.scan(a, out=region.array(np.int32, 5, offset=20)))
+        [ 3  4  8  9 14]
+        """
+        async def unregister(region: Region) -> None:
+            self._regions.remove(region)
+            try:
+                await self._unregister(pb.UnregisterRequest(name=region.name), timeout=self.timeout)
+            except grpc.RpcError as error:
+                raise ServerError.from_rpc_error(error) from error
+
+        region = Region(name, _shm.check_size(size), unregister)
+        try:
+            await self._register(pb.RegisterSystemRequest(name=region.name, key=region.key, byte_size=region.size),
+                                 timeout=self.timeout)
+        except grpc.RpcError as error:
+            region.release()
+            raise ServerError.from_rpc_error(error) from error
+        self._regions.append(region)
+        return region
 
     def multiplex(self) -> "Multiplex":
         """A Multiplex stream (see primserve.Client.multiplex): many calls on one gRPC
@@ -138,6 +174,29 @@ class Client(_Methods):
         return _channel.health_status(response)
 
 
+class Region(_shm.Memory):
+    """primserve.Client.shared_memory's Region for the asyncio client: ``await close()``."""
+
+    def __init__(self, name: Optional[str], size: int, unregister: Callable[["Region"], Awaitable[None]]):
+        super().__init__(name, size)
+        self._unregister = unregister
+
+    async def close(self) -> None:
+        """Unregisters the region, unlinks the object and unmaps it."""
+        if self.closed:
+            return
+        try:
+            await self._unregister(self)
+        finally:
+            self.release()
+
+    async def __aenter__(self) -> "Region":
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()
+
+
 class Multiplex(_Methods):
     """Calls on one Multiplex stream, from Client.multiplex(); use it in one event loop.
 
@@ -155,7 +214,9 @@ class Multiplex(_Methods):
         self._writing = asyncio.Lock()  # gRPC takes one message write at a time
         self._reader = asyncio.ensure_future(self._read())
 
-    async def _invoke(self, call: _calls.Call) -> Any:
+    async def _invoke(self, call: _calls.Call, out: Optional[np.ndarray]) -> Any:
+        if out is not None:
+            raise ValueError("out= is for the Client's own calls, not a Multiplex stream's")
         if self._closed:
             raise ValueError("this Multiplex stream is closed")
         request_id = next(self._ids)

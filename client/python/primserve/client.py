@@ -1,7 +1,6 @@
 """The blocking client, and its Multiplex stream."""
 
 import itertools
-import numbers
 import queue
 import threading
 from concurrent.futures import Future
@@ -269,14 +268,6 @@ class Client:
         ...     print(answer)
         [ 3  4  8  9 14]
         """
-        def register(region: _shm.Region) -> None:
-            try:
-                self._register(pb.RegisterSystemRequest(name=region.name, key=region.key, byte_size=region.size),
-                               timeout=self.timeout)
-            except grpc.RpcError as error:
-                raise ServerError.from_rpc_error(error) from error
-            self._regions.append(region)
-
         def unregister(region: _shm.Region) -> None:
             self._regions.remove(region)
             try:
@@ -284,9 +275,15 @@ class Client:
             except grpc.RpcError as error:
                 raise ServerError.from_rpc_error(error) from error
 
-        if isinstance(size, (bool, np.bool_)) or not isinstance(size, numbers.Integral) or size < 1:
-            raise ValueError(f"size must be an integer >= 1; got {size!r}")
-        return _shm.Region(name, int(size), register, unregister)
+        region = _shm.Region(name, _shm.check_size(size), unregister)
+        try:
+            self._register(pb.RegisterSystemRequest(name=region.name, key=region.key, byte_size=region.size),
+                           timeout=self.timeout)
+        except grpc.RpcError as error:
+            region.release()
+            raise ServerError.from_rpc_error(error) from error
+        self._regions.append(region)
+        return region
 
     def multiplex(self) -> "Multiplex":
         """A Multiplex stream: many calls on one gRPC stream, each answered as it finishes.

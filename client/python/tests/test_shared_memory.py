@@ -162,3 +162,35 @@ def test_inputs_in_a_region_are_not_sent(shm_client):
         a[:] = np.arange(N)
         same(shm_client.scan(a, out=region.array(np.int64, N, offset=8 * N)), np.cumsum(np.arange(N)))
     assert len(sent) == 1 and sent[0] < 100  # refs, not the 8000 bytes
+
+
+def test_aio(shm_address, rng):
+    import asyncio
+
+    import grpc
+
+    import primserve.aio
+    from primserve.v1 import primitives_pb2 as pb
+
+    before = shm_files()
+    a_inline = rng.integers(0, 100, N).astype(np.uint64)
+
+    async def main():
+        async with primserve.aio.Client(shm_address, timeout=60, stream_bytes=0) as aio_client:
+            async with await aio_client.shared_memory(16 * N) as region:
+                a = region.array(np.uint64, N)
+                a[:] = a_inline
+                out = region.array(np.uint64, N, offset=8 * N)
+                scanned = await aio_client.scan(a, out=out)
+                assert np.shares_memory(scanned, out)
+                same(scanned, np.cumsum(a_inline, dtype=np.uint64))
+                same(await aio_client.select(a, ("gt", 50), out=out), a_inline[a_inline > 50])
+                async with aio_client.multiplex() as stream:
+                    with pytest.raises(ValueError, match="out= is for"):
+                        await stream.scan(a, out=out)
+            with pytest.raises(grpc.RpcError) as error:  # closing unregistered it
+                await aio_client._unregister(pb.UnregisterRequest(name=region.name))
+            assert error.value.code() == grpc.StatusCode.NOT_FOUND
+
+    asyncio.run(main())
+    assert shm_files() == before
