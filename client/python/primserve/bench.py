@@ -1,13 +1,16 @@
-"""The Python client's throughput for an int32 sum scan, next to numpy.cumsum's.
+"""The Python client's throughput for an int32 sum scan, unary and streamed, next to numpy.cumsum's.
 
     python3 -m primserve.bench --address=localhost:50051 --n=67108864 --repeats=10
 
-Each is timed `repeats` times after one warm-up (the client's answer is
-checked against numpy's then); the medians are printed as milliseconds and
-as GB/s two ways: the input's bytes per second, and the payload's (request +
-response bytes, as primload counts them; for numpy the bytes read + written).
-The client's time is the whole call: packing the request, the round trip, the
-server's work and np.frombuffer on the answer.
+The client scans the array once as one unary call (Scan) and once through
+ScanStream in --piece_bytes pieces, whatever its size. Each is timed
+`repeats` times after one warm-up (the client's answer is checked against
+numpy's then); the medians are printed as milliseconds and as GB/s two ways:
+the input's bytes per second, and the payload's (request + response bytes,
+as primload counts them; for numpy the bytes read + written). The client's
+time is the whole call: packing the request, the round trip, the server's
+work and np.frombuffer on the answer (and for the stream, joining the
+pieces' answers).
 """
 
 import argparse
@@ -33,16 +36,19 @@ def main() -> None:
     parser.add_argument("--address", default="localhost:50051", help="the primserve server")
     parser.add_argument("--n", type=int, default=64 << 20, help="int32 elements to scan (default 64M)")
     parser.add_argument("--repeats", type=int, default=10, help="timed calls of each, after one warm-up")
+    parser.add_argument("--piece_bytes", type=int, default=8 << 20, help="bytes of one streamed piece")
     args = parser.parse_args()
 
     a = np.random.default_rng().integers(-1000, 1000, size=args.n, dtype=np.int32)
-    with primserve.Client(args.address) as client:
-        if not np.array_equal(client.scan(a), np.cumsum(a, dtype=np.int32)):
-            raise SystemExit("the server's scan differs from numpy.cumsum")
-        rows = [
-            ("primserve.Client.scan", median_seconds(lambda: client.scan(a), args.repeats)),
-            ("numpy.cumsum", median_seconds(lambda: np.cumsum(a, dtype=np.int32), args.repeats)),
-        ]
+    expected = np.cumsum(a, dtype=np.int32)
+    rows = []
+    # stream_bytes: never above it (unary), always above it (streamed).
+    for name, stream_bytes in (("Client.scan unary", a.nbytes), ("Client.scan streamed", 0)):
+        with primserve.Client(args.address, stream_bytes=stream_bytes, piece_bytes=args.piece_bytes) as client:
+            if not np.array_equal(client.scan(a), expected):
+                raise SystemExit(f"the server's scan ({name}) differs from numpy.cumsum")
+            rows.append((name, median_seconds(lambda: client.scan(a), args.repeats)))
+    rows.append(("numpy.cumsum", median_seconds(lambda: np.cumsum(a, dtype=np.int32), args.repeats)))
     input_bytes = a.nbytes
     print(f"int32 sum scan, n={args.n}, median of {args.repeats}")
     print(f"{'':24}{'ms':>10}{'input GB/s':>12}{'payload GB/s':>14}")

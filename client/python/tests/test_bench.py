@@ -1,4 +1,4 @@
-"""primserve.bench runs against a CPU primserve and prints both rows."""
+"""primserve.bench runs against a CPU primserve and prints its three rows."""
 
 import os
 import subprocess
@@ -7,16 +7,16 @@ import sys
 import pytest
 
 
-def test_bench_prints_client_and_numpy_rows(request, address, tmp_path):
+def test_bench_prints_unary_streamed_and_numpy_rows(request, address, tmp_path):
     environment = dict(os.environ, PYTHONPATH=str(request.config.primserve_site))
     result = subprocess.run([sys.executable, "-m", "primserve.bench", f"--address={address}", "--n=200000",
-                             "--repeats=3"], env=environment, cwd=tmp_path, capture_output=True, text=True,
-                            timeout=120)
+                             "--repeats=3", "--piece_bytes=65536"],
+                            env=environment, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "int32 sum scan, n=200000, median of 3"
     rows = {line[:24].strip(): [float(x) for x in line[24:].split()] for line in lines[2:]}
-    assert set(rows) == {"primserve.Client.scan", "numpy.cumsum"}
+    assert set(rows) == {"Client.scan unary", "Client.scan streamed", "numpy.cumsum"}
     for milliseconds, input_gbs, payload_gbs in rows.values():
         assert milliseconds > 0 and input_gbs > 0
         assert payload_gbs == pytest.approx(2 * input_gbs, rel=1e-2, abs=2e-3)
