@@ -132,6 +132,28 @@ TEST_F(RequestMemoryTest, DeliversPlacedOutputsIntoTheRegionAndTheRestInline) {
   EXPECT_THAT(written, ::testing::ElementsAre(1, 3, 7));
 }
 
+TEST_F(RequestMemoryTest, AnAnswerTheBackendWroteInPlaceIsReportedNotCopied) {
+  RequestMemory memory(&registry_);
+  v1::OutputLocation location;
+  *location.mutable_values() = Ref(128, 64);
+  ASSERT_TRUE(memory.PlaceOutputs(location, {{Slot::kValues, DType::kInt32, 16}}, "Scan").ok());
+  ASSERT_EQ(memory.PlacedData(Slot::kValues), bytes_ + 128);
+  EXPECT_EQ(memory.PlacedData(Slot::kIndices), nullptr);
+  bytes_[128] = 42;  // as the backend wrote it
+  HostArray in_place{DType::kInt32, {}, 64};
+  v1::Array field;
+  ASSERT_TRUE(memory.Deliver({{Slot::kValues, &in_place, &field}}).ok());
+  EXPECT_EQ(field.shm().offset(), 128u);
+  EXPECT_EQ(field.shm().byte_size(), 64u);
+  EXPECT_TRUE(field.data().empty());
+  EXPECT_EQ(bytes_[128], 42);
+  // Written in place where nothing was placed: the backend's error, not an answer.
+  RequestMemory inline_only(&registry_);
+  v1::Array unplaced;
+  EXPECT_EQ(inline_only.Deliver({{Slot::kValues, &in_place, &unplaced}}).code(),
+            absl::StatusCode::kInternal);
+}
+
 TEST_F(RequestMemoryTest, AnAnswerWithoutRoomWritesNothing) {
   RequestMemory memory(&registry_);
   v1::OutputLocation location;
