@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "server/cpu_backend.h"
 #include "tests/holding_backend.h"
+#include "tests/unary_answer.h"
 #include "server/server.h"
 
 namespace primserve {
@@ -108,37 +109,8 @@ class MultiplexTest : public ::testing::Test {
 
   // The unary answer to the request inside `m`, as the stream should give it.
   v1::MultiplexResponse Unary(const v1::MultiplexRequest& m) {
-    v1::MultiplexResponse want;
-    want.set_id(m.id());
     grpc::Status status;
-    auto call = [&](auto method, const auto& request, auto* response) {
-      grpc::ClientContext context;
-      status = ((*stub_).*method)(&context, request, response);
-    };
-    using S = v1::Primitives::Stub;
-    switch (m.request_case()) {
-      case v1::MultiplexRequest::kScan: call(&S::Scan, m.scan(), want.mutable_scan()); break;
-      case v1::MultiplexRequest::kReduce:
-        call(&S::Reduce, m.reduce(), want.mutable_reduce());
-        break;
-      case v1::MultiplexRequest::kSelect:
-        call(&S::Select, m.select(), want.mutable_select());
-        break;
-      case v1::MultiplexRequest::kUnique:
-        call(&S::Unique, m.unique(), want.mutable_unique());
-        break;
-      case v1::MultiplexRequest::kRunLengthEncode:
-        call(&S::RunLengthEncode, m.run_length_encode(), want.mutable_run_length_encode());
-        break;
-      case v1::MultiplexRequest::kReduceByKey:
-        call(&S::ReduceByKey, m.reduce_by_key(), want.mutable_reduce_by_key());
-        break;
-      case v1::MultiplexRequest::kAggregateByKey:
-        call(&S::AggregateByKey, m.aggregate_by_key(), want.mutable_aggregate_by_key());
-        break;
-      case v1::MultiplexRequest::REQUEST_NOT_SET:
-        break;
-    }
+    v1::MultiplexResponse want = UnaryAnswer(*stub_, m, &status);
     EXPECT_TRUE(status.ok()) << status.error_message();
     return want;
   }

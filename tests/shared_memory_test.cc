@@ -32,6 +32,7 @@
 #include "gtest/gtest.h"
 #include "server/cpu_backend.h"
 #include "tests/holding_backend.h"
+#include "tests/unary_answer.h"
 #include "server/server.h"
 #ifdef PRIMSERVE_SHARED_MEMORY_TEST_CUDA
 #include "server/cuda/cuda_backend.h"
@@ -41,7 +42,6 @@ namespace primserve {
 namespace {
 
 using ::testing::HasSubstr;
-using S = v1::Primitives::Stub;
 
 #ifdef PRIMSERVE_SHARED_MEMORY_TEST_CUDA
 constexpr bool kCudaBackend = true;
@@ -321,30 +321,7 @@ class SharedMemoryTest : public ::testing::Test {
 
   // The unary answer to the request inside `m`, as a Multiplex answer.
   v1::MultiplexResponse Unary(const v1::MultiplexRequest& m, grpc::Status* status) {
-    v1::MultiplexResponse got;
-    got.set_id(m.id());
-    auto call = [&](auto method, const auto& request, auto* response) {
-      grpc::ClientContext context;
-      *status = ((*stub_).*method)(&context, request, response);
-    };
-    switch (m.request_case()) {
-      case v1::MultiplexRequest::kScan: call(&S::Scan, m.scan(), got.mutable_scan()); break;
-      case v1::MultiplexRequest::kReduce: call(&S::Reduce, m.reduce(), got.mutable_reduce()); break;
-      case v1::MultiplexRequest::kSelect: call(&S::Select, m.select(), got.mutable_select()); break;
-      case v1::MultiplexRequest::kUnique: call(&S::Unique, m.unique(), got.mutable_unique()); break;
-      case v1::MultiplexRequest::kRunLengthEncode:
-        call(&S::RunLengthEncode, m.run_length_encode(), got.mutable_run_length_encode());
-        break;
-      case v1::MultiplexRequest::kReduceByKey:
-        call(&S::ReduceByKey, m.reduce_by_key(), got.mutable_reduce_by_key());
-        break;
-      case v1::MultiplexRequest::kAggregateByKey:
-        call(&S::AggregateByKey, m.aggregate_by_key(), got.mutable_aggregate_by_key());
-        break;
-      case v1::MultiplexRequest::REQUEST_NOT_SET:
-        break;
-    }
-    return got;
+    return UnaryAnswer(*stub_, m, status);
   }
 
   v1::MultiplexResponse Unary(const v1::MultiplexRequest& m) {
