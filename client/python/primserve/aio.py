@@ -19,7 +19,7 @@ import grpc
 import grpc.aio
 import numpy as np
 
-from primserve import _calls, _channel, _multiplex, _shm, _streams, _wire
+from primserve import _calls, _channel, _methods, _multiplex, _shm, _streams, _wire
 from primserve.errors import ServerError
 from primserve.results import KeyedReduction, Partition, Runs, Selection
 from primserve.v1 import primitives_pb2 as pb
@@ -81,20 +81,9 @@ class Client(_Methods):
             self._channel = grpc.aio.insecure_channel(address, options=_channel.OPTIONS)
         else:
             self._channel = grpc.aio.secure_channel(address, creds, options=_channel.OPTIONS)
-        self._rpcs = {name: self._channel.unary_unary(path) for name, path in _channel.RPC_PATHS.items()}
-        self._streams = {rpc: (self._channel.stream_unary(path) if rpc in _streams.ONE_ANSWER
-                               else self._channel.stream_stream(path)) for rpc, path in _streams.PATHS.items()}
-        self._register = self._channel.unary_unary(
-            _channel.SHM_PATHS["RegisterSystem"], request_serializer=pb.RegisterSystemRequest.SerializeToString)
-        self._unregister = self._channel.unary_unary(
-            _channel.SHM_PATHS["Unregister"], request_serializer=pb.UnregisterRequest.SerializeToString)
+        (self._rpcs, self._streams, self._register, self._unregister, self._multiplex,
+         self._health) = _methods.bind(self._channel)
         self._regions: List[_shm.Memory] = []
-        self._multiplex = self._channel.stream_stream(_multiplex.PATH)
-        self._health = self._channel.unary_unary(
-            _channel.HEALTH_CHECK,
-            request_serializer=_channel.HEALTH_REQUEST.SerializeToString,
-            response_deserializer=_channel.HEALTH_RESPONSE.FromString,
-        )
         self.timeout = timeout
         self.stream_bytes = stream_bytes
         self.piece_bytes = piece_bytes
