@@ -3,10 +3,16 @@
 
 #include <cuda_runtime.h>
 
+#include <cub/device/device_radix_sort.cuh>
+
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
 #include "kernels/detail/atomic_combine.cuh"
+#include "kernels/detail/dispatch.cuh"
+#include "kernels/detail/lookback.cuh"
+#include "kernels/reduce.h"
 #include "kernels/detail/device_info.cuh"
 #include "kernels/detail/tuning.cuh"
 #include "core/primitives.h"
@@ -185,7 +191,155 @@ int LaunchAgg(const void* d_keys, const void* d_values, uint64_t n, Op op,
   return static_cast<int>(cudaGetLastError());
 }
 
+// ---------------------------------------------------- the in-order path
+
+// Marks the smallest index whose key is out of range (bad starts at ~0).
+template <typename K>
+__global__ void AggCheckKeysKernel(const K* keys, uint64_t n, uint64_t num_keys,
+                                   unsigned long long* bad) {
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    uint64_t index;
+    if (!KeyIndex(keys[i], num_keys, &index)) atomicMin(bad, static_cast<unsigned long long>(i));
+  }
+}
+
+// starts[k] = the first position of key k in the sorted keys (lower bound).
+template <typename U>
+__global__ void AggKeyStartsKernel(const U* sorted_keys, uint64_t n, uint64_t num_keys,
+                                   uint64_t* starts) {
+  const uint64_t k = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
+  if (k >= num_keys) return;
+  uint64_t lo = 0, hi = n;
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    if (static_cast<uint64_t>(sorted_keys[mid]) < k) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  starts[k] = lo;
+}
+
+// A stable radix sort by key (CUB; only the bits that valid keys use), each
+// key's first position by binary search, then SegmentedReduce over the
+// sorted values with one segment per key: every key's values meet in index
+// order, in SegmentedReduce's fixed association.
+template <typename K, typename V>
+int LaunchAggInOrder(void* temp, size_t* temp_bytes, const void* d_keys, const void* d_values,
+                     uint64_t n, Op op, uint64_t num_keys, void* d_out, int64_t* d_bad,
+                     cudaStream_t stream) {
+  using U = std::make_unsigned_t<K>;  // valid keys sort the same as unsigned
+  int end_bit = 1;
+  while (end_bit < static_cast<int>(sizeof(U) * 8) && (num_keys - 1) >> end_bit != 0) ++end_bit;
+  const U* keys = static_cast<const U*>(d_keys);
+  const V* values = static_cast<const V*>(d_values);
+  size_t sort_bytes = 0, reduce_bytes = 0;
+  if (cudaError_t e = cub::DeviceRadixSort::SortPairs(
+          nullptr, sort_bytes, keys, static_cast<U*>(nullptr), values, static_cast<V*>(nullptr),
+          static_cast<int64_t>(n), 0, end_bit, stream)) {
+    return static_cast<int>(e);
+  }
+  if (int e = SegmentedReduce(nullptr, &reduce_bytes, nullptr, n, nullptr, num_keys,
+                              DTypeOf<V>(), op, nullptr, nullptr, stream)) {
+    return e;
+  }
+  const size_t keys_at = 0;
+  const size_t values_at = keys_at + detail::AlignUp16(n * sizeof(U));
+  const size_t starts_at = values_at + detail::AlignUp16(n * sizeof(V));
+  const size_t sort_at = starts_at + detail::AlignUp16(num_keys * sizeof(uint64_t));
+  const size_t reduce_at = sort_at + detail::AlignUp16(sort_bytes);
+  const size_t bytes = reduce_at + detail::AlignUp16(reduce_bytes);
+  if (temp == nullptr) {
+    *temp_bytes = bytes;
+    return 0;
+  }
+  if (*temp_bytes < bytes) return static_cast<int>(cudaErrorInvalidValue);
+  char* base = static_cast<char*>(temp);
+  U* sorted_keys = reinterpret_cast<U*>(base + keys_at);
+  V* sorted_values = reinterpret_cast<V*>(base + values_at);
+  uint64_t* starts = reinterpret_cast<uint64_t*>(base + starts_at);
+  auto* bad = reinterpret_cast<unsigned long long*>(d_bad);
+
+  int sms = 0;
+  if (int err = detail::MultiprocessorCount(&sms)) return err;
+  const unsigned init_blocks = static_cast<unsigned>(
+      std::max<uint64_t>(1, std::min<uint64_t>((num_keys + kAggBlock - 1) / kAggBlock, sms * 8)));
+  AggInitKernel<V><<<init_blocks, kAggBlock, 0, stream>>>(static_cast<V*>(d_out), num_keys, op,
+                                                          bad);
+  if (cudaError_t e = cudaGetLastError()) return static_cast<int>(e);
+  if (n == 0) return 0;
+  const unsigned check_blocks = static_cast<unsigned>(
+      std::max<uint64_t>(1, std::min<uint64_t>((n + kAggBlock - 1) / kAggBlock, sms * 8)));
+  AggCheckKeysKernel<K><<<check_blocks, kAggBlock, 0, stream>>>(static_cast<const K*>(d_keys), n,
+                                                                num_keys, bad);
+  if (cudaError_t e = cudaGetLastError()) return static_cast<int>(e);
+  if (num_keys == 0) return 0;  // every key is out of range: only the check
+  if (cudaError_t e = cub::DeviceRadixSort::SortPairs(base + sort_at, sort_bytes, keys,
+                                                      sorted_keys, values, sorted_values,
+                                                      static_cast<int64_t>(n), 0, end_bit,
+                                                      stream)) {
+    return static_cast<int>(e);
+  }
+  AggKeyStartsKernel<U><<<static_cast<unsigned>((num_keys + kAggBlock - 1) / kAggBlock),
+                          kAggBlock, 0, stream>>>(sorted_keys, n, num_keys, starts);
+  if (cudaError_t e = cudaGetLastError()) return static_cast<int>(e);
+  return SegmentedReduce(base + reduce_at, &reduce_bytes, sorted_values, n, starts, num_keys,
+                         DTypeOf<V>(), op, d_out, nullptr, stream);
+}
+
+// The checks both entry points share; 0 when the arguments are usable.
+int CheckAggregateArguments(const void* d_keys, DType key_dtype, DType value_dtype, uint64_t n,
+                            Op op, uint64_t num_keys, const void* d_values, void* d_out,
+                            int64_t* d_bad_position) {
+  constexpr int kInvalid = static_cast<int>(cudaErrorInvalidValue);
+  if (!IsIntegerDType(key_dtype)) return kInvalid;
+  if (op != Op::kSum && op != Op::kMin && op != Op::kMax) return kInvalid;
+  if (d_bad_position == nullptr) return kInvalid;
+  if (num_keys > 0 && d_out == nullptr) return kInvalid;
+  if (n > 0 && (d_keys == nullptr || d_values == nullptr)) return kInvalid;
+  if (static_cast<int>(value_dtype) < 1 || static_cast<int>(value_dtype) > 6) return kInvalid;
+  return 0;
+}
+
+// Calls f(K{}, V{}) for the key and value dtypes.
+template <typename F>
+int VisitKeyAndValue(DType key_dtype, DType value_dtype, F&& f) {
+  auto with_key = [&](auto key_tag) {
+    return VisitDType(value_dtype, [&](auto value_tag) { return f(key_tag, value_tag); });
+  };
+  switch (key_dtype) {
+    case DType::kInt32: return with_key(int32_t{});
+    case DType::kInt64: return with_key(int64_t{});
+    case DType::kUint32: return with_key(uint32_t{});
+    default: return with_key(uint64_t{});
+  }
+}
+
 }  // namespace
+
+int AggregateByKeyInOrder(void* d_temp_storage, size_t* temp_storage_bytes, const void* d_keys,
+                          DType key_dtype, const void* d_values, DType value_dtype, uint64_t n,
+                          Op op, uint64_t num_keys, void* d_out, int64_t* d_bad_position,
+                          CUstream_st* stream) {
+  if (temp_storage_bytes == nullptr || !IsIntegerDType(key_dtype) ||
+      static_cast<int>(value_dtype) < 1 || static_cast<int>(value_dtype) > 6) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  if (d_temp_storage != nullptr) {
+    if (int e = CheckAggregateArguments(d_keys, key_dtype, value_dtype, n, op, num_keys, d_values,
+                                        d_out, d_bad_position)) {
+      return e;
+    }
+  }
+  return VisitKeyAndValue(key_dtype, value_dtype, [&](auto key_tag, auto value_tag) {
+    return LaunchAggInOrder<decltype(key_tag), decltype(value_tag)>(
+        d_temp_storage, temp_storage_bytes, d_keys, d_values, n, op, num_keys, d_out,
+        d_bad_position, reinterpret_cast<cudaStream_t>(stream));
+  });
+}
 
 int AggregateByKeyWithPath(void* d_temp_storage, size_t* temp_storage_bytes,
                            const void* d_keys, DType key_dtype,
@@ -199,28 +353,15 @@ int AggregateByKeyWithPath(void* d_temp_storage, size_t* temp_storage_bytes,
     *temp_storage_bytes = 16;  // nothing needed; never report zero bytes
     return 0;
   }
-  if (!IsIntegerDType(key_dtype)) return kInvalid;
-  if (op != Op::kSum && op != Op::kMin && op != Op::kMax) return kInvalid;
-  if (d_bad_position == nullptr) return kInvalid;
-  if (num_keys > 0 && d_out == nullptr) return kInvalid;
-  if (n > 0 && (d_keys == nullptr || d_values == nullptr)) return kInvalid;
-  if (static_cast<int>(value_dtype) < 1 || static_cast<int>(value_dtype) > 6)
-    return kInvalid;
-  cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
-  auto with_key = [&](auto key_tag) {
-    using K = decltype(key_tag);
-    return VisitDType(value_dtype, [&](auto value_tag) {
-      using V = decltype(value_tag);
-      return LaunchAgg<K, V>(d_keys, d_values, n, op, num_keys, d_out,
-                             d_bad_position, path, s);
-    });
-  };
-  switch (key_dtype) {
-    case DType::kInt32: return with_key(int32_t{});
-    case DType::kInt64: return with_key(int64_t{});
-    case DType::kUint32: return with_key(uint32_t{});
-    default: return with_key(uint64_t{});
+  if (int e = CheckAggregateArguments(d_keys, key_dtype, value_dtype, n, op, num_keys, d_values,
+                                      d_out, d_bad_position)) {
+    return e;
   }
+  cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
+  return VisitKeyAndValue(key_dtype, value_dtype, [&](auto key_tag, auto value_tag) {
+    return LaunchAgg<decltype(key_tag), decltype(value_tag)>(d_keys, d_values, n, op, num_keys,
+                                                             d_out, d_bad_position, path, s);
+  });
 }
 
 int AggregateByKey(void* d_temp_storage, size_t* temp_storage_bytes,

@@ -49,6 +49,18 @@ int AggregateByKey(void* d_temp_storage, size_t* temp_storage_bytes,
                    DType value_dtype, uint64_t n, Op op, uint64_t num_keys,
                    void* d_out, int64_t* d_bad_position, CUstream_st* stream);
 
+// As AggregateByKey, with each key's values combined in a fixed association
+// (reproducible float SUM: the same bits every time): a stable radix sort of
+// (key, value) by key (CUB), then SegmentedReduce (kernels/reduce.h) of the
+// sorted values with one segment per key, so each key's values meet in index
+// order and in SegmentedReduce's association. Needs temporary storage of
+// about n * (key + value size) + num_keys * 8 bytes plus the sort's; several
+// times the atomics' cost (kernels/BENCHMARKS.md).
+int AggregateByKeyInOrder(void* d_temp_storage, size_t* temp_storage_bytes,
+                          const void* d_keys, DType key_dtype, const void* d_values,
+                          DType value_dtype, uint64_t n, Op op, uint64_t num_keys,
+                          void* d_out, int64_t* d_bad_position, CUstream_st* stream);
+
 // Benchmark/diagnostic variant: which kernel to use. kAuto is what
 // AggregateByKey does; kGlobalPlain is plain per-element global atomics (no
 // warp aggregation), the baseline the benchmark compares against.

@@ -49,6 +49,17 @@ struct RunPairOp {
   }
 };
 
+}  // namespace
+
+namespace detail {
+// A run's aggregate is a float SUM/PROD only for float values (the op is
+// chosen at run time; MIN/MAX give the same bits in either order).
+template <typename OffsetT, typename V>
+struct AssociationMatters<RunPairOp<RunPair<OffsetT, V>>> : std::is_floating_point<V> {};
+}  // namespace detail
+
+namespace {
+
 template <typename KB, typename V, typename OffsetT>
 struct RunParams {
   const KB* keys;

@@ -58,6 +58,15 @@ int ScanWithCarry(void* temp_storage, size_t* temp_bytes, const void* d_in, void
                              exclusive, d_carry_in, d_carry_out, stream);
 }
 
+uint64_t ScanTileItems(DType dtype, bool segmented) {
+  if (!IsValidDType(dtype)) return 0;
+  return static_cast<uint64_t>(VisitDType(dtype, [&](auto type_tag) -> int {
+    using T = decltype(type_tag);
+    return segmented ? ScanConfig<T, Op::kSum, true, DefaultScanPolicy>::kTileItems
+                     : ScanConfig<T, Op::kSum, false, DefaultScanPolicy>::kTileItems;
+  }));
+}
+
 int SegmentedScan(void* temp_storage, size_t* temp_bytes, const void* d_in, void* d_out,
                   uint64_t n, const uint64_t* d_segment_starts, uint64_t num_segments,
                   DType dtype, Op op, bool exclusive, CUstream_st* stream) {

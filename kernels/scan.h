@@ -32,8 +32,14 @@ int Scan(void* temp_storage, size_t* temp_bytes, const void* d_in, void* d_out,
 // d_carry_out (device, one element; nullable = not wanted) gets *d_carry_in
 // op in[0] op ... op in[n-1] (just *d_carry_in, or the identity, if n == 0).
 // d_carry_out may equal d_carry_in (one running-prefix slot for all chunks).
-// Scanning chunks in order with the carry gives the same results as one
-// Scan of the whole array (float SUM/PROD: up to association).
+// *d_carry_out is the last tile's inclusive prefix. Scanning chunks in order
+// with the carry gives the same results as one Scan of the whole array, bit
+// for bit when every chunk but the last is a multiple of
+// ScanTileItems(dtype, false) elements (float SUM/PROD; other ops always).
+//
+// Float SUM/PROD combine tile aggregates in tile order (a left fold), so the
+// bits of every scan here depend on the input, n and the tile size alone,
+// never on timing: the same call gives the same bits every time.
 int ScanWithCarry(void* temp_storage, size_t* temp_bytes, const void* d_in, void* d_out,
                   uint64_t n, DType dtype, Op op, bool exclusive, const void* d_carry_in,
                   void* d_carry_out, CUstream_st* stream);
@@ -45,6 +51,11 @@ int ScanWithCarry(void* temp_storage, size_t* temp_bytes, const void* d_in, void
 int SegmentedScan(void* temp_storage, size_t* temp_bytes, const void* d_in, void* d_out,
                   uint64_t n, const uint64_t* d_segment_starts, uint64_t num_segments,
                   DType dtype, Op op, bool exclusive, CUstream_st* stream);
+
+// Elements per tile of Scan/ScanWithCarry (segmented == false) or
+// SegmentedScan (true) for `dtype`; 0 for an invalid dtype. The unit of
+// reproducible chunking (reference/gpu_order.h mirrors these numbers).
+uint64_t ScanTileItems(DType dtype, bool segmented);
 
 }  // namespace primserve::gpu
 

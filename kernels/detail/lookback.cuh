@@ -57,6 +57,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/detail/tuning.cuh"
 #include "kernels/detail/warp.cuh"
@@ -64,6 +65,13 @@
 namespace primserve::gpu::detail {
 
 enum TileState : uint32_t { kInvalid = 0, kAggregate = 1, kPrefix = 2 };
+
+// Whether combining in another association can change the result's bits
+// (float SUM and PROD; operators.cuh and the kernels specialize it). Such
+// ops get the in-order look-back (WarpLookbackInOrder), so that a launch's
+// answer is a function of its input alone, not of the timing of the tiles.
+template <typename ScanOp>
+struct AssociationMatters : std::false_type {};
 
 __host__ __device__ inline constexpr size_t AlignUp16(size_t bytes) {
   return (bytes + 15) / 16 * 16;
@@ -169,6 +177,9 @@ class TileStatus {
   // never waited for.
   template <typename Policy = DefaultLookbackPolicy, typename ScanOp>
   __device__ V WarpLookback(int64_t tile, ScanOp op) const {
+    if constexpr (Policy::kFixedOrder && AssociationMatters<ScanOp>::value) {
+      return WarpLookbackInOrder<Policy>(tile, op);
+    }
     constexpr int kSlots = Policy::kSlotsPerLane;
     constexpr int kWindow = kWarpThreads * kSlots;
     const int lane = LaneId();
@@ -188,6 +199,46 @@ class TileStatus {
     }
   }
 
+  // Whole warp, tile > 0, for ops whose result depends on the association
+  // (float SUM/PROD): the reduction of tiles [0, tile) as the left fold
+  // L(tile - 1), where L(0) = A_0 and L(t) = L(t-1) op A_t. Whatever P the
+  // look-back meets, the bits are the same: every tile publishes
+  // P_t = prefix op A_t, so by induction P_j = L(j), and folding
+  // A_{j+1}, ..., A_{tile-1} onto it one at a time, in tile order, gives
+  // L(tile - 1). Windows without a P are kept in shared memory, up to
+  // kInOrderWindows; past that the oldest one is polled again until one of
+  // its tiles is P (each eventually is: every predecessor has started).
+  template <typename Policy, typename ScanOp>
+  __device__ V WarpLookbackInOrder(int64_t tile, ScanOp op) const {
+    static_assert(Policy::kSlotsPerLane == 1, "the in-order fold reads one slot per lane");
+    __shared__ V kept[kInOrderWindows][kWarpThreads];
+    const int lane = LaneId();
+    int window = 0;
+    int first_lane = 0;
+    for (;;) {
+      const int64_t pred = tile - (window + 1) * int64_t{kWarpThreads} + lane;
+      V value{};
+      const bool lane_has_prefix = WaitForWindow<Policy>(pred, op, value);
+      kept[window][lane] = value;
+      const unsigned prefix_lanes = __ballot_sync(kFullMask, lane_has_prefix);
+      if (prefix_lanes) {
+        first_lane = 31 - __clz(prefix_lanes);
+        break;
+      }
+      if (window + 1 < kInOrderWindows) ++window;
+    }
+    __syncwarp();
+    // Every lane folds the same values (broadcast reads): no shuffles.
+    V prefix = kept[window][first_lane];
+    for (int w = window; w >= 0; --w) {
+#pragma unroll
+      for (int l = 0; l < kWarpThreads; ++l) {
+        if (w < window || l > first_lane) prefix = op(prefix, kept[w][l]);
+      }
+    }
+    return prefix;
+  }
+
   // Whole warp, tile > 0: publishes A, looks back, publishes P; returns the
   // tile's exclusive prefix in every lane.
   template <typename Policy = DefaultLookbackPolicy, typename ScanOp>
@@ -200,6 +251,8 @@ class TileStatus {
   }
 
  private:
+  // Windows of A's the in-order look-back keeps before it stops walking back.
+  static constexpr int kInOrderWindows = 4;
   // The counter gets a 16-byte slot so that the arrays stay 16-B aligned.
   static constexpr size_t kCounterBytes = 16;
 

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "core/primitives.h"
+#include "kernels/detail/lookback.cuh"
 
 namespace primserve::gpu::detail {
 
@@ -74,6 +75,12 @@ struct SegmentedOp {
     return b.head ? b : Flagged<V>{a.head, base(a.value, b.value)};
   }
 };
+
+template <typename T, Op kOp>
+struct AssociationMatters<CombineOp<T, kOp>>
+    : std::bool_constant<std::is_floating_point_v<T> && (kOp == Op::kSum || kOp == Op::kProd)> {};
+template <typename V, typename BaseOp>
+struct AssociationMatters<SegmentedOp<V, BaseOp>> : AssociationMatters<BaseOp> {};
 
 }  // namespace primserve::gpu::detail
 

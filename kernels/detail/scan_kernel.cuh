@@ -4,7 +4,8 @@
 // can time others. Each element is read once and written once (~2n bytes).
 // A segmented scan is the same pass over head-flagged values
 // (operators.cuh: SegmentedOp). Optional carry: the scan starts from
-// *carry_in instead of nothing, and *carry_out gets carry_in op all n inputs.
+// *carry_in instead of nothing, and *carry_out gets carry_in op all n inputs
+// (the last tile's inclusive prefix).
 #ifndef PRIMSERVE_KERNELS_DETAIL_SCAN_KERNEL_CUH_
 #define PRIMSERVE_KERNELS_DETAIL_SCAN_KERNEL_CUH_
 
@@ -49,18 +50,6 @@ struct ScanParams {
   const T* carry_in;                      // plain only; nullable
   T* carry_out;                           // plain only; nullable
 };
-
-// start op values[0] op ... op values[last] (last < kItems, a run-time
-// value: the loop stays unrolled, nothing is indexed at run time).
-template <typename V, int kItems, typename ScanOp>
-__device__ __forceinline__ V InclusiveThrough(V start, const V (&values)[kItems], uint64_t last,
-                                              ScanOp op) {
-#pragma unroll
-  for (int j = 0; j < kItems; ++j) {
-    if (j <= last) start = op(start, values[j]);
-  }
-  return start;
-}
 
 // kSkipLookback: timing diagnostic only (wrong results): every tile uses an
 // empty prefix, so the look-back's share of the time can be measured.
@@ -135,20 +124,23 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
       tile_total = op(carry, tile_total);  // tile 0 publishes carry op tile as its P
     }
   }
+  V tile_inclusive = tile_total;  // the P this tile publishes
   if (p.num_tiles > 1) {
     if constexpr (kSkipLookback) {
       (void)tile_prefix_slot;
     } else {
       const V tile_prefix = BlockExclusivePrefix<typename Policy::Lookback>(
           p.status, tile, tile_total, op, tile_prefix_slot);
-      if (tile > 0) running = op(tile_prefix, running);
+      if (tile > 0) {
+        running = op(tile_prefix, running);
+        tile_inclusive = op(tile_prefix, tile_total);
+      }
     }
   }
   if constexpr (!kSegmented) {
     if (has_carry) running = op(carry, running);
   }
 
-  const V running_start = running;
   T y[kItems];
 #pragma unroll
   for (int j = 0; j < kItems; ++j) {
@@ -162,9 +154,13 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
       if (!p.exclusive) y[j] = running;
     }
   }
+  // The last tile's P, not its last output: the same value up to
+  // association, and with it a scan in whole-tile chunks, carrying this,
+  // has exactly the bits of one scan (the P's of one launch are the tile
+  // aggregates' left fold under the in-order look-back).
   if constexpr (!kSegmented) {
-    if (p.carry_out != nullptr && thread_begin <= p.n - 1 && p.n - 1 < thread_begin + kItems) {
-      *p.carry_out = InclusiveThrough(running_start, values, p.n - 1 - thread_begin, op);
+    if (p.carry_out != nullptr && tile == p.num_tiles - 1 && threadIdx.x == 0) {
+      *p.carry_out = tile_inclusive;
     }
   }
   WarpStoreBlocked(p.out + tile_begin + warp_offset, warp_valid, IsVectorAligned(p.out), y,

@@ -57,14 +57,20 @@ inline constexpr bool kLookbackWaitAll = true;
 // the default is the tuned one above).
 // kWaitAll: a window is combined only once none of its slots is X (the
 // paper's rule); otherwise only the slots after its last P must be non-X.
+// kFixedOrder: ops whose bits depend on the association (float SUM/PROD)
+// combine tile aggregates in tile order (lookback.cuh: reproducible
+// results); false keeps the timing-dependent tree, for the benchmark's
+// comparison only.
 template <int kSlotsPerLane_ = kLookbackSlotsPerLane,
           unsigned kFirstSleepNs_ = kLookbackFirstSleepNs,
-          unsigned kMaxSleepNs_ = kLookbackMaxSleepNs, bool kWaitAll_ = kLookbackWaitAll>
+          unsigned kMaxSleepNs_ = kLookbackMaxSleepNs, bool kWaitAll_ = kLookbackWaitAll,
+          bool kFixedOrder_ = true>
 struct LookbackPolicy {
   static constexpr int kSlotsPerLane = kSlotsPerLane_;
   static constexpr unsigned kFirstSleepNs = kFirstSleepNs_;
   static constexpr unsigned kMaxSleepNs = kMaxSleepNs_;
   static constexpr bool kWaitAll = kWaitAll_;
+  static constexpr bool kFixedOrder = kFixedOrder_;
 };
 using DefaultLookbackPolicy = LookbackPolicy<>;
 
