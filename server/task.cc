@@ -29,10 +29,12 @@ BatchKey BatchKeyOf(const Operation& operation) {
             key.op = static_cast<int>(o.op);
             key.dtype = DTypeInt(o.input.dtype);
             key.detail = o.exclusive;
+            key.reproducible = RunsReproducibly(o);
           },
           [&](const ReduceOperation& o) {
             key.op = static_cast<int>(o.op);
             key.dtype = DTypeInt(o.input.dtype);
+            key.reproducible = RunsReproducibly(o);
           },
           [&](const SelectOperation& o) {
             key.dtype = DTypeInt(o.input.dtype);
@@ -50,11 +52,13 @@ BatchKey BatchKeyOf(const Operation& operation) {
             key.op = static_cast<int>(o.op);
             key.dtype = DTypeInt(o.keys.dtype);
             key.second_dtype = DTypeInt(o.values.dtype);
+            key.reproducible = o.reproducible && OrderSensitive(o.op, o.values.dtype);
           },
           [&](const AggregateByKeyOperation& o) {
             key.op = static_cast<int>(o.op);
             key.dtype = DTypeInt(o.keys.dtype);
             key.second_dtype = DTypeInt(o.values.dtype);
+            key.reproducible = o.reproducible && OrderSensitive(o.op, o.values.dtype);
           },
       },
       operation);

@@ -74,6 +74,14 @@ struct PredicateSpec {
 
 enum class SelectOutput { kValues = 1, kIndices = 2, kValuesAndIndices = 3, kCount = 4 };
 
+// The ops whose bits depend on the order of combination: float (FLOAT32,
+// FLOAT64) SUM and PROD. Integers wrap exactly, and MIN/MAX/ARGMIN/ARGMAX
+// pick an element whatever the order.
+inline bool OrderSensitive(Op op, DType dtype) {
+  return (op == Op::kSum || op == Op::kProd) &&
+         (dtype == DType::kFloat32 || dtype == DType::kFloat64);
+}
+
 struct ScanOperation {
   ArrayView input;
   Op op = Op::kSum;
@@ -83,13 +91,41 @@ struct ScanOperation {
   // for the whole answer; null if inline. A backend may write the answer
   // there itself (HostArray::bytes_in_place).
   char* output_place = nullptr;
+  // The request asks (or the server's --reproducible_floats makes it ask)
+  // for the same bits every time, alone, batched or streamed. It matters
+  // only where OrderSensitive(op, dtype): a backend then runs the operation
+  // exactly as it would run it alone (its own launch, tiles aligned to its
+  // first element), never fused with others.
+  bool reproducible = false;
+  // A reproducible ScanStream cut into operations at multiples of the
+  // backend's ReproducibleScanGranule (unsegmented only): the running prefix
+  // of the stream's elements before this operation's, as the bits of one
+  // element (gpu::ScanWithCarry's d_carry_in), which the scan continues.
+  // nullopt: nothing before (the identity).
+  std::optional<uint64_t> carry_in;
+  // With carry_in: also give ScanResult::carry_out, the running prefix
+  // through this operation's last element (gpu::ScanWithCarry's
+  // d_carry_out), for the stream's next operation.
+  bool wants_carry = false;
 };
+
+// Whether a scan must run exactly as it would alone (see
+// ScanOperation::reproducible).
+inline bool RunsReproducibly(const ScanOperation& o) {
+  return o.reproducible && OrderSensitive(o.op, o.input.dtype);
+}
 
 struct ReduceOperation {
   ArrayView input;
   Op op = Op::kSum;
   absl::Span<const uint64_t> segment_offsets;
+  // As ScanOperation::reproducible.
+  bool reproducible = false;
 };
+
+inline bool RunsReproducibly(const ReduceOperation& o) {
+  return o.reproducible && OrderSensitive(o.op, o.input.dtype);
+}
 
 struct SelectOperation {
   ArrayView input;
@@ -111,6 +147,9 @@ struct ReduceByKeyOperation {
   ArrayView keys;
   ArrayView values;
   Op op = Op::kSum;
+  // As ScanOperation::reproducible (ReduceByKey runs one request per launch
+  // already).
+  bool reproducible = false;
 };
 
 struct AggregateByKeyOperation {
@@ -118,6 +157,9 @@ struct AggregateByKeyOperation {
   ArrayView values;
   Op op = Op::kSum;
   uint64_t num_keys = 1;
+  // As ScanOperation::reproducible: float SUM needs an order-fixed path
+  // (atomics combine in timing order).
+  bool reproducible = false;
 };
 
 // One alternative per RPC, in the order of core/rpc.h (task.cc checks it).
@@ -130,6 +172,9 @@ inline Rpc RpcOf(const Operation& operation) { return static_cast<Rpc>(operation
 
 struct ScanResult {
   HostArray output;
+  // ScanOperation::wants_carry: the running prefix through the operation's
+  // last element, as bits of one element.
+  std::optional<uint64_t> carry_out;
 };
 struct ReduceResult {
   HostArray values;
@@ -158,7 +203,8 @@ struct AggregateByKeyResult {
 using Result = std::variant<ScanResult, ReduceResult, SelectResult, UniqueResult,
                             RunLengthEncodeResult, ReduceByKeyResult, AggregateByKeyResult>;
 
-// Operations with equal keys can run fused in one segmented launch.
+// Operations with equal keys can run fused in one segmented launch (except
+// reproducible ones: batched together, each in its own launch).
 struct BatchKey {
   Rpc rpc = Rpc::kScan;
   int op = 0;
@@ -168,16 +214,20 @@ struct BatchKey {
   // Select's predicate operands: a fused launch applies one predicate.
   uint64_t operand_bits = 0;
   uint64_t upper_bits = 0;
+  // A reproducible order-sensitive operation (RunsReproducibly): batched
+  // only with others like it, which a backend runs each in its own launch.
+  bool reproducible = false;
 
   friend bool operator==(const BatchKey& a, const BatchKey& b) {
     return std::tie(a.rpc, a.op, a.dtype, a.second_dtype, a.detail, a.operand_bits,
-                    a.upper_bits) == std::tie(b.rpc, b.op, b.dtype, b.second_dtype, b.detail,
-                                              b.operand_bits, b.upper_bits);
+                    a.upper_bits, a.reproducible) ==
+           std::tie(b.rpc, b.op, b.dtype, b.second_dtype, b.detail, b.operand_bits,
+                    b.upper_bits, b.reproducible);
   }
   template <typename H>
   friend H AbslHashValue(H h, const BatchKey& k) {
     return H::combine(std::move(h), k.rpc, k.op, k.dtype, k.second_dtype, k.detail,
-                      k.operand_bits, k.upper_bits);
+                      k.operand_bits, k.upper_bits, k.reproducible);
   }
 };
 

@@ -67,5 +67,50 @@ TEST(BatchKeyTest, ScansDifferingInOpDtypeOrExclusiveDoNotShareALaunch) {
   EXPECT_TRUE(BatchKeyOf(sum) == BatchKeyOf(segmented)) << "segments fuse: each keeps its own";
 }
 
+ScanOperation FloatSum(DType dtype, bool reproducible) {
+  ScanOperation scan;
+  scan.input = View(kInput);
+  scan.input.dtype = dtype;
+  scan.op = Op::kSum;
+  scan.reproducible = reproducible;
+  return scan;
+}
+
+// A reproducible float SUM/PROD runs in its own launch: batched with a
+// non-reproducible one it would be fused into theirs.
+TEST(BatchKeyTest, ReproducibleFloatSumsAndProductsBatchOnlyWithReproducibleOnes) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    for (Op op : {Op::kSum, Op::kProd}) {
+      ScanOperation fast = FloatSum(dtype, false);
+      fast.op = op;
+      ScanOperation reproducible = FloatSum(dtype, true);
+      reproducible.op = op;
+      EXPECT_FALSE(BatchKeyOf(fast) == BatchKeyOf(reproducible)) << DTypeName(dtype);
+      EXPECT_TRUE(BatchKeyOf(reproducible) == BatchKeyOf(reproducible));
+      EXPECT_TRUE(BatchKeyOf(reproducible).reproducible);
+      ReduceOperation reduce{fast.input, op, {}, false};
+      ReduceOperation reproducible_reduce{fast.input, op, {}, true};
+      EXPECT_FALSE(BatchKeyOf(reduce) == BatchKeyOf(reproducible_reduce));
+      EXPECT_TRUE(BatchKeyOf(reproducible_reduce).reproducible);
+    }
+  }
+}
+
+// Integers, and MIN/MAX on floats, give the same bits in any order: the flag
+// changes nothing for them, and they keep fusing.
+TEST(BatchKeyTest, ReproducibleIntegerAndMinMaxRequestsStillFuse) {
+  EXPECT_TRUE(BatchKeyOf(FloatSum(DType::kInt32, true)) ==
+              BatchKeyOf(FloatSum(DType::kInt32, false)));
+  EXPECT_FALSE(BatchKeyOf(FloatSum(DType::kInt64, true)).reproducible);
+  ScanOperation max = FloatSum(DType::kFloat32, true);
+  max.op = Op::kMax;
+  ScanOperation fast_max = max;
+  fast_max.reproducible = false;
+  EXPECT_TRUE(BatchKeyOf(max) == BatchKeyOf(fast_max));
+  ReduceOperation argmax{View(kInput), Op::kArgMax, {}, true};
+  argmax.input.dtype = DType::kFloat64;
+  EXPECT_FALSE(BatchKeyOf(argmax).reproducible);
+}
+
 }  // namespace
 }  // namespace primserve
