@@ -2,11 +2,14 @@
 #ifndef PRIMSERVE_SERVER_BACKEND_H_
 #define PRIMSERVE_SERVER_BACKEND_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "server/task.h"
 
 namespace primserve {
@@ -38,6 +41,30 @@ class ExecutionBackend {
   // is unmapped.
   virtual absl::Status PinHostMemory(void* data, size_t bytes) { return absl::OkStatus(); }
   virtual void UnpinHostMemory(void* data) {}
+
+  // Device memory another process exported (a CUDA shared-memory region):
+  // opens the cudaIpcMemHandle_t in `raw_handle` (its 64 bytes) on `device`
+  // and returns where the first of `bytes` bytes is in this process, which
+  // Execute may then meet in an operation's ArrayViews and output places:
+  // a backend that opens handles must read and write those on the device.
+  // INVALID_ARGUMENT for a device it does not serve or `bytes` past the
+  // allocation; FAILED_PRECONDITION, with the CUDA message, for a handle it
+  // cannot open, and for a backend without a GPU (this default).
+  virtual absl::StatusOr<char*> OpenIpcMemory(absl::string_view raw_handle, int device,
+                                              uint64_t bytes) {
+    return absl::FailedPreconditionError(
+        "the " + name() +
+        " backend has no GPU to open CUDA IPC memory on: CUDA regions need a server with "
+        "--backend=cuda (system regions work on every backend)");
+  }
+  // Closes what OpenIpcMemory opened, once no request uses it.
+  virtual void CloseIpcMemory(char* data) {}
+  // Copies `bytes` of host memory into memory OpenIpcMemory opened (an
+  // answer computed on the host side delivered into a CUDA region), and
+  // waits for the copy.
+  virtual absl::Status CopyToIpcMemory(char* to, const char* from, size_t bytes) {
+    return absl::FailedPreconditionError("this backend opens no CUDA IPC memory");
+  }
 };
 
 }  // namespace primserve

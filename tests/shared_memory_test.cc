@@ -666,6 +666,44 @@ TEST_F(SharedMemoryTest, RegistrationErrors) {
   ExpectAGoodRequestAnswered();
 }
 
+TEST_F(SharedMemoryTest, RegisterCudaRefusalsAndTheNextRequestAnswered) {
+  Start();
+  auto register_cuda = [&](const std::string& name, const std::string& handle, int device,
+                           uint64_t byte_size) {
+    v1::RegisterCudaRequest request;
+    request.set_name(name);
+    request.set_raw_handle(handle);
+    request.set_device_id(device);
+    request.set_byte_size(byte_size);
+    v1::RegisterResponse response;
+    grpc::ClientContext context;
+    return shm_->RegisterCuda(&context, request, &response);
+  };
+  const std::string zeros(64, '\0');
+  grpc::Status short_handle = register_cuda("g", std::string(16, 'x'), 0, 4096);
+  EXPECT_EQ(short_handle.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(short_handle.error_message(), HasSubstr("raw_handle has 16 bytes"));
+  EXPECT_EQ(register_cuda("", zeros, 0, 4096).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(register_cuda("g", zeros, -1, 4096).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(register_cuda("g", zeros, 0, 0).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // A handle no process exported: the CPU backend refuses every CUDA region,
+  // the CUDA backend fails to open it; both FAILED_PRECONDITION, saying why.
+  grpc::Status unopened = register_cuda("g", zeros, 0, 4096);
+  EXPECT_EQ(unopened.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(unopened.error_message(),
+              ::testing::AnyOf(HasSubstr("CUDA regions need a server with --backend=cuda"),
+                               HasSubstr("cudaIpcOpenMemHandle on device 0 failed")));
+  // A name taken by a system region is taken for CUDA too.
+  ShmObject object(4096);
+  ASSERT_TRUE(Register("r", object.key(), 0, 4096).ok());
+  EXPECT_EQ(register_cuda("r", zeros, 0, 4096).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  v1::SharedMemoryStatusResponse status = Status();
+  ASSERT_EQ(status.regions_size(), 1) << "a refused CUDA registration left a region";
+  EXPECT_EQ(status.regions(0).kind(), "system");
+  EXPECT_EQ(status.regions(0).device_id(), -1);
+  ExpectAGoodRequestAnswered();
+}
+
 TEST_F(SharedMemoryTest, UnregisteringARegionInUseWaitsForItsRequests) {
   auto backend = std::make_unique<HoldingBackend>(Rpc::kScan);
   HoldingBackend* holding = backend.get();

@@ -70,10 +70,15 @@ absl::StatusOr<Result> RunAggregateByKey(Lane& lane, const AggregateByKeyOperati
   // The first key outside [0, num_keys), or -1.
   const int64_t bad_position = *run.staged_as<int64_t>(bad);
   if (bad_position >= 0) {
-    return VisitDType(op.keys.dtype, [&](auto zero) {
+    return VisitDType(op.keys.dtype, [&](auto zero) -> absl::Status {
       using K = decltype(zero);
-      return absl::InvalidArgumentError(KeyOutOfRangeMessage(
-          static_cast<uint64_t>(bad_position), op.keys.as<K>()[bad_position], op.num_keys));
+      // Read from the device's copy: the keys may be in a CUDA region,
+      // which the host cannot read.
+      K key{};
+      PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaMemcpy(&key, run.device<K>(keys) + bad_position,
+                                                sizeof(K), cudaMemcpyDeviceToHost));
+      return absl::InvalidArgumentError(
+          KeyOutOfRangeMessage(static_cast<uint64_t>(bad_position), key, op.num_keys));
     });
   }
   PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(out, op.num_keys * value_size));

@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/cuda/cuda_status.h"
+#include "server/cuda/device_scan.h"
+#include "server/cuda/io.h"
 #include "server/cuda/lane.h"
 #include "server/cuda/runners.h"
 
@@ -136,6 +139,90 @@ void CudaBackend::UnpinHostMemory(void* data) {
   if (cudaHostUnregister(data) != cudaSuccess) cudaGetLastError();
 }
 
+namespace {
+
+// cuMemGetAddressRange through the runtime's driver entry points (the server
+// links no libcuda): the allocation holding `data`, or false if unknown.
+bool AllocationOf(const char* data, uintptr_t* base, size_t* size) {
+  using GetAddressRange = int (*)(unsigned long long*, size_t*, unsigned long long);
+  static GetAddressRange get_range = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return static_cast<GetAddressRange>(nullptr);
+    }
+    return reinterpret_cast<GetAddressRange>(fn);
+  }();
+  if (get_range == nullptr) return false;
+  unsigned long long start = 0;
+  if (get_range(&start, size, reinterpret_cast<uintptr_t>(data)) != 0) return false;
+  *base = start;
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<char*> CudaBackend::OpenIpcMemory(absl::string_view raw_handle, int device,
+                                                 uint64_t bytes) {
+  bool served = false;
+  for (const auto& lane : lanes_->lanes()) served |= lane->device() == device;
+  if (!served) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device_id ", device, " is not a device this server runs on (it serves ",
+                     device_names_, ")"));
+  }
+  cudaIpcMemHandle_t handle;
+  static_assert(sizeof(handle) == 64, "a cudaIpcMemHandle_t is 64 bytes (RegisterCudaRequest)");
+  if (raw_handle.size() != sizeof(handle)) {
+    return absl::InvalidArgumentError(absl::StrCat("raw_handle has ", raw_handle.size(),
+                                                   " bytes; a cudaIpcMemHandle_t has 64"));
+  }
+  std::memcpy(&handle, raw_handle.data(), sizeof(handle));
+  PRIMSERVE_RETURN_IF_ERROR(cuda::CudaStatus(cudaSetDevice(device), "cudaSetDevice"));
+  void* data = nullptr;
+  const cudaError_t opened =
+      cudaIpcOpenMemHandle(&data, handle, cudaIpcMemLazyEnablePeerAccess);
+  if (opened != cudaSuccess) {
+    cudaGetLastError();  // not sticky: clear it for the lanes
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cudaIpcOpenMemHandle on device ", device, " failed: ", cudaGetErrorName(opened), ": ",
+        cudaGetErrorString(opened),
+        " (the handle must come from cudaIpcGetMemHandle in another process, on memory it "
+        "still holds)"));
+  }
+  uintptr_t base = 0;
+  size_t allocation = 0;
+  const char* start = static_cast<const char*>(data);
+  if (AllocationOf(start, &base, &allocation)) {
+    const uint64_t room = allocation - (reinterpret_cast<uintptr_t>(start) - base);
+    if (bytes > room) {
+      if (cudaIpcCloseMemHandle(data) != cudaSuccess) cudaGetLastError();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "byte_size ", bytes, " is past the end of the exported allocation (", room,
+          " bytes)"));
+    }
+  }
+  cuda::AddDeviceRange(start, bytes, device);
+  return static_cast<char*>(data);
+}
+
+void CudaBackend::CloseIpcMemory(char* data) {
+  const int device = cuda::DeviceOf(data, 1);
+  cuda::RemoveDeviceRange(data);
+  if (device >= 0 && cudaSetDevice(device) != cudaSuccess) cudaGetLastError();
+  if (cudaIpcCloseMemHandle(data) != cudaSuccess) cudaGetLastError();
+}
+
+absl::Status CudaBackend::CopyToIpcMemory(char* to, const char* from, size_t bytes) {
+  absl::Status copied =
+      cuda::CudaStatus(cudaMemcpy(to, from, bytes, cudaMemcpyDefault), "cudaMemcpy");
+  if (!copied.ok()) cudaGetLastError();
+  return copied;
+}
+
 void CudaBackend::NoteFailure(const absl::Status& status) {
   if (status.code() != absl::StatusCode::kUnavailable) return;
   absl::MutexLock lock(&health_mu_);
@@ -152,15 +239,59 @@ std::vector<absl::StatusOr<Result>> CudaBackend::Run(Lane& lane, absl::Span<Task
   }
   const absl::Time deadline = LatestDeadline(tasks);
   switch (RpcOf(tasks.front()->operation)) {
-    case Rpc::kScan:
-      return Batched(tasks.size(),
-                     cuda::RunScans(lane, OperationsOf<ScanOperation>(tasks), deadline));
+    case Rpc::kScan: {
+      // Scans in or out of CUDA regions run alone, in place; the rest as
+      // one batch.
+      std::vector<const ScanOperation*> ops = OperationsOf<ScanOperation>(tasks);
+      std::vector<const ScanOperation*> host_ops;
+      for (const ScanOperation* op : ops) {
+        if (!cuda::TouchesDevice(*op)) host_ops.push_back(op);
+      }
+      if (host_ops.size() == ops.size()) {
+        return Batched(tasks.size(), cuda::RunScans(lane, ops, deadline));
+      }
+      Results host_results =
+          host_ops.empty() ? Results{}
+                           : Batched(host_ops.size(), cuda::RunScans(lane, host_ops, deadline));
+      Results results;
+      size_t next_host = 0;
+      for (size_t i = 0; i < ops.size(); ++i) {
+        if (cuda::TouchesDevice(*ops[i])) {
+          results.push_back(cuda::RunDeviceScan(lane, *ops[i], tasks[i]->deadline));
+        } else {
+          results.push_back(std::move(host_results[next_host++]));
+        }
+      }
+      return results;
+    }
     case Rpc::kReduce:
       return Batched(tasks.size(),
                      cuda::RunReduces(lane, OperationsOf<ReduceOperation>(tasks), deadline));
-    case Rpc::kSelect:
-      return Batched(tasks.size(),
-                     cuda::RunSelects(lane, OperationsOf<SelectOperation>(tasks), deadline));
+    case Rpc::kSelect: {
+      // The select kernels take flags as bytes, packed on the host: flags in
+      // a CUDA region come down first (the one input not used where it is).
+      std::vector<const SelectOperation*> ops = OperationsOf<SelectOperation>(tasks);
+      std::vector<SelectOperation> with_host_flags;
+      std::vector<std::string> host_flags;
+      with_host_flags.reserve(ops.size());
+      host_flags.reserve(ops.size());
+      for (const SelectOperation*& op : ops) {
+        if (!op->flags || cuda::DeviceOf(op->flags->bytes.data(), op->flags->bytes.size()) < 0) {
+          continue;
+        }
+        std::string& bytes = host_flags.emplace_back(op->flags->bytes.size(), '\0');
+        if (absl::Status copied = cuda::CudaStatus(
+                cudaMemcpy(bytes.data(), op->flags->bytes.data(), bytes.size(), cudaMemcpyDefault),
+                "cudaMemcpy");
+            !copied.ok()) {
+          return Results(tasks.size(), copied);
+        }
+        SelectOperation& copy = with_host_flags.emplace_back(*op);
+        copy.flags->bytes = bytes;
+        op = &copy;
+      }
+      return Batched(tasks.size(), cuda::RunSelects(lane, ops, deadline));
+    }
     case Rpc::kUnique:
       return RunEach<UniqueOperation>(tasks, [&](const UniqueOperation& op, absl::Time d) {
         return cuda::RunUnique(lane, op, d);

@@ -65,6 +65,13 @@ class CudaBackend final : public ExecutionBackend {
   // cudaHostRegister (portable: for every device's lanes) / cudaHostUnregister.
   absl::Status PinHostMemory(void* data, size_t bytes) override;
   void UnpinHostMemory(void* data) override;
+  // cudaIpcOpenMemHandle on `device` (one this backend serves), checked
+  // against the allocation's size; the range is recorded (cuda/io.h
+  // AddDeviceRange) so that requests naming it run on it in place.
+  absl::StatusOr<char*> OpenIpcMemory(absl::string_view raw_handle, int device,
+                                      uint64_t bytes) override;
+  void CloseIpcMemory(char* data) override;
+  absl::Status CopyToIpcMemory(char* to, const char* from, size_t bytes) override;
 
   const std::string& device_names() const { return device_names_; }
 

@@ -3,23 +3,94 @@
 #include <cuda_runtime.h>
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <map>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace primserve::cuda {
 
+namespace {
+
+struct DeviceRange {
+  size_t bytes = 0;
+  int device = 0;
+};
+
+// Ranges by start; read by every HostInput::Append once one exists.
+struct DeviceRanges {
+  std::atomic<size_t> count{0};
+  absl::Mutex mu;
+  std::map<const char*, DeviceRange> ranges ABSL_GUARDED_BY(mu);
+};
+
+DeviceRanges& Ranges() {
+  static DeviceRanges* ranges = new DeviceRanges;
+  return *ranges;
+}
+
+}  // namespace
+
+void AddDeviceRange(const char* data, size_t bytes, int device) {
+  DeviceRanges& r = Ranges();
+  absl::MutexLock lock(&r.mu);
+  r.ranges[data] = DeviceRange{bytes, device};
+  r.count.store(r.ranges.size());
+}
+
+void RemoveDeviceRange(const char* data) {
+  DeviceRanges& r = Ranges();
+  absl::MutexLock lock(&r.mu);
+  r.ranges.erase(data);
+  r.count.store(r.ranges.size());
+}
+
+int DeviceOf(const char* data, size_t bytes) {
+  DeviceRanges& r = Ranges();
+  if (r.count.load(std::memory_order_relaxed) == 0 || data == nullptr) return -1;
+  absl::MutexLock lock(&r.mu);
+  auto it = r.ranges.upper_bound(data);
+  if (it == r.ranges.begin()) return -1;
+  --it;
+  const size_t offset = static_cast<size_t>(data - it->first);
+  if (offset > it->second.bytes || bytes > it->second.bytes - offset) return -1;
+  return it->second.device;
+}
+
 void HostInput::StageTo(char* to) const {
-  for (absl::string_view piece : pieces_) {
-    if (!piece.empty()) std::memcpy(to, piece.data(), piece.size());
-    to += piece.size();
+  for (const Piece& piece : pieces_) {
+    if (!piece.bytes.empty() && !piece.on_device) {
+      std::memcpy(to, piece.bytes.data(), piece.bytes.size());
+    }
+    to += piece.bytes.size();
   }
 }
 
 const char* HostInput::Pinned() const {
   // Below this, asking the driver costs more than the copy it could save.
   constexpr size_t kMinBytes = size_t{1} << 20;
-  if (pieces_.size() != 1 || size_ < kMinBytes || !IsPinned(pieces_[0].data())) return nullptr;
-  return pieces_[0].data();
+  if (pieces_.size() != 1 || pieces_[0].on_device || size_ < kMinBytes ||
+      !IsPinned(pieces_[0].bytes.data())) {
+    return nullptr;
+  }
+  return pieces_[0].bytes.data();
+}
+
+int HostInput::CopyDevicePieces(char* to, cudaStream_t stream) const {
+  for (const Piece& piece : pieces_) {
+    if (piece.on_device && !piece.bytes.empty()) {
+      // Default: unified addressing finds each side's device (a region on
+      // another device than the lane's is copied peer to peer).
+      const cudaError_t copied = cudaMemcpyAsync(to, piece.bytes.data(), piece.bytes.size(),
+                                                 cudaMemcpyDefault, stream);
+      if (copied != cudaSuccess) return copied;
+    }
+    to += piece.bytes.size();
+  }
+  return cudaSuccess;
 }
 
 HostOutput::HostOutput(size_t expected_bytes) {

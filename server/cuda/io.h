@@ -1,8 +1,8 @@
-// Where a batch's bytes come from and where its answers go. Today both are
-// host memory: the request's bytes as parsed, and answers built in host
-// buffers. Other places (a shared-memory region, device memory from a CUDA
-// IPC handle, the chunks of a stream) are further implementations of these
-// two interfaces; the runners see only the interfaces.
+// Where a batch's bytes come from and where its answers go: the request's
+// bytes as parsed, a (pinned) shared-memory region, or device memory from a
+// CUDA IPC handle (copied device to device into the batch's block, or used
+// in place where a runner can: device_scan.h); answers are built in host
+// buffers. The runners see only these interfaces.
 #ifndef PRIMSERVE_SERVER_CUDA_IO_H_
 #define PRIMSERVE_SERVER_CUDA_IO_H_
 
@@ -12,25 +12,48 @@
 #include <utility>
 #include <vector>
 
+#include <cuda_runtime_api.h>
+
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "server/task.h"
 
 namespace primserve::cuda {
 
+// Device memory opened from CUDA IPC handles (CUDA shared-memory regions).
+// An operation's ArrayView or output place may point into one: such bytes
+// are never touched on the host, only copied or used on the device. The
+// backend records a range when it opens a handle and forgets it when it
+// closes it.
+void AddDeviceRange(const char* data, size_t bytes, int device);
+void RemoveDeviceRange(const char* data);
+// The device holding [data, data + bytes) when it lies inside one recorded
+// range, else -1 (host memory). One atomic load while none is recorded.
+int DeviceOf(const char* data, size_t bytes);
+
 // Bytes bound for the device.
 class InputSource {
  public:
   virtual ~InputSource() = default;
   virtual size_t size() const = 0;
-  // Writes the size() bytes into host staging at `to`.
+  // Writes the size() bytes into host staging at `to` (those of pieces on
+  // the device excepted: CopyDevicePieces brings them).
   virtual void StageTo(char* to) const = 0;
   // The size() bytes where the device can copy them from directly (pinned
   // host memory), or null: they must be staged.
   virtual const char* Pinned() const { return nullptr; }
+  // Whether some or all of the bytes are already on a device (CUDA IPC
+  // memory): those need no staging, only a device-to-device copy.
+  virtual bool AnyOnDevice() const { return false; }
+  virtual bool AllOnDevice() const { return false; }
+  // Queues on `stream` the device-to-device copies of the pieces on a device
+  // to their places in [to, to + size()).
+  virtual int CopyDevicePieces(char* to, cudaStream_t stream) const { return 0; }
 };
 
-// Pieces of host memory laid end to end (a batch's inputs, one per request).
+// Pieces of host memory, or of device memory from a CUDA region, laid end
+// to end (a batch's inputs, one per request). Pieces are sorted by where
+// they are as they are appended (DeviceOf).
 class HostInput final : public InputSource {
  public:
   HostInput() = default;
@@ -41,16 +64,26 @@ class HostInput final : public InputSource {
                                     values.size() * sizeof(T))) {}
 
   void Append(absl::string_view piece) {
-    pieces_.push_back(piece);
+    const bool on_device = DeviceOf(piece.data(), piece.size()) >= 0;
+    pieces_.push_back(Piece{piece, on_device});
+    device_pieces_ += on_device;
     size_ += piece.size();
   }
   size_t size() const override { return size_; }
   void StageTo(char* to) const override;
   // One large piece in pinned memory (a pinned shared-memory region).
   const char* Pinned() const override;
+  bool AnyOnDevice() const override { return device_pieces_ != 0; }
+  bool AllOnDevice() const override { return device_pieces_ == pieces_.size(); }
+  int CopyDevicePieces(char* to, cudaStream_t stream) const override;
 
  private:
-  std::vector<absl::string_view> pieces_;
+  struct Piece {
+    absl::string_view bytes;
+    bool on_device = false;
+  };
+  std::vector<Piece> pieces_;
+  size_t device_pieces_ = 0;
   size_t size_ = 0;
 };
 

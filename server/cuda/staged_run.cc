@@ -30,13 +30,22 @@ absl::Status StagedRun::Start() {
   PRIMSERVE_RETURN_IF_ERROR(lane_.Mark(Lane::kStart));
   for (const auto& [source, slice] : inputs_) {
     if (source->size() == 0) continue;
-    const char* from = source->Pinned();
-    if (from == nullptr) {
-      source->StageTo(staging_ + slice.staged);
-      from = staging_ + slice.staged;
+    // Bytes in CUDA IPC memory are copied on the device; where host pieces
+    // sit beside them, the whole range goes up first and the device pieces
+    // then overwrite their places (stream order).
+    if (!source->AllOnDevice()) {
+      const char* from = source->Pinned();
+      if (from == nullptr) {
+        source->StageTo(staging_ + slice.staged);
+        from = staging_ + slice.staged;
+      }
+      PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(device(slice), from, source->size(),
+                                                     cudaMemcpyHostToDevice, lane_.stream()));
     }
-    PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(device(slice), from, source->size(),
-                                                   cudaMemcpyHostToDevice, lane_.stream()));
+    if (source->AnyOnDevice()) {
+      PRIMSERVE_RETURN_IF_CUDA_ERROR(
+          static_cast<cudaError_t>(source->CopyDevicePieces(device<char>(slice), lane_.stream())));
+    }
   }
   inputs_.clear();
   PRIMSERVE_RETURN_IF_ERROR(lane_.Mark(Lane::kInputsIn));

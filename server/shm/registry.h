@@ -39,12 +39,16 @@ struct RegistryOptions {
 // One region as Status lists it.
 struct RegionInfo {
   std::string name;
-  std::string kind;  // "system"
-  std::string key;
+  std::string kind;  // "system" or "cuda"
+  std::string key;   // empty for a CUDA region
   uint64_t offset = 0;
   uint64_t byte_size = 0;
   uint64_t requests_in_flight = 0;
+  int device = -1;  // a CUDA region's device; -1 for a system region
 };
+
+// The bytes of a cudaIpcMemHandle_t (CUDA_IPC_HANDLE_SIZE).
+inline constexpr size_t kCudaIpcHandleBytes = 64;
 
 // What the registered regions use together, shared with the regions so that
 // one unmapped after the registry is gone still gives its share back.
@@ -54,23 +58,40 @@ struct Usage {
   uint64_t bytes ABSL_GUARDED_BY(mu) = 0;
 };
 
-// A registered region's mapping, alive while it is registered or leased.
+// A registered region's memory, alive while it is registered or leased:
+// a mapped range of a shm object (system), or device memory a backend opened
+// from a CUDA IPC handle (cuda).
 class Entry final {
  public:
-  // `pinned_by`: the backend that pinned the region's memory, or null.
+  // A system region. `pinned_by`: the backend that pinned its memory, or null.
   Entry(std::string name, std::unique_ptr<SystemRegion> region, std::shared_ptr<Usage> usage,
         ExecutionBackend* pinned_by);
-  ~Entry();  // unpins, unmaps, and gives its share of the limits back
+  // A CUDA region of `size` bytes at `data` on `device`, which `opened_by`
+  // opened (and closes when the entry goes).
+  Entry(std::string name, char* data, uint64_t size, int device, std::shared_ptr<Usage> usage,
+        ExecutionBackend* opened_by);
+  ~Entry();  // unpins and unmaps (or closes), and gives its share of the limits back
 
   const std::string& name() const { return name_; }
-  const SystemRegion& region() const { return *region_; }
+  char* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  // -1 for a system region (host memory); else the CUDA device its memory is on.
+  int device() const { return device_; }
+  // Null for a CUDA region.
+  const SystemRegion* system() const { return system_.get(); }
+  // The backend that opened a CUDA region (for copies into it).
+  ExecutionBackend* opened_by() const { return opened_by_; }
   std::atomic<uint64_t>& leases() { return leases_; }
 
  private:
   const std::string name_;
-  const std::unique_ptr<SystemRegion> region_;
+  const std::unique_ptr<SystemRegion> system_;
+  char* const data_;
+  const uint64_t size_;
+  const int device_;
   const std::shared_ptr<Usage> usage_;
-  ExecutionBackend* const pinned_by_;
+  ExecutionBackend* const pinned_by_ = nullptr;
+  ExecutionBackend* const opened_by_ = nullptr;
   std::atomic<uint64_t> leases_{0};
 };
 
@@ -84,7 +105,9 @@ class Lease final {
   Lease(const Lease&) = delete;
 
   const std::string& name() const { return entry_->name(); }
-  uint64_t size() const { return entry_->region().size(); }
+  uint64_t size() const { return entry_->size(); }
+  // -1 for host memory (a system region), else the device of a CUDA region.
+  int device() const { return entry_->device(); }
 
   // The bytes [offset, offset + byte_size) of the region, for an array of
   // elements of `element_size` bytes. INVALID_ARGUMENT, naming `field`,
@@ -92,8 +115,12 @@ class Lease final {
   // element-aligned in memory.
   absl::StatusOr<char*> Range(uint64_t offset, uint64_t byte_size, size_t element_size,
                               absl::string_view field) const;
-  // FAILED_PRECONDITION, naming the region, if its object was truncated.
+  // FAILED_PRECONDITION, naming the region, if its object was truncated (a
+  // CUDA region has no object: always OK).
   absl::Status CheckObjectSize() const;
+  // Writes `bytes` from host memory at `from` to `to`, a place in this
+  // region: a memcpy for a system region, a copy to the device for a CUDA one.
+  absl::Status Write(char* to, const char* from, size_t bytes) const;
 
  private:
   std::shared_ptr<Entry> entry_;  // null once moved from
@@ -110,6 +137,15 @@ class Registry final {
   // RESOURCE_EXHAUSTED past the limits, INVALID_ARGUMENT for an empty name.
   absl::Status RegisterSystem(const std::string& name, const std::string& key, uint64_t offset,
                               uint64_t byte_size);
+  // Opens device memory another process exported (`raw_handle`, the 64
+  // bytes of a cudaIpcMemHandle_t) on `device` through the backend
+  // (ExecutionBackend::OpenIpcMemory, whose errors it returns), as `name`.
+  // INVALID_ARGUMENT for an empty name, a zero byte_size, a handle of
+  // another size or a negative device; ALREADY_EXISTS for a name taken;
+  // RESOURCE_EXHAUSTED past the limits; FAILED_PRECONDITION without a
+  // backend that opens CUDA memory.
+  absl::Status RegisterCuda(const std::string& name, absl::string_view raw_handle, int device,
+                            uint64_t byte_size);
   // Takes the name away (every name for ""); NOT_FOUND for an unknown one.
   absl::Status Unregister(const std::string& name);
   // The region of that name, or all ("") by name; NOT_FOUND for an unknown one.
@@ -119,6 +155,11 @@ class Registry final {
   absl::StatusOr<Lease> Acquire(absl::string_view name) const;
 
  private:
+  // ALREADY_EXISTS for a name taken, RESOURCE_EXHAUSTED past the limits with
+  // `byte_size` more.
+  absl::Status CheckRoom(const std::string& name, uint64_t byte_size) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const RegistryOptions options_;
   ExecutionBackend* const backend_;
   const std::shared_ptr<Usage> usage_ = std::make_shared<Usage>();

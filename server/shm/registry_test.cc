@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -180,6 +182,115 @@ TEST(RegistryTest, RegionsArePinnedWhileMappedAndServeUnpinnedIfPinningFails) {
   EXPECT_EQ(backend.unpinned, std::vector<void*>{data});
   ASSERT_TRUE(registry.Unregister("").ok());
   EXPECT_EQ(backend.unpinned.size(), 1u) << "unpinned what was never pinned";
+}
+
+// Opens "IPC handles" as host buffers (the handle's first byte says how
+// many bytes the allocation has, in KiB; 0xFF fails to open), and records
+// what it opens, closes and copies.
+class IpcBackend final : public ExecutionBackend {
+ public:
+  std::string name() const override { return "ipc"; }
+  void Execute(std::vector<std::unique_ptr<Task>>) override {}
+  absl::StatusOr<char*> OpenIpcMemory(absl::string_view raw_handle, int device,
+                                      uint64_t bytes) override {
+    if (static_cast<unsigned char>(raw_handle[0]) == 0xFF) {
+      return absl::FailedPreconditionError("cudaIpcOpenMemHandle: invalid device context");
+    }
+    if (device != 0) return absl::InvalidArgumentError("device_id 1 is not served");
+    if (bytes > static_cast<uint64_t>(raw_handle[0]) * 1024) {
+      return absl::InvalidArgumentError("byte_size is past the end of the exported allocation");
+    }
+    memory.emplace_back(new char[bytes]());
+    opened.push_back(memory.back().get());
+    return memory.back().get();
+  }
+  void CloseIpcMemory(char* data) override { closed.push_back(data); }
+  absl::Status CopyToIpcMemory(char* to, const char* from, size_t bytes) override {
+    ++copies;
+    std::memcpy(to, from, bytes);
+    return absl::OkStatus();
+  }
+
+  std::vector<std::unique_ptr<char[]>> memory;
+  std::vector<char*> opened, closed;
+  int copies = 0;
+};
+
+std::string Handle(unsigned char first) {
+  std::string handle(kCudaIpcHandleBytes, '\x5a');
+  handle[0] = static_cast<char>(first);
+  return handle;
+}
+
+TEST(RegistryTest, CudaRegionsOpenThroughTheBackendAndCloseAfterTheirLastLease) {
+  IpcBackend backend;
+  Registry registry(Limits(2, 10000), &backend);
+  ASSERT_TRUE(registry.RegisterCuda("g", Handle(8), 0, 8192).ok());
+  ASSERT_EQ(backend.opened.size(), 1u);
+  absl::StatusOr<std::vector<RegionInfo>> list = registry.List("g");
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(list->front().kind, "cuda");
+  EXPECT_EQ(list->front().key, "");
+  EXPECT_EQ(list->front().device, 0);
+  EXPECT_EQ(list->front().byte_size, 8192u);
+  EXPECT_EQ(registry.RegisterCuda("g", Handle(8), 0, 8).code(), absl::StatusCode::kAlreadyExists);
+  // The limits count CUDA regions as system ones: 8192 of 10000 bytes taken.
+  absl::Status too_big = registry.RegisterCuda("h", Handle(8), 0, 4096);
+  EXPECT_EQ(too_big.code(), absl::StatusCode::kResourceExhausted) << too_big;
+  EXPECT_EQ(backend.opened.size(), 1u) << "opened a handle past the limits";
+  {
+    absl::StatusOr<Lease> lease = registry.Acquire("g");
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    EXPECT_EQ(lease->device(), 0);
+    EXPECT_TRUE(lease->CheckObjectSize().ok());
+    absl::StatusOr<char*> data = lease->Range(8, 16, 8, "output_location.values");
+    ASSERT_TRUE(data.ok()) << data.status();
+    EXPECT_EQ(*data, backend.opened[0] + 8);
+    EXPECT_EQ(lease->Range(8192, 8, 8, "x").status().code(), absl::StatusCode::kInvalidArgument);
+    const char answer[] = "answered";
+    ASSERT_TRUE(lease->Write(*data, answer, 8).ok());
+    EXPECT_EQ(backend.copies, 1) << "a write into a CUDA region must go through the backend";
+    EXPECT_EQ(std::string(backend.opened[0] + 8, 8), "answered");
+    ASSERT_TRUE(registry.Unregister("g").ok());
+    EXPECT_EQ(registry.Acquire("g").status().code(), absl::StatusCode::kNotFound);
+    EXPECT_TRUE(backend.closed.empty()) << "closed under a lease";
+  }
+  EXPECT_EQ(backend.closed, std::vector<char*>{backend.opened[0]});
+  // Its bytes are given back: the next one fits.
+  EXPECT_TRUE(registry.RegisterCuda("h", Handle(8), 0, 8192).ok());
+}
+
+TEST(RegistryTest, BadCudaRegistrationsAreRefusedWithTheirCodes) {
+  IpcBackend backend;
+  Registry registry(RegistryOptions{}, &backend);
+  EXPECT_EQ(registry.RegisterCuda("", Handle(8), 0, 8).code(), absl::StatusCode::kInvalidArgument);
+  absl::Status short_handle = registry.RegisterCuda("g", std::string(63, 'x'), 0, 8);
+  EXPECT_EQ(short_handle.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(short_handle.message(), HasSubstr("raw_handle has 63 bytes"));
+  EXPECT_EQ(registry.RegisterCuda("g", std::string(65, 'x'), 0, 8).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.RegisterCuda("g", Handle(8), -1, 8).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.RegisterCuda("g", Handle(8), 0, 0).code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::Status failed = registry.RegisterCuda("g", Handle(0xFF), 0, 8);
+  EXPECT_EQ(failed.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(failed.message(), HasSubstr("cudaIpcOpenMemHandle"));
+  EXPECT_EQ(registry.RegisterCuda("g", Handle(8), 1, 8).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry.RegisterCuda("g", Handle(1), 0, 1025).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(registry.List("").value().empty()) << "a refused registration left a region";
+  // The next good one is taken.
+  EXPECT_TRUE(registry.RegisterCuda("g", Handle(1), 0, 1024).ok());
+  // Without a GPU backend, every CUDA region is refused.
+  PinningBackend plain;
+  Registry no_gpu(RegistryOptions{}, &plain);
+  absl::Status refused = no_gpu.RegisterCuda("g", Handle(8), 0, 8);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.message(), HasSubstr("--backend=cuda"));
+  EXPECT_EQ(Registry(RegistryOptions{}).RegisterCuda("g", Handle(8), 0, 8).code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(RegistryTest, ATruncatedObjectIsRefusedNotTouched) {

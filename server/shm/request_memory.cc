@@ -124,7 +124,13 @@ absl::Status RequestMemory::Deliver(absl::Span<const Delivery> outputs) {
       d.field->mutable_data()->swap(d.array->bytes);
       continue;
     }
-    if (!d.array->bytes.empty()) std::memcpy(p->data, d.array->bytes.data(), d.array->bytes.size());
+    // Into a CUDA region this is a copy to the device (an answer the engine
+    // could not write there in place).
+    if (absl::Status wrote =
+            leases_[p->lease].Write(p->data, d.array->bytes.data(), d.array->bytes.size());
+        !wrote.ok()) {
+      return wrote;
+    }
     v1::SharedMemoryRef* written = d.field->mutable_shm();
     written->set_region(p->ref.region());
     written->set_offset(p->ref.offset());

@@ -24,6 +24,13 @@ grpc::ServerUnaryReactor* SharedMemoryService::RegisterSystem(
                                                    request->offset(), request->byte_size()));
 }
 
+grpc::ServerUnaryReactor* SharedMemoryService::RegisterCuda(
+    grpc::CallbackServerContext* context, const v1::RegisterCudaRequest* request,
+    v1::RegisterResponse*) {
+  return Answer(context, registry_->RegisterCuda(request->name(), request->raw_handle(),
+                                                 request->device_id(), request->byte_size()));
+}
+
 grpc::ServerUnaryReactor* SharedMemoryService::Unregister(grpc::CallbackServerContext* context,
                                                           const v1::UnregisterRequest* request,
                                                           v1::UnregisterResponse*) {
@@ -43,6 +50,7 @@ grpc::ServerUnaryReactor* SharedMemoryService::Status(
     region->set_offset(info.offset);
     region->set_byte_size(info.byte_size);
     region->set_requests_in_flight(info.requests_in_flight);
+    region->set_device_id(info.device);
   }
   return Answer(context, absl::OkStatus());
 }

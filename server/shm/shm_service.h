@@ -15,6 +15,9 @@ class SharedMemoryService final : public v1::SharedMemory::CallbackService {
   grpc::ServerUnaryReactor* RegisterSystem(grpc::CallbackServerContext* context,
                                            const v1::RegisterSystemRequest* request,
                                            v1::RegisterResponse* response) override;
+  grpc::ServerUnaryReactor* RegisterCuda(grpc::CallbackServerContext* context,
+                                         const v1::RegisterCudaRequest* request,
+                                         v1::RegisterResponse* response) override;
   grpc::ServerUnaryReactor* Unregister(grpc::CallbackServerContext* context,
                                        const v1::UnregisterRequest* request,
                                        v1::UnregisterResponse* response) override;

@@ -1,0 +1,87 @@
+#include "server/cuda/device_scan.h"
+
+#include <optional>
+
+#include "kernels/scan.h"
+#include "server/cuda/cuda_status.h"
+#include "server/cuda/io.h"
+#include "server/cuda/staged_run.h"
+
+namespace primserve::cuda {
+
+bool TouchesDevice(const ScanOperation& op) {
+  const size_t bytes = op.input.bytes.size();
+  return DeviceOf(op.input.bytes.data(), bytes) >= 0 ||
+         (op.output_place != nullptr && DeviceOf(op.output_place, bytes) >= 0);
+}
+
+absl::StatusOr<Result> RunDeviceScan(Lane& lane, const ScanOperation& op, absl::Time deadline) {
+  const DType dtype = op.input.dtype;
+  const uint64_t n = op.input.size();
+  const size_t bytes = op.input.bytes.size();
+  const char* const input = op.input.bytes.data();
+  char* const place = op.output_place;
+  const bool input_here = DeviceOf(input, bytes) == lane.device();
+  const int place_device = place != nullptr ? DeviceOf(place, bytes) : -1;
+  // In place in the region: the kernel's output is the place itself, which
+  // the scan may share with its input exactly (it works in place) but not
+  // partly (a later element would read an answer).
+  const bool disjoint = place + bytes <= input || input + bytes <= place;
+  const bool write_in_place =
+      place_device == lane.device() && (input_here ? (place == input || disjoint) : true);
+  if (n == 0) {
+    return ScanResult{HostArray{dtype, {}, 0}};
+  }
+  const bool segmented = !op.segment_offsets.empty();
+  size_t temp_bytes = 0;
+  PRIMSERVE_RETURN_IF_CUDA_ERROR(
+      segmented ? gpu::SegmentedScan(nullptr, &temp_bytes, nullptr, nullptr, n, nullptr,
+                                     op.segment_offsets.size(), dtype, op.op, op.exclusive,
+                                     lane.stream())
+                : gpu::Scan(nullptr, &temp_bytes, nullptr, nullptr, n, dtype, op.op,
+                            op.exclusive, lane.stream()));
+  StagedRun run(lane, deadline);
+  // The input: in place, or brought into the block (host bytes staged up,
+  // another device's copied across).
+  HostInput data(op.input.bytes);
+  std::optional<StagedRun::Slice> in_block;
+  if (!input_here) in_block = run.Input(data);
+  HostInput starts_input(op.segment_offsets);
+  const StagedRun::Slice starts = segmented ? run.Input(starts_input) : StagedRun::Slice{};
+  // The answer: in the place, else in the block (over the input's copy when
+  // there is one: the scan works in place) and then where it goes.
+  std::optional<StagedRun::Slice> out_block;
+  if (!write_in_place) {
+    out_block = in_block         ? *in_block
+                : place_device >= 0 ? run.Scratch(bytes)  // no host staging for it
+                                    : run.Output(bytes);
+  }
+  const StagedRun::Slice temp = run.Scratch(temp_bytes);
+  PRIMSERVE_RETURN_IF_ERROR(run.Start());
+  const void* d_in = input_here ? static_cast<const void*>(input) : run.device(*in_block);
+  void* d_out = write_in_place ? static_cast<void*>(place) : run.device(*out_block);
+  PRIMSERVE_RETURN_IF_ERROR(run.Launched(
+      segmented ? gpu::SegmentedScan(run.device(temp), &temp_bytes, d_in, d_out, n,
+                                     run.device<uint64_t>(starts), op.segment_offsets.size(),
+                                     dtype, op.op, op.exclusive, lane.stream())
+                : gpu::Scan(run.device(temp), &temp_bytes, d_in, d_out, n, dtype, op.op,
+                            op.exclusive, lane.stream())));
+  if (write_in_place) {
+    PRIMSERVE_RETURN_IF_ERROR(run.Finish());
+    return ScanResult{HostArray{dtype, {}, bytes}};
+  }
+  if (place_device >= 0) {
+    // A place on another device, or overlapping the input partly: one copy
+    // on the device side.
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(place, d_out, bytes, cudaMemcpyDefault, lane.stream()));
+    PRIMSERVE_RETURN_IF_ERROR(run.Finish());
+    return ScanResult{HostArray{dtype, {}, bytes}};
+  }
+  // A host answer (inline, or for a system region's place).
+  PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(*out_block, bytes));
+  PRIMSERVE_RETURN_IF_ERROR(run.Finish());
+  return ScanResult{ToHostArray(dtype, run.staged(*out_block), bytes)};
+}
+
+}  // namespace primserve::cuda
