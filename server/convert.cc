@@ -306,6 +306,11 @@ absl::Status Deliver(absl::Span<const shm::Delivery> outputs, shm::RequestMemory
   return absl::OkStatus();
 }
 
+// The request's `reproducible`, or the server's default for every request.
+bool Reproducible(bool requested, const RequestLimits& limits) {
+  return requested || limits.reproducible_floats;
+}
+
 uint64_t Segments(absl::Span<const uint64_t> offsets) {
   return offsets.empty() ? 1 : offsets.size();
 }
@@ -322,6 +327,7 @@ absl::StatusOr<Operation> ToOperation(const v1::ScanRequest& request, const Requ
   if (!op.ok()) return op.status();
   o.op = *op;
   o.exclusive = request.exclusive();
+  o.reproducible = Reproducible(request.reproducible(), limits);
   absl::StatusOr<absl::Span<const uint64_t>> segments =
       ParseSegments(request.segment_offsets(), o.input.size(), limits);
   if (!segments.ok()) return segments.status();
@@ -345,6 +351,7 @@ absl::StatusOr<Operation> ToOperation(const v1::ReduceRequest& request,
   absl::StatusOr<Op> op = ParseOp(request.op(), /*allow_arg=*/true, /*allow_prod=*/true, "Reduce");
   if (!op.ok()) return op.status();
   o.op = *op;
+  o.reproducible = Reproducible(request.reproducible(), limits);
   absl::StatusOr<absl::Span<const uint64_t>> segments =
       ParseSegments(request.segment_offsets(), o.input.size(), limits);
   if (!segments.ok()) return segments.status();
@@ -455,6 +462,7 @@ absl::StatusOr<Operation> ToOperation(const v1::ReduceByKeyRequest& request,
   o.keys = *keys;
   o.values = *values;
   o.op = *op;
+  o.reproducible = Reproducible(request.reproducible(), limits);
   if (absl::Status s = PlaceOutputs(request,
                                     {{shm::Slot::kKeys, o.keys.dtype, std::nullopt},
                                      {shm::Slot::kValues, o.values.dtype, std::nullopt}},
@@ -491,6 +499,7 @@ absl::StatusOr<Operation> ToOperation(const v1::AggregateByKeyRequest& request,
   o.values = *values;
   o.op = *op;
   o.num_keys = request.num_keys();
+  o.reproducible = Reproducible(request.reproducible(), limits);
   if (absl::Status s = PlaceOutputs(request, {{shm::Slot::kValues, o.values.dtype, o.num_keys}},
                                     memory, "AggregateByKey");
       !s.ok()) {

@@ -25,6 +25,10 @@ struct RequestLimits {
   // Requests one Multiplex stream may have read and not yet answered; the
   // stream reads no further until answers are written.
   uint64_t multiplex_window = 1024;
+  // Every request reproducible (--reproducible_floats): float SUM/PROD give
+  // the same bits alone, batched or streamed. Off, only requests that set
+  // `reproducible` are.
+  bool reproducible_floats = true;
 };
 
 // The returned Operation views the request, which must outlive it, and the

@@ -174,5 +174,55 @@ TEST(ConvertTest, SelectAnswerDependsOnTheOutputsAskedFor) {
   EXPECT_TRUE(ToOperation(request, limits).ok());
 }
 
+// The request's `reproducible` or the server's default reaches every
+// operation that has the flag; false in a request never turns the server's
+// default off.
+TEST(ConvertTest, ReproducibleComesFromTheRequestOrTheServerDefault) {
+  v1::ScanRequest scan;
+  scan.mutable_input()->set_dtype(v1::FLOAT32);
+  scan.set_op(v1::SUM);
+  v1::ReduceRequest reduce;
+  reduce.mutable_input()->set_dtype(v1::FLOAT64);
+  reduce.set_op(v1::PROD);
+  v1::ReduceByKeyRequest by_key;
+  by_key.mutable_keys()->set_dtype(v1::INT32);
+  by_key.mutable_values()->set_dtype(v1::FLOAT32);
+  by_key.set_op(v1::SUM);
+  v1::AggregateByKeyRequest aggregate;
+  aggregate.mutable_keys()->set_dtype(v1::INT32);
+  aggregate.mutable_values()->set_dtype(v1::FLOAT64);
+  aggregate.set_op(v1::SUM);
+  aggregate.set_num_keys(4);
+  auto flags = [&](const RequestLimits& limits) {
+    std::vector<bool> seen;
+    for (absl::StatusOr<Operation> o :
+         {ToOperation(scan, limits), ToOperation(reduce, limits), ToOperation(by_key, limits),
+          ToOperation(aggregate, limits)}) {
+      EXPECT_TRUE(o.ok()) << o.status();
+      if (!o.ok()) return seen;
+      seen.push_back(std::visit(
+          Overloaded{[](const ScanOperation& op) { return op.reproducible; },
+                     [](const ReduceOperation& op) { return op.reproducible; },
+                     [](const ReduceByKeyOperation& op) { return op.reproducible; },
+                     [](const AggregateByKeyOperation& op) { return op.reproducible; },
+                     [](const auto&) { return false; }},
+          *o));
+    }
+    return seen;
+  };
+  RequestLimits on;
+  ASSERT_TRUE(on.reproducible_floats) << "the server default is reproducible";
+  EXPECT_EQ(flags(on), std::vector<bool>(4, true));
+  RequestLimits off;
+  off.reproducible_floats = false;
+  EXPECT_EQ(flags(off), std::vector<bool>(4, false));
+  scan.set_reproducible(true);
+  reduce.set_reproducible(true);
+  by_key.set_reproducible(true);
+  aggregate.set_reproducible(true);
+  EXPECT_EQ(flags(off), std::vector<bool>(4, true));
+  EXPECT_EQ(flags(on), std::vector<bool>(4, true));
+}
+
 }  // namespace
 }  // namespace primserve
