@@ -34,6 +34,13 @@ class ExecutionBackend {
   // error). The server reports it through the gRPC health service.
   virtual absl::Status Health() const { return absl::OkStatus(); }
 
+  // Elements per tile of the backend's unsegmented scan for `dtype`: a
+  // reproducible float SUM/PROD ScanStream hands it operations that start at
+  // multiples of this (the stream's earlier elements come in as the
+  // operation's carry_in), which then give the bits of one scan of the whole.
+  // 0: any cut gives those bits (a sequential scan).
+  virtual uint64_t ReproducibleScanGranule(DType dtype) const { return 0; }
+
   // Host memory that stays mapped a long time (a shared-memory region): a
   // backend that copies to a device may page-lock it, so that its copies go
   // straight between that memory and the device. An error leaves the memory

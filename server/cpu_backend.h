@@ -21,6 +21,9 @@ class CpuBackend final : public ExecutionBackend {
 
   std::string name() const override { return "cpu"; }
   void Execute(std::vector<std::unique_ptr<Task>> batch) override;
+  // The CUDA backend's tile sizes (gpu::ScanTileItems(dtype, false)), so
+  // that a reproducible ScanStream is cut at the same places on both.
+  uint64_t ReproducibleScanGranule(DType dtype) const override;
 
  private:
   Metrics* const metrics_;

@@ -1,5 +1,7 @@
 // The keyed families of one request: ReduceByKey (runs of equal keys, each
-// reduced) and AggregateByKey (keys are indices into num_keys slots).
+// reduced) and AggregateByKey (keys are indices into num_keys slots; a
+// reproducible float SUM through the order-fixed AggregateByKeyInOrder
+// instead of atomics).
 #include "core/messages.h"
 #include "kernels/aggregate.h"
 #include "kernels/select.h"
@@ -48,10 +50,13 @@ absl::StatusOr<Result> RunAggregateByKey(Lane& lane, const AggregateByKeyOperati
                                          absl::Time deadline) {
   const uint64_t n = op.keys.size();
   const size_t value_size = DTypeSize(op.values.dtype);
+  const auto aggregate = op.reproducible && OrderSensitive(op.op, op.values.dtype)
+                             ? gpu::AggregateByKeyInOrder
+                             : gpu::AggregateByKey;
   size_t temp_bytes = 0;
-  PRIMSERVE_RETURN_IF_CUDA_ERROR(gpu::AggregateByKey(
-      nullptr, &temp_bytes, nullptr, op.keys.dtype, nullptr, op.values.dtype, n, op.op,
-      op.num_keys, nullptr, nullptr, lane.stream()));
+  PRIMSERVE_RETURN_IF_CUDA_ERROR(aggregate(nullptr, &temp_bytes, nullptr, op.keys.dtype, nullptr,
+                                           op.values.dtype, n, op.op, op.num_keys, nullptr,
+                                           nullptr, lane.stream()));
   HostInput keys_input(op.keys.bytes);
   HostInput values_input(op.values.bytes);
   StagedRun run(lane, deadline);
@@ -61,7 +66,7 @@ absl::StatusOr<Result> RunAggregateByKey(Lane& lane, const AggregateByKeyOperati
   const StagedRun::Slice bad = run.Output(sizeof(int64_t));
   const StagedRun::Slice temp = run.Scratch(temp_bytes);
   PRIMSERVE_RETURN_IF_ERROR(run.Start());
-  PRIMSERVE_RETURN_IF_ERROR(run.Launched(gpu::AggregateByKey(
+  PRIMSERVE_RETURN_IF_ERROR(run.Launched(aggregate(
       run.device(temp), &temp_bytes, run.device(keys), op.keys.dtype, run.device(values),
       op.values.dtype, n, op.op, op.num_keys, run.device(out), run.device<int64_t>(bad),
       lane.stream())));

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "kernels/scan.h"
 #include "server/cuda/cuda_status.h"
 #include "server/cuda/device_scan.h"
 #include "server/cuda/io.h"
@@ -221,6 +222,10 @@ absl::Status CudaBackend::CopyToIpcMemory(char* to, const char* from, size_t byt
       cuda::CudaStatus(cudaMemcpy(to, from, bytes, cudaMemcpyDefault), "cudaMemcpy");
   if (!copied.ok()) cudaGetLastError();
   return copied;
+}
+
+uint64_t CudaBackend::ReproducibleScanGranule(DType dtype) const {
+  return gpu::ScanTileItems(dtype, /*segmented=*/false);
 }
 
 void CudaBackend::NoteFailure(const absl::Status& status) {

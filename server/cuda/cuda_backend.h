@@ -62,6 +62,8 @@ class CudaBackend final : public ExecutionBackend {
   std::string description() const override { return device_names_; }
   void Execute(std::vector<std::unique_ptr<Task>> batch) override;
   absl::Status Health() const override;
+  // gpu::ScanTileItems(dtype, false).
+  uint64_t ReproducibleScanGranule(DType dtype) const override;
   // cudaHostRegister (portable: for every device's lanes) / cudaHostUnregister.
   absl::Status PinHostMemory(void* data, size_t bytes) override;
   void UnpinHostMemory(void* data) override;

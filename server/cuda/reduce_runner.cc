@@ -1,5 +1,8 @@
 // Reductions: a batch of requests (each with its segments, or one) as one
-// segmented launch; ARGMIN/ARGMAX also give each segment's index.
+// segmented launch; ARGMIN/ARGMAX also give each segment's index. A batch of
+// reproducible float SUM/PROD reductions is staged together and each
+// request reduced by its own launch, exactly as alone.
+#include <algorithm>
 #include <vector>
 
 #include "kernels/reduce.h"
@@ -9,9 +12,83 @@
 #include "server/cuda/staged_run.h"
 
 namespace primserve::cuda {
+namespace {
+
+// Every request reduced by the launch it gets alone (gpu::SegmentedReduce
+// over its own elements and segment starts, one segment without any), each
+// at a kAlignment-aligned place in one staged buffer as alone, one after
+// another on the lane's stream; one copy in and one copy out for the batch.
+absl::StatusOr<Results> RunReproducibleReduces(Lane& lane,
+                                               absl::Span<const ReduceOperation* const> ops,
+                                               absl::Time deadline) {
+  static constexpr char kZeros[kAlignment] = {};
+  const ReduceOperation& first = *ops.front();
+  const DType dtype = first.input.dtype;
+  const size_t element = DTypeSize(dtype);
+  HostInput data;
+  std::vector<size_t> place(ops.size());
+  size_t bytes = 0;
+  // Each request's segment starts as alone (from 0; one segment without
+  // any), end to end; request i's are [first_segment[i], first_segment[i+1]).
+  std::vector<uint64_t> own_starts;
+  std::vector<uint64_t> first_segment;
+  std::vector<size_t> temp_of(ops.size(), 0);
+  size_t temp_bytes = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const ReduceOperation& op = *ops[i];
+    place[i] = bytes;
+    data.Append(op.input.bytes);
+    bytes += op.input.bytes.size();
+    if (i + 1 < ops.size() && AlignUp(bytes) != bytes) {
+      data.Append(absl::string_view(kZeros, AlignUp(bytes) - bytes));
+      bytes = AlignUp(bytes);
+    }
+    Concatenation alone;
+    alone.Append(op.input.size(), op.segment_offsets);
+    first_segment.push_back(own_starts.size());
+    own_starts.insert(own_starts.end(), alone.segment_starts.begin(),
+                      alone.segment_starts.end());
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(gpu::SegmentedReduce(
+        nullptr, &temp_of[i], nullptr, op.input.size(), nullptr, alone.segment_starts.size(),
+        dtype, op.op, nullptr, nullptr, lane.stream()));
+    temp_bytes = std::max(temp_bytes, temp_of[i]);
+  }
+  first_segment.push_back(own_starts.size());  // the end
+  const uint64_t num_segments = own_starts.size();
+  HostInput starts_input{absl::Span<const uint64_t>(own_starts)};
+  StagedRun run(lane, deadline);
+  const StagedRun::Slice input = run.Input(data);
+  const StagedRun::Slice starts = run.Input(starts_input);
+  const StagedRun::Slice values = run.Output(num_segments * element);
+  const StagedRun::Slice temp = run.Scratch(temp_bytes);
+  PRIMSERVE_RETURN_IF_ERROR(run.Start());
+  int error = 0;
+  for (size_t i = 0; i < ops.size() && error == 0; ++i) {
+    const ReduceOperation& op = *ops[i];
+    error = gpu::SegmentedReduce(
+        run.device(temp), &temp_of[i], run.device<char>(input) + place[i], op.input.size(),
+        run.device<uint64_t>(starts) + first_segment[i], first_segment[i + 1] - first_segment[i],
+        dtype, op.op, run.device<char>(values) + first_segment[i] * element, nullptr,
+        lane.stream());
+  }
+  PRIMSERVE_RETURN_IF_ERROR(run.Launched(error));
+  PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(values, num_segments * element));
+  PRIMSERVE_RETURN_IF_ERROR(run.Finish());
+  Results results;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const uint64_t count = first_segment[i + 1] - first_segment[i];
+    results.push_back(ReduceResult{
+        ToHostArray(dtype, run.staged(values) + first_segment[i] * element, count * element),
+        std::nullopt});
+  }
+  return results;
+}
+
+}  // namespace
 
 absl::StatusOr<Results> RunReduces(Lane& lane, absl::Span<const ReduceOperation* const> ops,
                                    absl::Time deadline) {
+  if (RunsReproducibly(*ops.front())) return RunReproducibleReduces(lane, ops, deadline);
   const ReduceOperation& first = *ops.front();
   const DType dtype = first.input.dtype;
   const size_t element = DTypeSize(dtype);

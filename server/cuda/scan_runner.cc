@@ -1,7 +1,10 @@
 // Scans: a batch as one segmented launch; one large unsegmented scan as a
-// pipeline of chunks that carries the running prefix on the device.
+// pipeline of chunks that carries the running prefix on the device; a batch
+// of reproducible float SUM/PROD scans staged together, each scanned by its
+// own launch, exactly as alone.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "absl/cleanup/cleanup.h"
 
@@ -43,6 +46,8 @@ absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op,
   const size_t temp = device_layout.Add(temp_bytes);
   Layout staging_layout;
   const size_t staged_slots = staging_layout.Add(Lane::kPipelineSlots * chunk_bytes);
+  // A stream's carry in and out (ScanOperation::carry_in, wants_carry).
+  const size_t staged_carry = staging_layout.Add(sizeof(uint64_t));
   absl::StatusOr<char*> staging = lane.Staging(staging_layout.size());
   if (!staging.ok()) return staging.status();
   absl::StatusOr<DeviceBlock> block = DeviceBlock::Allocate(lane, device_layout.size(), deadline);
@@ -79,6 +84,16 @@ absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op,
     return absl::OkStatus();
   };
   PRIMSERVE_RETURN_IF_ERROR(lane.Mark(Lane::kStart, pipeline.copy_in));
+  // Chunks are whole tiles (32 MiB), and the operation starts at a multiple
+  // of the tile where it has a carry: the chunks with their carry give the
+  // bits of one scan of the whole (kernels/scan.h ScanWithCarry).
+  if (op.carry_in) {
+    std::memcpy(*staging + staged_carry, &*op.carry_in, element);
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(block->at(carry), *staging + staged_carry,
+                                                   element, cudaMemcpyHostToDevice,
+                                                   lane.stream()));
+  }
+  const bool carries_in = op.carry_in.has_value();
   for (uint64_t k = 0; k < chunks; ++k) {
     const int slot = k % Lane::kPipelineSlots;
     if (k >= Lane::kPipelineSlots) PRIMSERVE_RETURN_IF_ERROR(finish(k - Lane::kPipelineSlots));
@@ -99,7 +114,8 @@ absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op,
     }
     PRIMSERVE_RETURN_IF_CUDA_ERROR(gpu::ScanWithCarry(
         block->at(temp), &temp_bytes, device, device, bytes_of(k) / element, dtype, op.op,
-        op.exclusive, k == 0 ? nullptr : block->at(carry), block->at(carry), lane.stream()));
+        op.exclusive, k == 0 && !carries_in ? nullptr : block->at(carry), block->at(carry),
+        lane.stream()));
     PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaEventRecord(pipeline.computed[slot], lane.stream()));
     PRIMSERVE_RETURN_IF_CUDA_ERROR(
         cudaStreamWaitEvent(pipeline.copy_out, pipeline.computed[slot], 0));
@@ -115,8 +131,114 @@ absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op,
        ++k) {
     PRIMSERVE_RETURN_IF_ERROR(finish(k));
   }
-  if (output_in_place) return ScanResult{HostArray{dtype, {}, total_bytes}};
-  return ScanResult{HostArray{dtype, std::move(output).Take()}};
+  std::optional<uint64_t> carry_out;
+  if (op.wants_carry) {
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(*staging + staged_carry, block->at(carry),
+                                                   element, cudaMemcpyDeviceToHost,
+                                                   lane.stream()));
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(lane.stream()));
+    carry_out = 0;
+    std::memcpy(&*carry_out, *staging + staged_carry, element);
+  }
+  if (output_in_place) return ScanResult{HostArray{dtype, {}, total_bytes}, carry_out};
+  return ScanResult{HostArray{dtype, std::move(output).Take()}, carry_out};
+}
+
+// Reproducible float SUM/PROD: every request scanned by the launch it would
+// get alone (gpu::Scan, or gpu::SegmentedScan with its own segments, or
+// gpu::ScanWithCarry for a stream's piece), each at a kAlignment-aligned
+// place in one staged buffer, as alone, on the lane's stream one after
+// another; one copy in and one copy out for the batch.
+absl::StatusOr<Results> RunReproducibleScans(Lane& lane,
+                                             absl::Span<const ScanOperation* const> ops,
+                                             absl::Time deadline) {
+  static constexpr char kZeros[kAlignment] = {};
+  const ScanOperation& first = *ops.front();
+  const DType dtype = first.input.dtype;
+  const size_t element = DTypeSize(dtype);
+  HostInput data;
+  std::vector<size_t> place(ops.size());  // byte offset of each request
+  size_t bytes = 0;
+  std::vector<uint64_t> starts;  // each request's own segment starts
+  std::vector<size_t> first_start(ops.size());
+  std::vector<uint64_t> carries(ops.size(), 0);  // one slot per request
+  bool any_carry = false;
+  std::vector<size_t> temp_of(ops.size(), 0);
+  size_t temp_bytes = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const ScanOperation& op = *ops[i];
+    if ((op.carry_in || op.wants_carry) && !op.segment_offsets.empty()) {
+      return absl::InternalError("a scan with a carry reached the engine with segments");
+    }
+    place[i] = bytes;
+    data.Append(op.input.bytes);
+    bytes += op.input.bytes.size();
+    if (i + 1 < ops.size() && AlignUp(bytes) != bytes) {
+      data.Append(absl::string_view(kZeros, AlignUp(bytes) - bytes));
+      bytes = AlignUp(bytes);
+    }
+    first_start[i] = starts.size();
+    starts.insert(starts.end(), op.segment_offsets.begin(), op.segment_offsets.end());
+    if (op.carry_in) carries[i] = *op.carry_in;
+    any_carry |= op.carry_in || op.wants_carry;
+    const uint64_t n = op.input.size();
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(
+        !op.segment_offsets.empty()
+            ? gpu::SegmentedScan(nullptr, &temp_of[i], nullptr, nullptr, n, nullptr,
+                                 op.segment_offsets.size(), dtype, op.op, op.exclusive,
+                                 lane.stream())
+        : op.carry_in || op.wants_carry
+            ? gpu::ScanWithCarry(nullptr, &temp_of[i], nullptr, nullptr, n, dtype, op.op,
+                                 op.exclusive, nullptr, nullptr, lane.stream())
+            : gpu::Scan(nullptr, &temp_of[i], nullptr, nullptr, n, dtype, op.op, op.exclusive,
+                        lane.stream()));
+    temp_bytes = std::max(temp_bytes, temp_of[i]);
+  }
+  HostInput starts_input{absl::Span<const uint64_t>(starts)};
+  HostInput carries_input{absl::Span<const uint64_t>(carries)};
+  StagedRun run(lane, deadline);
+  const StagedRun::Slice in_out = run.Input(data);
+  const StagedRun::Slice segment_starts = run.Input(starts_input);
+  const StagedRun::Slice carry = any_carry ? run.Input(carries_input) : StagedRun::Slice{};
+  const StagedRun::Slice temp = run.Scratch(temp_bytes);
+  PRIMSERVE_RETURN_IF_ERROR(run.Start());
+  int error = 0;
+  for (size_t i = 0; i < ops.size() && error == 0; ++i) {
+    const ScanOperation& op = *ops[i];
+    const uint64_t n = op.input.size();
+    char* at = run.device<char>(in_out) + place[i];
+    uint64_t* slot = any_carry ? run.device<uint64_t>(carry) + i : nullptr;
+    error = !op.segment_offsets.empty()
+                ? gpu::SegmentedScan(run.device(temp), &temp_of[i], at, at, n,
+                                     run.device<uint64_t>(segment_starts) + first_start[i],
+                                     op.segment_offsets.size(), dtype, op.op, op.exclusive,
+                                     lane.stream())
+            : op.carry_in || op.wants_carry
+                ? gpu::ScanWithCarry(run.device(temp), &temp_of[i], at, at, n, dtype, op.op,
+                                     op.exclusive, op.carry_in ? slot : nullptr,
+                                     op.wants_carry ? slot : nullptr, lane.stream())
+                : gpu::Scan(run.device(temp), &temp_of[i], at, at, n, dtype, op.op,
+                            op.exclusive, lane.stream());
+  }
+  PRIMSERVE_RETURN_IF_ERROR(run.Launched(error));
+  PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(in_out, bytes));
+  if (any_carry) {
+    PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(carry, carries.size() * sizeof(uint64_t)));
+  }
+  PRIMSERVE_RETURN_IF_ERROR(run.Finish());
+  const uint64_t* carried = any_carry ? run.staged_as<uint64_t>(carry) : nullptr;
+  Results results;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    ScanResult result{
+        ToHostArray(dtype, run.staged(in_out) + place[i], ops[i]->input.bytes.size())};
+    if (ops[i]->wants_carry) {
+      // The slot's first `element` bytes; the rest is what was staged.
+      result.carry_out = 0;
+      std::memcpy(&*result.carry_out, carried + i, element);
+    }
+    results.push_back(std::move(result));
+  }
+  return results;
 }
 
 }  // namespace
@@ -130,6 +252,12 @@ absl::StatusOr<Results> RunScans(Lane& lane, absl::Span<const ScanOperation* con
       first.input.bytes.size() > 2 * kPipelineChunkBytes &&
       AlignUp(Lane::kPipelineSlots * kPipelineChunkBytes) <= lane.pinned_limit()) {
     return Results{RunPipelinedScan(lane, first, deadline)};
+  }
+  if (RunsReproducibly(first)) return RunReproducibleScans(lane, ops, deadline);
+  for (const ScanOperation* op : ops) {
+    if (op->carry_in || op->wants_carry) {
+      return absl::InternalError("a scan with a carry reached the engine unreproducible");
+    }
   }
   const DType dtype = first.input.dtype;
   const size_t element = DTypeSize(dtype);
