@@ -22,6 +22,25 @@ HostArray ToHostIndices(const std::vector<int64_t>& indices) {
   return ToHost(DType::kInt64, indices);
 }
 
+// A stream's piece that continues the running prefix `carry` (the identity
+// if none) and gives the prefix through its last element: the sequential
+// scan, so any cut gives the bits of the whole.
+template <typename T>
+ScanResult ScanWithCarry(const ScanOperation& o) {
+  T acc = Identity<T>(o.op);
+  if (o.carry_in) std::memcpy(&acc, &*o.carry_in, sizeof(T));
+  const absl::Span<const T> input = o.input.as<T>();
+  std::vector<T> out(input.size());
+  for (size_t i = 0; i < input.size(); ++i) {
+    if (o.exclusive) out[i] = acc;
+    acc = Combine(o.op, acc, input[i]);
+    if (!o.exclusive) out[i] = acc;
+  }
+  uint64_t carry = 0;
+  std::memcpy(&carry, &acc, sizeof(T));
+  return ScanResult{ToHost(o.input.dtype, out), carry};
+}
+
 // A reproducible float SUM/PROD scan (RunsReproducibly): the bits the CUDA
 // backend gives the operation run alone (reference/gpu_order.h): gpu::Scan,
 // gpu::ScanWithCarry for a stream's operation with a carry, or
@@ -53,9 +72,13 @@ ScanResult ScanInGpuOrder(const ScanOperation& o) {
 }
 
 absl::StatusOr<Result> Run(const ScanOperation& o) {
+  if ((o.carry_in || o.wants_carry) && !o.segment_offsets.empty()) {
+    return absl::InternalError("a scan with a carry reached the backend with segments");
+  }
   return VisitDType(o.input.dtype, [&](auto zero) -> absl::StatusOr<Result> {
     using T = decltype(zero);
     if (RunsReproducibly(o)) return ScanInGpuOrder<T>(o);
+    if (o.carry_in || o.wants_carry) return ScanWithCarry<T>(o);
     return ScanResult{ToHost(o.input.dtype, reference::Scan<T>(o.input.as<T>(), o.op, o.exclusive,
                                                                o.segment_offsets))};
   });
@@ -150,6 +173,15 @@ absl::StatusOr<Result> Run(const AggregateByKeyOperation& o) {
 
 absl::StatusOr<Result> RunOnCpu(const Operation& operation) {
   return std::visit([](const auto& o) { return Run(o); }, operation);
+}
+
+uint64_t CpuBackend::ReproducibleScanGranule(DType dtype) const {
+  // gpu::ScanTileItems(dtype, false) for the float dtypes (8192 float32,
+  // 4096 float64: DefaultScanPolicy's 256 threads x 128 bytes), without
+  // linking the kernels: reproducible scans follow the GPU's tiles here too
+  // (ScanInGpuOrder), so only whole-tile cuts keep the unary bits.
+  if (dtype != DType::kFloat32 && dtype != DType::kFloat64) return 0;
+  return reference::GpuScanTileItems(dtype, false);
 }
 
 void CpuBackend::Execute(std::vector<std::unique_ptr<Task>> batch) {
