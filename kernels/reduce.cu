@@ -1,6 +1,8 @@
-// Reductions. Reduce: a grid-stride pass (one block per SM slot), each
-// block's partial result into temp storage, and the last block to finish
-// (atomic ticket) combines the partials: one read of the input, one kernel.
+// Reductions. Reduce: a grid-stride pass (one block per SM slot; a fixed
+// grid for float SUM/PROD), each block's partial result into temp storage,
+// and the last block to finish (atomic ticket) combines the partials in
+// block order: one read of the input, one kernel, and an association fixed
+// by n and the grid alone.
 // SegmentedReduce: a segmented scan pass (look-back) that writes only each
 // segment's last inclusive value, so the work per tile is the same whether
 // segments are tiny or huge.
@@ -228,7 +230,10 @@ template <typename T, Op kOp>
 int LaunchReduce(void* temp_storage, size_t* temp_bytes, const T* in, uint64_t n, T* value_out,
                  int64_t* index_out, cudaStream_t stream) {
   using R = typename ReduceConfig<T, kOp>::R;
-  const int grid_limit = ReduceGridLimit();
+  // Float SUM/PROD: the grid (so the partials, so the bits) is the same on
+  // every GPU; other ops give the same result on any grid.
+  const int grid_limit =
+      AssociationMatters<CombineOp<T, kOp>>::value ? kFixedOrderReduceGrid : ReduceGridLimit();
   if (grid_limit <= 0) return cudaErrorInvalidDevice;
   const int64_t tiles = CeilDiv(n, kReduceTileItems<T>);
   const bool single_block = n * sizeof(T) <= static_cast<uint64_t>(kReduceSingleBlockMaxBytes);
@@ -469,7 +474,9 @@ int Reduce(void* temp_storage, size_t* temp_bytes, const void* d_in, uint64_t n,
 int SegmentedReduce(void* temp_storage, size_t* temp_bytes, const void* d_in, uint64_t n,
                     const uint64_t* d_segment_starts, uint64_t num_segments, DType dtype, Op op,
                     void* d_values_out, int64_t* d_indices_out, CUstream_st* stream) {
-  if (num_segments == 0) {
+  // One segment (its start is 0) is the whole input: the plain Reduce,
+  // which needs no look-back and runs at the speed of reading the input.
+  if (num_segments <= 1) {
     return Reduce(temp_storage, temp_bytes, d_in, n, dtype, op, d_values_out, d_indices_out,
                   stream);
   }

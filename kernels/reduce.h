@@ -16,12 +16,17 @@ namespace primserve::gpu {
 // Reduces n elements with any of the six ops into *d_value_out (device).
 // ARGMIN/ARGMAX also write the index into *d_index_out (required for them,
 // ignored otherwise); n == 0 gives Identity(op) and index -1. One pass.
+// Float SUM/PROD combine in an order fixed by n alone (a fixed grid of
+// blocks, each folding its tiles in order, the partials in block order):
+// the same bits on every run and every GPU, at full speed. Segmented
+// reductions below combine tiles in tile order through the look-back.
 int Reduce(void* temp_storage, size_t* temp_bytes, const void* d_in, uint64_t n,
            DType dtype, Op op, void* d_value_out, int64_t* d_index_out,
            CUstream_st* stream);
 
 // One result per segment (segment starts as in SegmentedScan; num_segments
-// == 0 means one segment): d_values_out[s] and, for ARGMIN/ARGMAX,
+// == 0 means one segment; with zero or one segment this is Reduce):
+// d_values_out[s] and, for ARGMIN/ARGMAX,
 // d_indices_out[s] (-1 for an empty segment). One balanced pass over the
 // data whatever the segment sizes: many tiny segments and a few huge ones
 // cost the same per element.

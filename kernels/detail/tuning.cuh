@@ -99,6 +99,10 @@ using DefaultScanPolicy = ScanPolicy<256, 128, 128, 1, LookbackPolicy<1, 8, 64>>
 // size up to which one block does the whole reduction (one launch, no
 // counter reset: lowest latency for small requests).
 inline constexpr int kReduceBlocksPerSm = 4;
+// Reduce's grid for float SUM/PROD, whose bits depend on it: fixed, so that
+// every GPU gives the same bits (and the CPU can follow: reference/gpu_order.h);
+// kReduceBlocksPerSm on each of the 132 SMs of an H100 or H200 SXM.
+inline constexpr int kFixedOrderReduceGrid = 132 * kReduceBlocksPerSm;
 inline constexpr int kReduceSingleBlockMaxBytes = 64 * 1024;
 
 // SegmentedReduce: up to this average segment length one warp reduces each
