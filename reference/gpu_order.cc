@@ -15,6 +15,12 @@
 //    file folds L directly, which is the same only if every tile publishes
 //    P_t = op(L(t - 1), A_t) with A_t exactly the tile_total used here
 //    (tile 0: op(carry, tile_total), published as P directly).
+//  - gpu::Reduce's grid for float SUM/PROD is kFixedOrderReduceGrid (528)
+//    since the lead's 7d3153d, and SegmentedReduce with one segment is
+//    Reduce; the emulation follows that source. Its last block folds the
+//    partials after a __threadfence and an atomic ticket: the partials'
+//    values do not depend on timing, only which block folds them, and
+//    every block folds them the same way.
 //  - NaN payloads and signs are not emulated (gpu_order.h).
 #include "reference/gpu_order.h"
 
@@ -249,13 +255,79 @@ T WarpSegmentReduce(const T* data, uint64_t begin, uint64_t end) {
   return lane[0];
 }
 
+// block.cuh BlockReduce of one value per thread: WarpSuffixReduce in each
+// warp (lane 0's value), then thread 0 folds warp 0's with warps 1..7's.
 template <typename T, Op kOp>
-void SegmentedReduce(absl::Span<const T> in, absl::Span<const uint64_t> given_starts,
+T BlockReduce(std::array<T, kGpuReduceThreads>& values) {
+  const BaseOp<T, kOp> op;
+  std::array<T, kWarpsPerBlock> warp_results;
+  for (int w = 0; w < kWarpsPerBlock; ++w) {
+    T* lane = values.data() + w * kGpuWarpThreads;
+    for (int delta = 1; delta < kGpuWarpThreads; delta *= 2) {
+      for (int l = 0; l + delta < kGpuWarpThreads; ++l) lane[l] = op(lane[l], lane[l + delta]);
+    }
+    warp_results[w] = lane[0];
+  }
+  T value = warp_results[0];
+  for (int w = 1; w < kWarpsPerBlock; ++w) value = op(value, warp_results[w]);
+  return value;
+}
+
+// reduce.cu ReduceKernel / LaunchReduce (non-ARG ops).
+template <typename T, Op kOp>
+T Reduce(absl::Span<const T> in) {
+  const uint64_t n = in.size();
+  if (n == 0) return Identity<T>(kOp);  // WriteEmpty
+  constexpr int kItems = kGpuReduceItemsPerThread<T>;
+  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  constexpr uint64_t kTileItems = static_cast<uint64_t>(kGpuReduceThreads) * kItems;
+  const BaseOp<T, kOp> op;
+  const T* data = in.data();
+  const uint64_t grid = GpuReduceGrid(DTypeOf<T>(), n);
+  const uint64_t full_tiles = n / kTileItems;
+  const uint64_t block_stride = grid * kGpuReduceThreads;
+  std::vector<T> partials(grid);
+  std::array<T, kGpuReduceThreads> acc;
+  for (uint64_t block = 0; block < grid; ++block) {
+    acc.fill(Neutral<T, kOp>());
+    for (uint64_t tile = block; tile < full_tiles; tile += grid) {
+      // Thread t folds x[k * kVec + v] = in[tile_begin + (k * 256 + t) * kVec
+      // + v], k then v ascending; visited here in memory order, which keeps
+      // each thread's order.
+      const T* x = data + tile * kTileItems;
+      for (int k = 0; k < kItems / kVec; ++k) {
+        for (int t = 0; t < kGpuReduceThreads; ++t) {
+          for (int v = 0; v < kVec; ++v) {
+            acc[t] = op(acc[t], x[(k * kGpuReduceThreads + t) * kVec + v]);
+          }
+        }
+      }
+    }
+    // The partial last tile, spread over all blocks.
+    for (uint64_t i = full_tiles * kTileItems + block * kGpuReduceThreads; i < n;
+         i += block_stride) {
+      for (int t = 0; t < kGpuReduceThreads && i + t < n; ++t) acc[t] = op(acc[t], data[i + t]);
+    }
+    partials[block] = BlockReduce<T, kOp>(acc);
+  }
+  if (grid == 1) return partials[0];
+  // The last block: thread t folds partials t, t + 256, ... from Neutral.
+  acc.fill(Neutral<T, kOp>());
+  for (uint64_t b = 0; b < grid; ++b) {
+    acc[b % kGpuReduceThreads] = op(acc[b % kGpuReduceThreads], partials[b]);
+  }
+  return BlockReduce<T, kOp>(acc);
+}
+
+template <typename T, Op kOp>
+void SegmentedReduce(absl::Span<const T> in, absl::Span<const uint64_t> starts,
                      absl::Span<T> values_out) {
   using V = GpuFlagged<T>;
-  static constexpr uint64_t kOneSegment[] = {0};
-  const absl::Span<const uint64_t> starts =
-      given_starts.empty() ? absl::Span<const uint64_t>(kOneSegment) : given_starts;
+  if (starts.size() <= 1) {  // gpu::SegmentedReduce: num_segments <= 1 is Reduce
+    assert(values_out.size() == 1);
+    values_out[0] = Reduce<T, kOp>(in);
+    return;
+  }
   const uint64_t n = in.size();
   const uint64_t num_segments = starts.size();
   assert(values_out.size() == num_segments);
@@ -302,6 +374,14 @@ uint64_t GpuScanTileItems(DType dtype, bool segmented) {
   });
 }
 
+uint64_t GpuReduceGrid(DType dtype, uint64_t n) {
+  const uint64_t size = DTypeSize(dtype);
+  if (n * size <= kGpuReduceSingleBlockMaxBytes) return 1;
+  const uint64_t tile = static_cast<uint64_t>(kGpuReduceThreads) * (kGpuReduceInputBytesPerThread / size);
+  const uint64_t tiles = (n + tile - 1) / tile;
+  return tiles < kGpuReduceFixedGrid ? tiles : kGpuReduceFixedGrid;
+}
+
 uint64_t GpuSegmentedReduceTileItems(DType dtype) {
   return VisitDType(dtype, [](auto zero) -> uint64_t {
     using T = decltype(zero);
@@ -332,6 +412,13 @@ void GpuOrderSegmentedScan(absl::Span<const T> in, absl::Span<T> out,
 }
 
 template <typename T>
+T GpuOrderReduce(absl::Span<const T> in, Op op) {
+  T result{};
+  WithOp(op, [&](auto op_tag) { result = Reduce<T, decltype(op_tag)::value>(in); });
+  return result;
+}
+
+template <typename T>
 void GpuOrderSegmentedReduce(absl::Span<const T> in, absl::Span<const uint64_t> segment_starts,
                              Op op, absl::Span<T> values_out) {
   WithOp(op, [&](auto op_tag) {
@@ -345,7 +432,8 @@ void GpuOrderSegmentedReduce(absl::Span<const T> in, absl::Span<const uint64_t> 
   template void GpuOrderSegmentedScan<T>(absl::Span<const T>, absl::Span<T>,                \
                                          absl::Span<const uint64_t>, Op, bool);             \
   template void GpuOrderSegmentedReduce<T>(absl::Span<const T>, absl::Span<const uint64_t>, \
-                                           Op, absl::Span<T>);
+                                           Op, absl::Span<T>);                              \
+  template T GpuOrderReduce<T>(absl::Span<const T>, Op);
 PRIMSERVE_GPU_ORDER_INSTANTIATE(int32_t)
 PRIMSERVE_GPU_ORDER_INSTANTIATE(int64_t)
 PRIMSERVE_GPU_ORDER_INSTANTIATE(uint32_t)

@@ -9,10 +9,12 @@
 //                           V = T, DefaultScanPolicy)
 //   GpuOrderSegmentedScan   gpu::SegmentedScan (ScanKernel, segmented,
 //                           V = Flagged<T>, SegmentedOp; empty starts: gpu::Scan)
-//   GpuOrderSegmentedReduce gpu::SegmentedReduce with >= 1 segment
-//                           (kernels/reduce.cu LaunchSegmentedReduce: its
-//                           warp-per-segment kernel or its segmented-scan
-//                           kernel, chosen as it chooses)
+//   GpuOrderReduce          gpu::Reduce (kernels/reduce.cu ReduceKernel with
+//                           the fixed grid of float SUM/PROD)
+//   GpuOrderSegmentedReduce gpu::SegmentedReduce (0 or 1 segment: gpu::Reduce;
+//                           more: LaunchSegmentedReduce's warp-per-segment
+//                           kernel or its segmented-scan kernel, chosen as it
+//                           chooses)
 //
 // each for one launch over exactly the given input (tiles start at in[0]).
 // A request batched with others into one launch, or split at chunk
@@ -89,6 +91,16 @@ inline constexpr int kGpuReduceValueBytesPerThread = 128;
 // tuning.cuh kWarpPerSegmentMaxAverage: SegmentedReduce takes the
 // warp-per-segment kernel when n <= this * num_segments.
 inline constexpr uint64_t kGpuWarpPerSegmentMaxAverage = 4096;
+// ReduceKernel (gpu::Reduce): kBlockThreads threads, kReduceItems<T> =
+// kBytesPerThread / sizeof(T) items per thread per tile, one block up to
+// kReduceSingleBlockMaxBytes of input, else min(tiles, the grid) blocks with
+// the grid kFixedOrderReduceGrid (132 SMs x 4) for float SUM/PROD. Other
+// ops get a grid from the device's SM count, which changes nothing but NaN
+// payloads for them.
+inline constexpr uint64_t kGpuReduceSingleBlockMaxBytes = 64 * 1024;
+inline constexpr int kGpuReduceFixedGrid = 132 * 4;
+template <typename T>
+inline constexpr int kGpuReduceItemsPerThread = kGpuReduceInputBytesPerThread / sizeof(T);
 
 // operators.cuh Flagged<V>: the segmented scan's value (same layout).
 template <typename T>
@@ -136,11 +148,14 @@ uint64_t GpuScanTileItems(DType dtype, bool segmented);
 // Items per tile of SegmentedReduceKernel's scan path for dtype.
 uint64_t GpuSegmentedReduceTileItems(DType dtype);
 
-// Whether gpu::SegmentedReduce over n elements and num_segments (>= 1)
+// Whether gpu::SegmentedReduce over n elements and num_segments (>= 2)
 // segments takes the warp-per-segment kernel (else the segmented scan).
 constexpr bool GpuReduceTakesWarpPath(uint64_t n, uint64_t num_segments) {
   return n <= kGpuWarpPerSegmentMaxAverage * num_segments;
 }
+
+// Blocks of gpu::Reduce's launch for n elements of dtype (float SUM/PROD).
+uint64_t GpuReduceGrid(DType dtype, uint64_t n);
 
 // ------------------------------------------------------------- emulations
 // T: int32_t, int64_t, uint32_t, uint64_t, float or double (instantiated in
@@ -164,11 +179,19 @@ template <typename T>
 void GpuOrderSegmentedScan(absl::Span<const T> in, absl::Span<T> out,
                            absl::Span<const uint64_t> segment_starts, Op op, bool exclusive);
 
+// gpu::Reduce: each block folds its tiles (tile b, b + grid, ...) per
+// thread in order from Neutral (thread t of a tile: items (k * 256 + t) *
+// vec + v, k then v ascending), then the partial last tile element by
+// element (stride grid * 256), then BlockReduce (WarpSuffixReduce per warp,
+// then warp 0 op warp 1 op ... op warp 7); with several blocks the last one
+// folds the partials (thread t: partials t, t + 256, ... from Neutral) and
+// BlockReduces them. n == 0: Identity(op).
+template <typename T>
+T GpuOrderReduce(absl::Span<const T> in, Op op);
+
 // gpu::SegmentedReduce: values_out[s] = segment s's result (Identity(op)
-// when empty). segment_starts empty means the one segment {0}, which is what
-// the server launches for a reduce without segments (gpu::SegmentedReduce
-// itself sends num_segments == 0 to gpu::Reduce, whose order depends on the
-// device's SM count and is not emulated). values_out has
+// when empty). No segment or one (the server passes {0} for a reduce
+// without segments): gpu::Reduce (GpuOrderReduce). values_out has
 // max(1, segment_starts.size()) elements.
 template <typename T>
 void GpuOrderSegmentedReduce(absl::Span<const T> in, absl::Span<const uint64_t> segment_starts,

@@ -38,6 +38,10 @@ static_assert(kGpuReduceThreads == kd::kBlockThreads);
 static_assert(kGpuReduceInputBytesPerThread == kd::kBytesPerThread);
 static_assert(kGpuReduceValueBytesPerThread == kd::kScanValueBytesPerThread);
 static_assert(kGpuWarpPerSegmentMaxAverage == kd::kWarpPerSegmentMaxAverage);
+static_assert(kGpuReduceFixedGrid == kd::kFixedOrderReduceGrid);
+static_assert(kGpuReduceSingleBlockMaxBytes == kd::kReduceSingleBlockMaxBytes);
+static_assert(kGpuReduceItemsPerThread<float> == kd::kBytesPerThread / 4);  // reduce.cu kReduceItems
+static_assert(kGpuReduceItemsPerThread<double> == kd::kBytesPerThread / 8);
 // The in-order look-back reads one slot per lane (lookback.cuh).
 static_assert(ScanPolicy::Lookback::kSlotsPerLane == 1);
 
@@ -70,6 +74,12 @@ TEST(GpuOrderGeometry, TileItems) {
   EXPECT_TRUE(GpuReduceTakesWarpPath(4096, 1));
   EXPECT_FALSE(GpuReduceTakesWarpPath(4097, 1));
   EXPECT_TRUE(GpuReduceTakesWarpPath(8192, 2));
+  EXPECT_EQ(GpuReduceGrid(DType::kFloat32, 0), 1u);
+  EXPECT_EQ(GpuReduceGrid(DType::kFloat32, 16384), 1u);  // 64 KiB: one block
+  EXPECT_EQ(GpuReduceGrid(DType::kFloat32, 16385), 5u);  // ceil(16385 / 4096) tiles
+  EXPECT_EQ(GpuReduceGrid(DType::kFloat64, 8192), 1u);
+  EXPECT_EQ(GpuReduceGrid(DType::kFloat64, 8193), 5u);   // ceil(8193 / 2048)
+  EXPECT_EQ(GpuReduceGrid(DType::kFloat32, uint64_t{1} << 28), 528u);
 }
 
 // ------------------------------------------------------------- helpers
@@ -376,18 +386,19 @@ TYPED_TEST(GpuOrderFloat, ChunksOfWholeTilesGiveTheBitsOfOneScan) {
 
 // ------------------------------------------- reduce vs scan
 
-// On its scan path SegmentedReduce runs the segmented scan with the same
-// geometry (16 float / 8 double items per thread in both kernels), so each
-// segment's result is the segmented scan's inclusive value at the segment's
-// last element, bit for bit; an empty segment's is Identity. Without
-// segments the server's reduce is the one segment {0}.
+// On its scan path (two or more segments, n > 4096 per segment)
+// SegmentedReduce runs the segmented scan with the same geometry (16 float /
+// 8 double items per thread in both kernels), so each segment's result is
+// the segmented scan's inclusive value at the segment's last element, bit for
+// bit; an empty segment's is Identity. (With zero or one segment it is
+// gpu::Reduce: see the Reduce tests.)
 TYPED_TEST(GpuOrderFloat, SegmentedReduceIsTheSegmentedScanAtEachSegmentEnd) {
   using T = TypeParam;
   static_assert(kGpuSegmentedReduceItemsPerThread<T> == kGpuScanItemsPerThread<T, true>);
   std::mt19937_64 rng(31);
   for (const Op op : {Op::kSum, Op::kProd}) {
     for (const auto& [n, segments] : std::vector<std::pair<size_t, size_t>>{
-             {4097, 0}, {4097, 1}, {50000, 0}, {50000, 5}, {50000, 12}}) {
+             {10000, 2}, {50000, 5}, {50000, 12}}) {
       const std::vector<T> in = MixedInput<T>(n, op, rng);
       {
         const std::vector<uint64_t> starts =
@@ -416,9 +427,9 @@ TYPED_TEST(GpuOrderFloat, WarpPathReduceIsNotTheScan) {
   std::mt19937_64 rng(32);
   const size_t n = 4000;
   const std::vector<T> in = MixedInput<T>(n, Op::kSum, rng);
-  ASSERT_TRUE(GpuReduceTakesWarpPath(n, 1));
-  const T reduced = EmulatedReduce<T>(in, {}, Op::kSum)[0];
-  const T scanned = EmulatedSegmentedScan<T>(in, {0}, Op::kSum, false).back();
+  ASSERT_TRUE(GpuReduceTakesWarpPath(n, 2));
+  const T reduced = EmulatedReduce<T>(in, {0, n}, Op::kSum)[0];
+  const T scanned = EmulatedSegmentedScan<T>(in, {0, n}, Op::kSum, false).back();
   EXPECT_FALSE(GpuOrderSameBits(reduced, scanned));
   EXPECT_NEAR(static_cast<double>(reduced), static_cast<double>(scanned),
               1e-3 * std::fabs(static_cast<double>(scanned)) + 1e-3);
@@ -509,9 +520,10 @@ TYPED_TEST(GpuOrderFloat, HandWorkedAcrossTiles) {
   EXPECT_TRUE(SameBits(carry_out, T(2)));
 }
 
-// Warp-per-segment reduce, n = 40: lane 0 folds x0, x32; lane 1 x1, x33.
-// x0 = big, x1 = x33 = 1: lane 1 holds 2, the suffix reduction adds it to
-// lane 0 at delta 1: big + 2. The left fold gives big.
+// Warp-per-segment reduce (two segments, [0, 40) and an empty one at 40):
+// lane 0 folds x0, x32; lane 1 x1, x33. x0 = big, x1 = x33 = 1: lane 1
+// holds 2, the suffix reduction adds it to lane 0 at delta 1: big + 2. The
+// left fold gives big.
 TYPED_TEST(GpuOrderFloat, HandWorkedWarpReduceN40) {
   using T = TypeParam;
   const T big = Big<T>();
@@ -519,7 +531,9 @@ TYPED_TEST(GpuOrderFloat, HandWorkedWarpReduceN40) {
   in[0] = big;
   in[1] = 1;
   in[33] = 1;
-  EXPECT_TRUE(SameBits(EmulatedReduce<T>(in, {}, Op::kSum)[0], big + 2));
+  const std::vector<T> with_empty = EmulatedReduce<T>(in, {0, 40}, Op::kSum);
+  EXPECT_TRUE(SameBits(with_empty[0], big + 2));
+  EXPECT_TRUE(SameBits(with_empty[1], T(0)));
   EXPECT_TRUE(SameBits(Reduce<T>(in, Op::kSum).values[0], big));
   // Two segments [0, 20) and [20, 40): lane 1 of the first holds only x1.
   const std::vector<T> two = EmulatedReduce<T>(in, {0, 20}, Op::kSum);
@@ -527,21 +541,73 @@ TYPED_TEST(GpuOrderFloat, HandWorkedWarpReduceN40) {
   EXPECT_TRUE(SameBits(two[1], T(1)));
 }
 
-// Scan-path reduce, one segment of 5096 elements (tiles of 4096 float /
-// 2048 double): tile 0's aggregate is big + (1 + 1) (lanes 0 and 1), so the
-// result is big + 2.
+// Scan-path reduce, segments [0, 9999) and [9999, 10000) (tiles of 4096
+// float / 2048 double): tile 0's aggregate is big + (1 + 1) (lanes 0 and 1),
+// so the first result is big + 2; the second is its one element.
 TYPED_TEST(GpuOrderFloat, HandWorkedScanPathReduce) {
   using T = TypeParam;
   constexpr int k = kGpuSegmentedReduceItemsPerThread<T>;
-  const size_t n = 5096;  // past the warp path's 4096, more than one tile
+  const size_t n = 10000;  // past the warp path's 2 x 4096, several tiles
   const T big = Big<T>();
   std::vector<T> in(n, T(0));
   in[0] = big;
   in[k] = 1;
   in[k + 1] = 1;
-  ASSERT_FALSE(GpuReduceTakesWarpPath(n, 1));
-  EXPECT_TRUE(SameBits(EmulatedReduce<T>(in, {}, Op::kSum)[0], big + 2));
-  EXPECT_TRUE(SameBits(Reduce<T>(in, Op::kSum).values[0], big));
+  in[n - 1] = T(-3);
+  ASSERT_FALSE(GpuReduceTakesWarpPath(n, 2));
+  const std::vector<T> got = EmulatedReduce<T>(in, {0, n - 1}, Op::kSum);
+  EXPECT_TRUE(SameBits(got[0], big + 2));
+  EXPECT_TRUE(SameBits(got[1], T(-3)));
+  EXPECT_TRUE(SameBits(Reduce<T>(in, Op::kSum, {0, n - 1}).values[0], big));
+}
+
+// gpu::Reduce, one block (n = 300): thread t folds x_t, x_{t+256}; x0 = big,
+// x1 = x257 = 1: thread 1 holds 2, the warp's suffix reduction adds it to
+// lane 0 at delta 1: big + 2 (the left fold: big). Several blocks (n =
+// 20000: 5 blocks of float tiles, 10 of double): block b folds tile b, the
+// last block's threads 0.. hold the partials p0.., and the suffix tree adds
+// (p0 + p1) + (p2 + p3): 1s at the starts of tiles 2 and 3 give big + 2.
+TYPED_TEST(GpuOrderFloat, HandWorkedReduce) {
+  using T = TypeParam;
+  const T big = Big<T>();
+  std::vector<T> small(300, T(0));
+  small[0] = big;
+  small[1] = 1;
+  small[257] = 1;
+  ASSERT_EQ(GpuReduceGrid(DTypeOf<T>(), small.size()), 1u);
+  EXPECT_TRUE(SameBits(GpuOrderReduce<T>(small, Op::kSum), big + 2));
+  EXPECT_TRUE(SameBits(EmulatedReduce<T>(small, {}, Op::kSum)[0], big + 2));
+  EXPECT_TRUE(SameBits(EmulatedReduce<T>(small, {0}, Op::kSum)[0], big + 2));
+  EXPECT_TRUE(SameBits(Reduce<T>(small, Op::kSum).values[0], big));
+
+  const size_t tile = kGpuReduceThreads * kGpuReduceItemsPerThread<T>;
+  std::vector<T> large(20000, T(0));
+  large[0] = big;
+  large[2 * tile] = 1;
+  large[3 * tile] = 1;
+  ASSERT_EQ(GpuReduceGrid(DTypeOf<T>(), large.size()), (20000 + tile - 1) / tile);
+  EXPECT_TRUE(SameBits(GpuOrderReduce<T>(large, Op::kSum), big + 2));
+  EXPECT_TRUE(SameBits(Reduce<T>(large, Op::kSum).values[0], big));
+  // 1s at the starts of tiles 1 and 2 instead: (p0 + p1) = big + 1 = big
+  // first, then + (p2 + p3) = big + 1 = big.
+  large[3 * tile] = 0;
+  large[tile] = 1;
+  EXPECT_TRUE(SameBits(GpuOrderReduce<T>(large, Op::kSum), big));
+}
+
+// The full grid (528 blocks) with blocks striding over several tiles and
+// the partial tile, and the last block's threads folding up to three
+// partials: exact data equal to the left fold.
+TYPED_TEST(GpuOrderTyped, ReduceOnTheFullGridOnExactData) {
+  using T = TypeParam;
+  std::mt19937_64 rng(16);
+  const size_t tile = kGpuReduceThreads * kGpuReduceItemsPerThread<T>;
+  const size_t n = 2 * kGpuReduceFixedGrid * tile + 3 * tile + 1234;
+  ASSERT_EQ(GpuReduceGrid(DTypeOf<T>(), n), static_cast<uint64_t>(kGpuReduceFixedGrid));
+  for (const Op op : {Op::kSum, Op::kMin, Op::kMax}) {
+    const std::vector<T> in = ExactInput<T>(n, op, rng);
+    EXPECT_TRUE(SameBits(GpuOrderReduce<T>(in, op), Reduce<T>(in, op).values[0])) << OpName(op);
+  }
 }
 
 // Zeros and padding: the neutral -0.0 never shows. A SUM of -0.0 alone is
