@@ -92,7 +92,7 @@ PrimServer::PrimServer(std::unique_ptr<ExecutionBackend> backend, const ServerOp
                                  ? std::make_unique<shm::SharedMemoryService>(shared_memory_.get())
                                  : nullptr),
       service_(&admission_, options.limits, options.metrics, options.caller_header,
-               shared_memory_.get()),
+               shared_memory_.get(), backend_.get()),
       echo_service_(options.limits.max_response_bytes) {}
 
 absl::StatusOr<std::map<std::string, int>> ParseChannelArgs(absl::string_view text) {

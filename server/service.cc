@@ -137,7 +137,8 @@ PrimitivesService::Multiplex(grpc::CallbackServerContext* context) {
 
 StreamEnvironment PrimitivesService::StreamEnvironmentOf(
     const grpc::CallbackServerContext& context) const {
-  return StreamEnvironment{scheduler_, limits_, metrics_, CallerOf(context, caller_header_)};
+  return StreamEnvironment{scheduler_, limits_, metrics_, CallerOf(context, caller_header_),
+                           backend_};
 }
 
 grpc::ServerBidiReactor<v1::ScanRequest, v1::ScanResponse>* PrimitivesService::ScanStream(

@@ -38,14 +38,18 @@ class PrimitivesService final : public v1::Primitives::CallbackService {
   // unless it is null.
   // `caller_header`: see CallerOf. `shared_memory` (not owned; null: off)
   // resolves Array.shm and output_location in unary and Multiplex requests.
+  // `backend` (not owned; may be null) tells reproducible ScanStreams where
+  // to cut (ExecutionBackend::ReproducibleScanGranule).
   PrimitivesService(Scheduler* scheduler, const RequestLimits& limits,
                     Metrics* metrics = nullptr, std::string caller_header = "",
-                    const shm::Registry* shared_memory = nullptr)
+                    const shm::Registry* shared_memory = nullptr,
+                    const ExecutionBackend* backend = nullptr)
       : scheduler_(scheduler),
         limits_(limits),
         metrics_(metrics),
         caller_header_(std::move(caller_header)),
-        shared_memory_(shared_memory) {}
+        shared_memory_(shared_memory),
+        backend_(backend) {}
 
   grpc::ServerUnaryReactor* Scan(grpc::CallbackServerContext* context,
                                  const v1::ScanRequest* request,
@@ -98,6 +102,7 @@ class PrimitivesService final : public v1::Primitives::CallbackService {
   Metrics* const metrics_;
   const std::string caller_header_;
   const shm::Registry* const shared_memory_;
+  const ExecutionBackend* const backend_;
 };
 
 }  // namespace primserve

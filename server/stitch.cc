@@ -112,6 +112,31 @@ void ScanStitch::Stitch(const ArrayView& input, HostArray* output) {
 
 absl::Status ScanStitch::Finish() const { return CheckOffsetsWithin(offsets_, start_); }
 
+std::string ScanCut::Next(absl::string_view piece) {
+  const uint64_t received = cut_ + held_elements() + piece.size() / element_size_;
+  const uint64_t end = granule_ == 0 ? received : received / granule_ * granule_;
+  const uint64_t take = end - cut_;  // elements, the held ones first
+  std::string out;
+  if (take == 0) {
+    held_.append(piece.data(), piece.size());
+    return out;
+  }
+  const size_t from_piece = take * element_size_ - held_.size();
+  out.swap(held_);
+  out.reserve(take * element_size_);
+  out.append(piece.data(), from_piece);
+  held_.assign(piece.data() + from_piece, piece.size() - from_piece);
+  cut_ = end;
+  return out;
+}
+
+std::string ScanCut::Flush() {
+  cut_ += held_elements();
+  std::string out;
+  out.swap(held_);
+  return out;
+}
+
 void SelectStitch::Stitch(uint64_t piece_elements, SelectResult* result) {
   if (result->indices) {
     int64_t* indices = Elements<int64_t>(&*result->indices);

@@ -9,10 +9,12 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "server/task.h"
 
 namespace primserve {
@@ -50,6 +52,35 @@ class ScanStitch {
   // The inclusive scan at the previous piece's last element, as its bits,
   // while the segment it ends continues.
   std::optional<uint64_t> carry_bits_;
+};
+
+// A reproducible float SUM/PROD ScanStream without segments, cut into
+// operations that each start at a multiple of `granule` elements of the
+// stream (the backend's ReproducibleScanGranule; 0: anywhere) and continue
+// the running prefix of the ones before (ScanOperation::carry_in): their
+// answers are then the bits of one scan of the whole. The elements past the
+// last whole granule received are held back for the next operation.
+class ScanCut {
+ public:
+  ScanCut(uint64_t granule, size_t element_size)
+      : granule_(granule), element_size_(element_size) {}
+
+  // The next operation's elements, as bytes, once the next piece (whole
+  // elements) has arrived: the held ones, then the piece's, up to the last
+  // multiple of the granule (perhaps none); the rest is held.
+  std::string Next(absl::string_view piece);
+  // At the end of the stream: the elements still held, now released.
+  std::string Flush();
+
+  uint64_t held_elements() const { return held_.size() / element_size_; }
+  // Elements handed out in operations so far.
+  uint64_t cut_elements() const { return cut_; }
+
+ private:
+  const uint64_t granule_;
+  const size_t element_size_;
+  uint64_t cut_ = 0;
+  std::string held_;
 };
 
 // Select: positions made global and the count a running total.

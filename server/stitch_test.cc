@@ -315,5 +315,113 @@ TEST(StitchTest, AggregateByKeyEqualsTheWholeAggregation) {
   });
 }
 
+// A scan shaped like the GPU's (kernels/NOTES.md, issue 18): tiles of
+// `granule` elements from the first element, each element the tile's prefix
+// (the carry, then each earlier tile's total folded in) plus its sum from the
+// tile's start, so its float bits depend on where the tiles begin.
+std::vector<float> TiledScan(const std::vector<float>& in, uint64_t granule, float* carry) {
+  std::vector<float> out(in.size());
+  for (uint64_t tile = 0; tile < in.size(); tile += granule) {
+    float local = 0;
+    const uint64_t end = std::min<uint64_t>(tile + granule, in.size());
+    for (uint64_t i = tile; i < end; ++i) {
+      local += in[i];
+      out[i] = *carry + local;
+    }
+    *carry += local;
+  }
+  return out;
+}
+
+std::vector<float> FloatsOf(absl::string_view bytes) {
+  std::vector<float> v(bytes.size() / sizeof(float));
+  if (!v.empty()) std::memcpy(v.data(), bytes.data(), bytes.size());
+  return v;
+}
+
+// Every operation the cut hands out starts and ends at a multiple of the
+// granule (the last, at the end of the stream, only starts at one), holds
+// fewer than a granule back, and the operations are the stream in order.
+TEST(ScanCutTest, OperationsStartAtMultiplesOfTheGranuleAndMakeTheWhole) {
+  std::mt19937 rng(11);
+  for (int round = 0; round < 400; ++round) {
+    const uint64_t granule = std::vector<uint64_t>{0, 1, 3, 16, 64, 100}[rng() % 6];
+    const size_t element = rng() % 2 ? 4 : 8;
+    const uint64_t n = rng() % 3 == 0 ? rng() % 8 : rng() % 1000;
+    std::string whole(n * element, '\0');
+    for (char& c : whole) c = static_cast<char>(rng());
+    // Random pieces, empty ones among them; the whole as one piece at times.
+    std::vector<uint64_t> sizes = rng() % 5 == 0 ? std::vector<uint64_t>{n} : Pieces(rng, n);
+    ScanCut cut(granule, element);
+    std::string joined;
+    uint64_t received = 0;
+    for (uint64_t size : sizes) {
+      const uint64_t start = cut.cut_elements();
+      const std::string next =
+          cut.Next(absl::string_view(whole).substr(received * element, size * element));
+      received += size;
+      ASSERT_EQ(next.size() % element, 0u);
+      if (granule > 0) {
+        EXPECT_EQ(start % granule, 0u) << "granule " << granule;
+        EXPECT_EQ(cut.cut_elements() % granule, 0u);
+        EXPECT_LT(cut.held_elements(), granule);
+      } else {
+        EXPECT_EQ(cut.held_elements(), 0u) << "no granule: nothing is held";
+      }
+      EXPECT_EQ(cut.cut_elements() + cut.held_elements(), received);
+      EXPECT_EQ(start + next.size() / element, cut.cut_elements());
+      joined += next;
+    }
+    const uint64_t last_start = cut.cut_elements();
+    if (granule > 0) EXPECT_EQ(last_start % granule, 0u);
+    joined += cut.Flush();
+    EXPECT_EQ(cut.held_elements(), 0u);
+    EXPECT_EQ(cut.cut_elements(), n);
+    EXPECT_EQ(joined, whole) << "granule " << granule << ", " << sizes.size() << " pieces";
+  }
+}
+
+// Scanned one operation at a time with the carry, the cut's operations give
+// the bits of one tiled scan of the whole, in any piece sizes; cutting where
+// the pieces end instead (what a stream did before) does not.
+TEST(ScanCutTest, TiledScansOfTheOperationsWithTheCarryAreTheWholeScanBitForBit) {
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> value(-1000.0f, 1000.0f);
+  int piece_cuts_differ = 0;
+  for (int round = 0; round < 50; ++round) {
+    const uint64_t granule = 8 + rng() % 120;
+    const uint64_t n = 1 + rng() % 3000;
+    std::vector<float> in(n);
+    for (float& x : in) x = value(rng);
+    float whole_carry = 0;
+    const std::vector<float> whole = TiledScan(in, granule, &whole_carry);
+    std::vector<uint64_t> sizes = Pieces(rng, n);
+    ScanCut cut(granule, sizeof(float));
+    std::vector<float> streamed;
+    std::vector<float> by_piece;
+    float carry = 0;
+    float piece_carry = 0;
+    uint64_t start = 0;
+    for (uint64_t size : sizes) {
+      const std::vector<float> piece(in.begin() + start, in.begin() + start + size);
+      start += size;
+      const std::vector<float> out = TiledScan(
+          FloatsOf(cut.Next(absl::string_view(reinterpret_cast<const char*>(piece.data()),
+                                              piece.size() * sizeof(float)))),
+          granule, &carry);
+      streamed.insert(streamed.end(), out.begin(), out.end());
+      const std::vector<float> naive = TiledScan(piece, granule, &piece_carry);
+      by_piece.insert(by_piece.end(), naive.begin(), naive.end());
+    }
+    const std::vector<float> last = TiledScan(FloatsOf(cut.Flush()), granule, &carry);
+    streamed.insert(streamed.end(), last.begin(), last.end());
+    ASSERT_EQ(streamed.size(), n);
+    EXPECT_EQ(Bytes(streamed), Bytes(whole)) << "granule " << granule << ", n " << n;
+    EXPECT_EQ(carry, whole_carry);
+    piece_cuts_differ += Bytes(by_piece) != Bytes(whole);
+  }
+  EXPECT_GT(piece_cuts_differ, 0) << "the tiled scan must depend on where tiles start";
+}
+
 }  // namespace
 }  // namespace primserve

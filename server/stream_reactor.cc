@@ -60,37 +60,152 @@ void SetOffsets(const std::vector<uint64_t>& offsets,
 // first message (Begin), gives each piece its own parameters (Localize),
 // stitches each piece's result into its answers (Stitch) and gives what is
 // left at the end (End). Families that answer once give that answer at End.
+//
+// A serial family (reproducible float SUM/PROD scans and reduces) reshapes
+// each validated piece into its operation (Shape: false for a piece with
+// none, answered with EmptyResult), runs one operation at a time, each
+// taking what the one before left (Continue), and ends with one more
+// operation (TakeFlush) before End. The defaults: independent pieces.
+template <typename Request>
+class IndependentPieces {
+ public:
+  void Configure(const StreamEnvironment&) {}
+  bool Serial() const { return false; }
+  absl::StatusOr<bool> Shape(Request*, const RequestLimits&) { return true; }
+  void Continue(Operation*) const {}
+  Result EmptyResult() const { return Result(); }
+  absl::StatusOr<bool> TakeFlush(Request*) { return false; }
+};
 
-class ScanFamily {
+// Whether a stream's float SUM/PROD must give the unary answer's bits.
+template <typename Request>
+bool StreamIsReproducible(const Request& first, const RequestLimits& limits, v1::DType dtype) {
+  if (dtype < v1::INT32 || dtype > v1::FLOAT64) return false;  // the piece refuses it
+  return (first.reproducible() || limits.reproducible_floats) &&
+         OrderSensitive(static_cast<Op>(first.op()), static_cast<DType>(dtype));
+}
+
+// A reproducible stream gathered whole (a ReduceStream, a segmented
+// ScanStream): its pieces' bytes, up to what one unary request may hold.
+class Gathered {
+ public:
+  absl::Status Add(const v1::Array& piece, const RequestLimits& limits, absl::string_view rpc,
+                   bool answer_is_input) {
+    const size_t element = DTypeSize(static_cast<DType>(piece.dtype()));
+    const uint64_t elements = (bytes_.size() + piece.data().size()) / element;
+    const uint64_t most = answer_is_input
+                              ? std::min(limits.max_elements, limits.max_response_bytes / element)
+                              : limits.max_elements;
+    if (elements > most) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "a reproducible float SUM/PROD %s is gathered whole and run as one request at its end "
+          "(so that it gives the unary answer's bits), and one request holds at most %d "
+          "elements (--max_request_elements, --max_response_bytes); this stream has %d by this "
+          "message",
+          rpc, most, elements));
+    }
+    bytes_.append(piece.data());
+    return absl::OkStatus();
+  }
+  uint64_t elements(DType dtype) const { return bytes_.size() / DTypeSize(dtype); }
+  std::string Take() { return std::move(bytes_); }
+
+ private:
+  std::string bytes_;
+};
+
+class ScanFamily : public IndependentPieces<v1::ScanRequest> {
  public:
   using Request = v1::ScanRequest;
   using Response = v1::ScanResponse;
 
+  void Configure(const StreamEnvironment& environment) { backend_ = environment.backend; }
   absl::Status Begin(const Request& first, const RequestLimits& limits) {
     const absl::Span<const uint64_t> offsets(first.segment_offsets().data(),
                                              first.segment_offsets().size());
     if (absl::Status s = CheckStreamOffsets(offsets, limits.max_elements); !s.ok()) return s;
     stitch_.emplace(static_cast<Op>(first.op()), first.exclusive(),
                     std::vector<uint64_t>(offsets.begin(), offsets.end()));
+    dtype_ = static_cast<DType>(first.input().dtype());
+    if (StreamIsReproducible(first, limits, first.input().dtype())) {
+      if (offsets.empty()) {
+        cut_.emplace(backend_ != nullptr ? backend_->ReproducibleScanGranule(dtype_) : 0,
+                     DTypeSize(dtype_));
+      } else {
+        gathered_.emplace();
+        offsets_.assign(offsets.begin(), offsets.end());
+      }
+    }
     return absl::OkStatus();
   }
   void Localize(uint64_t start, Request* piece) const {
     SetOffsets(stitch_->PieceOffsets(start, RawElements(piece->input())),
                piece->mutable_segment_offsets());
   }
+  bool Serial() const { return cut_.has_value() || gathered_.has_value(); }
+  absl::StatusOr<bool> Shape(Request* piece, const RequestLimits& limits) {
+    if (gathered_) {
+      if (absl::Status s = gathered_->Add(piece->input(), limits, "ScanStream", true); !s.ok()) {
+        return s;
+      }
+      return false;
+    }
+    std::string elements = cut_->Next(piece->input().data());
+    if (elements.empty()) return false;
+    piece->mutable_input()->set_data(std::move(elements));
+    return true;
+  }
+  void Continue(Operation* operation) const {
+    if (!cut_) return;
+    auto& scan = std::get<ScanOperation>(*operation);
+    scan.carry_in = carry_;
+    scan.wants_carry = true;
+  }
+  Result EmptyResult() const { return ScanResult{HostArray{dtype_, {}}}; }
+  absl::StatusOr<bool> TakeFlush(Request* last) {
+    if (flushed_) return false;
+    flushed_ = true;
+    if (gathered_) {
+      if (absl::Status s = CheckOffsetsWithin(offsets_, gathered_->elements(dtype_)); !s.ok()) {
+        return s;
+      }
+      last->mutable_input()->set_data(gathered_->Take());
+      return true;
+    }
+    if (cut_->held_elements() == 0) return false;
+    last->mutable_input()->set_data(cut_->Flush());
+    last->clear_segment_offsets();
+    return true;
+  }
   absl::Status Stitch(const Request& piece, Result result, Responses<Response>* out) {
     absl::StatusOr<ScanResult*> r = Get<ScanResult>(result);
     if (!r.ok()) return r.status();
-    stitch_->Stitch(ViewOf(piece.input()), &(*r)->output);
+    if (Serial()) {
+      // Already the whole scan's bits; an operation's carry goes on to the next.
+      if ((*r)->carry_out) carry_ = (*r)->carry_out;
+    } else {
+      stitch_->Stitch(ViewOf(piece.input()), &(*r)->output);
+    }
     return Append(std::move(result), out);
   }
-  absl::Status End(Responses<Response>*) { return stitch_->Finish(); }
+  absl::Status End(Responses<Response>*) {
+    return Serial() ? absl::OkStatus() : stitch_->Finish();  // TakeFlush checked the offsets
+  }
 
  private:
+  const ExecutionBackend* backend_ = nullptr;
+  DType dtype_ = DType::kFloat32;
   std::optional<ScanStitch> stitch_;
+  // Reproducible float SUM/PROD: without segments, cut at whole tiles with
+  // the carry; with segments, gathered whole.
+  std::optional<ScanCut> cut_;
+  std::optional<uint64_t> carry_;
+  std::optional<Gathered> gathered_;
+  std::vector<uint64_t> offsets_;
+  bool flushed_ = false;
 };
 
-class SelectFamily {
+class SelectFamily : public IndependentPieces<v1::SelectRequest> {
  public:
   using Request = v1::SelectRequest;
   using Response = v1::SelectResponse;
@@ -116,7 +231,7 @@ class SelectFamily {
   SelectStitch stitch_;
 };
 
-class UniqueFamily {
+class UniqueFamily : public IndependentPieces<v1::UniqueRequest> {
  public:
   using Request = v1::UniqueRequest;
   using Response = v1::UniqueResponse;
@@ -135,7 +250,7 @@ class UniqueFamily {
   UniqueStitch stitch_;
 };
 
-class RunLengthEncodeFamily {
+class RunLengthEncodeFamily : public IndependentPieces<v1::RunLengthEncodeRequest> {
  public:
   using Request = v1::RunLengthEncodeRequest;
   using Response = v1::RunLengthEncodeResponse;
@@ -159,7 +274,7 @@ class RunLengthEncodeFamily {
   RunStitch stitch_;
 };
 
-class ReduceByKeyFamily {
+class ReduceByKeyFamily : public IndependentPieces<v1::ReduceByKeyRequest> {
  public:
   using Request = v1::ReduceByKeyRequest;
   using Response = v1::ReduceByKeyResponse;
@@ -186,7 +301,7 @@ class ReduceByKeyFamily {
   std::optional<RunStitch> stitch_;
 };
 
-class ReduceFamily {
+class ReduceFamily : public IndependentPieces<v1::ReduceRequest> {
  public:
   using Request = v1::ReduceRequest;
   using Response = v1::ReduceResponse;
@@ -206,19 +321,49 @@ class ReduceFamily {
     dtype_ = static_cast<DType>(first.input().dtype());
     stitch_.emplace(static_cast<Op>(first.op()),
                     std::vector<uint64_t>(offsets.begin(), offsets.end()));
+    if (StreamIsReproducible(first, limits, first.input().dtype())) {
+      gathered_.emplace();
+      offsets_.assign(offsets.begin(), offsets.end());
+    }
     return absl::OkStatus();
   }
   void Localize(uint64_t start, Request* piece) const {
     SetOffsets(stitch_->PieceOffsets(start, RawElements(piece->input())),
                piece->mutable_segment_offsets());
   }
+  bool Serial() const { return gathered_.has_value(); }
+  absl::StatusOr<bool> Shape(Request* piece, const RequestLimits& limits) {
+    if (absl::Status s = gathered_->Add(piece->input(), limits, "ReduceStream", false); !s.ok()) {
+      return s;
+    }
+    return false;
+  }
+  Result EmptyResult() const { return ReduceResult{HostArray{dtype_, {}}, std::nullopt}; }
+  absl::StatusOr<bool> TakeFlush(Request* last) {
+    if (flushed_) return false;
+    flushed_ = true;
+    if (absl::Status s = CheckOffsetsWithin(offsets_, gathered_->elements(dtype_)); !s.ok()) {
+      return s;
+    }
+    last->mutable_input()->set_data(gathered_->Take());
+    return true;
+  }
   absl::Status Stitch(const Request& piece, Result result, Responses<Response>*) {
     absl::StatusOr<ReduceResult*> r = Get<ReduceResult>(result);
     if (!r.ok()) return r.status();
+    if (gathered_) {
+      // The pieces' empty answers, then the whole stream's.
+      if (flushed_) whole_ = std::move(**r);
+      return absl::OkStatus();
+    }
     stitch_->Stitch(RawElements(piece.input()), std::move(**r));
     return absl::OkStatus();
   }
   absl::Status End(Responses<Response>* out) {
+    if (gathered_) {
+      if (!whole_) return absl::InternalError("a gathered ReduceStream ended without its answer");
+      return Append(Result(*std::move(whole_)), out);
+    }
     absl::StatusOr<ReduceResult> whole = stitch_->Finish(dtype_);
     if (!whole.ok()) return whole.status();
     return Append(Result(*std::move(whole)), out);
@@ -227,9 +372,14 @@ class ReduceFamily {
  private:
   DType dtype_ = DType::kInt32;
   std::optional<ReduceStitch> stitch_;
+  // Reproducible float SUM/PROD: the stream gathered whole, reduced at the end.
+  std::optional<Gathered> gathered_;
+  std::vector<uint64_t> offsets_;
+  bool flushed_ = false;
+  std::optional<ReduceResult> whole_;
 };
 
-class AggregateByKeyFamily {
+class AggregateByKeyFamily : public IndependentPieces<v1::AggregateByKeyRequest> {
  public:
   using Request = v1::AggregateByKeyRequest;
   using Response = v1::AggregateByKeyResponse;
@@ -322,39 +472,48 @@ class StreamReactor final : public Base {
     const uint64_t start = elements_read_;
     absl::Status status;
     if (seq == 0) {
+      family_.Configure(environment_);
       status = family_.Begin(*request, environment_.limits);
       if (status.ok()) pieces_.emplace(*request);
+      serial_ = status.ok() && family_.Serial();
     } else {
       status = pieces_->MakePiece(request.get());
     }
     if (status.ok()) family_.Localize(start, request.get());
     const CallRecord call =
         CallRecord::Start(environment_.metrics, LabelsOf(*request), *request);
+    // The piece is validated as sent; a serial stream then reshapes it.
     absl::StatusOr<Operation> operation =
         status.ok() ? ToOperation(*request, environment_.limits) : status;
+    const uint64_t elements = operation.ok() ? ItemCount(*operation) : 0;
+    bool runs = true;
+    if (operation.ok() && serial_) {
+      absl::StatusOr<bool> shaped = family_.Shape(request.get(), environment_.limits);
+      if (!shaped.ok()) {
+        operation = shaped.status();
+      } else if ((runs = *shaped)) {
+        operation = ToOperation(*request, ReshapedLimits());
+      }
+    }
     if (!operation.ok()) {
       RecordRefusal(environment_.metrics, operation.status());
       call.Done(operation.status(), nullptr, 0);
       Fail(InPiece(operation.status(), seq, start));
       return;
     }
-    const uint64_t elements = ItemCount(*operation);
     elements_read_ += elements;
-    auto task = std::make_unique<Task>();
-    task->operation = *std::move(operation);
-    task->deadline = DeadlineOf(*context_);
-    task->is_cancelled = [context = context_] { return context->IsCancelled(); };
-    task->peer = environment_.caller;
-    // The operation views `request`, which the task keeps until it is done.
-    task->done = [this, seq, start, call, elements,
-                  request = std::move(request)](absl::StatusOr<Result> result) mutable {
-      call.Done(result.status(), nullptr, result.ok() ? elements : 0);
-      Completed(seq, start, std::move(request), std::move(result));
-      // Nothing of the reactor after this: it may be gone.
-    };
+    std::unique_ptr<Task> task =
+        MakeTask(seq, start, call, elements, std::move(request), *std::move(operation));
     {
       absl::MutexLock lock(&mu_);
       ++in_flight_;
+      if (serial_ && runs) parked_.emplace_back(seq, std::move(task));
+    }
+    if (serial_) {
+      // A piece with no operation of its own is answered empty, in order.
+      if (!runs) task->done(family_.EmptyResult());
+      RunSerial();
+      return;
     }
     if (absl::Status scheduled = environment_.scheduler->Schedule(&task); !scheduled.ok()) {
       call.Done(scheduled, nullptr, 0);
@@ -364,6 +523,100 @@ class StreamReactor final : public Base {
       }
       Fail(InPiece(scheduled, seq, start));
     }
+  }
+
+  // The task of the operation of piece `seq` (from element `start`), which
+  // views `request`: the task keeps it until it is done.
+  std::unique_ptr<Task> MakeTask(uint64_t seq, uint64_t start, const CallRecord& call,
+                                 uint64_t elements, std::unique_ptr<Request> request,
+                                 Operation operation) {
+    auto task = std::make_unique<Task>();
+    task->operation = std::move(operation);
+    task->deadline = DeadlineOf(*context_);
+    task->is_cancelled = [context = context_] { return context->IsCancelled(); };
+    task->peer = environment_.caller;
+    task->done = [this, seq, start, call, elements,
+                  request = std::move(request)](absl::StatusOr<Result> result) mutable {
+      call.Done(result.status(), nullptr, result.ok() ? elements : 0);
+      Completed(seq, start, std::move(request), std::move(result));
+      // Nothing of the reactor after this: it may be gone.
+    };
+    return task;
+  }
+
+  // A serial stream's reshaped operations: the pieces were checked against
+  // the limits as sent, and a gathered stream against one request's.
+  RequestLimits ReshapedLimits() const {
+    RequestLimits limits = environment_.limits;
+    limits.max_elements = UINT64_MAX;
+    limits.max_response_bytes = UINT64_MAX;
+    return limits;
+  }
+
+  // A serial stream: hands the next parked operation to the scheduler once
+  // the one before it is done, continuing what that one left (the carry);
+  // once the stream has failed, answers the parked ones unrun. Touches
+  // nothing of the reactor after the last task it hands on or answers.
+  void RunSerial() {
+    std::unique_ptr<Task> next;
+    std::vector<std::unique_ptr<Task>> unrun;
+    {
+      absl::MutexLock lock(&mu_);
+      if (parked_.empty() || (running_seq_ && error_.ok() && !broken_)) return;
+      if (error_.ok() && !broken_) {
+        running_seq_ = parked_.front().first;
+        next = std::move(parked_.front().second);
+        parked_.pop_front();
+        family_.Continue(&next->operation);
+      }
+      if (!error_.ok() || broken_) {
+        for (auto& [seq, task] : parked_) unrun.push_back(std::move(task));
+        parked_.clear();
+      }
+    }
+    if (next != nullptr) {
+      const absl::Status scheduled = environment_.scheduler->Schedule(&next);
+      if (scheduled.ok()) return;
+      {
+        absl::MutexLock lock(&mu_);
+        for (auto& [seq, task] : parked_) unrun.push_back(std::move(task));
+        parked_.clear();
+      }
+      // Fails the stream with the refusal (through Completed); the reactor
+      // may be gone after it unless tasks are left to answer.
+      next->done(scheduled);
+    }
+    for (auto& task : unrun) {
+      task->done(absl::CancelledError("the stream failed before this operation ran"));
+    }
+  }
+
+  // At the end of a serial stream: parks its last operation (TakeFlush) as
+  // one more piece, or fails the stream; false if there is none.
+  bool ParkFlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto request = std::make_unique<Request>();
+    request->CopyFrom(pieces_->parameters());
+    absl::StatusOr<bool> flush = family_.TakeFlush(request.get());
+    if (!flush.ok()) {
+      FailLocked(flush.status());
+      return false;
+    }
+    if (!*flush) return false;
+    const CallRecord call =
+        CallRecord::Start(environment_.metrics, LabelsOf(*request), *request);
+    absl::StatusOr<Operation> operation = ToOperation(*request, ReshapedLimits());
+    if (!operation.ok()) {
+      call.Done(operation.status(), nullptr, 0);
+      FailLocked(operation.status());
+      return false;
+    }
+    const uint64_t seq = pieces_read_++;
+    const uint64_t elements = ItemCount(*operation);
+    parked_.emplace_back(seq, MakeTask(seq, elements_read_, call, elements, std::move(request),
+                                       *std::move(operation)));
+    ++unanswered_;
+    ++in_flight_;
+    return true;
   }
 
   // The error of one piece, saying which.
@@ -404,9 +657,11 @@ class StreamReactor final : public Base {
         completed_.emplace(seq, Done{std::move(request), *std::move(result)});
         StitchReadyLocked();
       }
+      if (running_seq_ == seq) running_seq_.reset();
     }
     // The task counts in flight until here, so the stream cannot finish (and
     // the reactor be deleted) before this call is done with it.
+    if (serial_) RunSerial();
     Advance([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { --in_flight_; });
   }
 
@@ -439,6 +694,7 @@ class StreamReactor final : public Base {
       const Response* write = nullptr;
       Request* read = nullptr;
       std::optional<grpc::Status> finish;
+      bool run_serial = false;
       {
         absl::MutexLock lock(&mu_);
         if (first) update();
@@ -447,7 +703,12 @@ class StreamReactor final : public Base {
         if (finished_) return;
         if (error_.ok() && !broken_ && reads_done_ && !ended_ && in_flight_ == 0 &&
             completed_.empty()) {
-          End();
+          // A serial stream's last operation first (the held elements).
+          if (serial_ && pieces_read_ > 0 && !flush_parked_) {
+            flush_parked_ = true;
+            run_serial = ParkFlushLocked();
+          }
+          if (in_flight_ == 0 && error_.ok()) End();
         }
         if constexpr (kAnswersEachPiece) {
           if (!writing_ && !writes_.empty() && !broken_ && error_.ok()) {
@@ -478,6 +739,12 @@ class StreamReactor final : public Base {
         if (write != nullptr) this->StartWrite(write);
       }
       if (read != nullptr) this->StartRead(read);
+      if (run_serial) {
+        // The flush counts in flight: the stream cannot finish meanwhile;
+        // unless a read or write started here, nothing of the reactor is
+        // touched after it.
+        RunSerial();
+      }
       if (finish) {
         this->Finish(*finish);
         return;
@@ -539,6 +806,12 @@ class StreamReactor final : public Base {
   uint64_t unanswered_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // tasks scheduled, not done
   uint64_t next_stitch_ ABSL_GUARDED_BY(mu_) = 0;
+  // A serial family (set with the first piece, before any task): its
+  // operations wait here in stream order, one running at a time.
+  bool serial_ = false;
+  std::deque<std::pair<uint64_t, std::unique_ptr<Task>>> parked_ ABSL_GUARDED_BY(mu_);
+  std::optional<uint64_t> running_seq_ ABSL_GUARDED_BY(mu_);
+  bool flush_parked_ ABSL_GUARDED_BY(mu_) = false;
   std::map<uint64_t, Done> completed_ ABSL_GUARDED_BY(mu_);
   // Answers to write, each marked whether it answers a piece.
   std::deque<std::pair<std::unique_ptr<Response>, bool>> writes_ ABSL_GUARDED_BY(mu_);

@@ -6,6 +6,14 @@
 // kStreamWindow pieces ahead of the answers written (or, for the RPCs with
 // one answer, of the pieces stitched), so its memory is a few pieces and a
 // client that stops reading stalls only its own stream.
+//
+// Reproducible float SUM/PROD (the request's `reproducible`, or
+// RequestLimits::reproducible_floats) go otherwise, so that the stream gives
+// the unary answer's bits: an unsegmented ScanStream runs one operation at a
+// time, each starting at a multiple of the backend's tile size and carrying
+// the prefix of the ones before (ScanCut), the rest of the stream held back
+// for one last operation at its end; a segmented ScanStream and a
+// ReduceStream are gathered whole and run as one operation at the end.
 #ifndef PRIMSERVE_SERVER_STREAM_REACTOR_H_
 #define PRIMSERVE_SERVER_STREAM_REACTOR_H_
 
@@ -13,6 +21,7 @@
 #include <string>
 
 #include "proto/primserve/v1/primitives.grpc.pb.h"
+#include "server/backend.h"
 #include "server/convert.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
@@ -28,6 +37,9 @@ struct StreamEnvironment {
   RequestLimits limits;
   Metrics* metrics = nullptr;  // may be null
   std::string caller;
+  // Where a reproducible float SUM/PROD ScanStream learns the tile size it
+  // cuts at (ReproducibleScanGranule); null: cut anywhere.
+  const ExecutionBackend* backend = nullptr;
 };
 
 // Each starts reading at once and deletes itself when the stream is done.
