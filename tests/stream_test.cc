@@ -143,8 +143,7 @@ class StreamTest : public ::testing::Test {
  protected:
   void SetUp() override { Start(std::make_unique<CpuBackend>()); }
 
-  void Start(std::unique_ptr<ExecutionBackend> backend) {
-    ServerOptions options;
+  void Start(std::unique_ptr<ExecutionBackend> backend, ServerOptions options = {}) {
     options.address = "127.0.0.1:0";
     options.metrics = &metrics_;
     absl::StatusOr<std::unique_ptr<PrimServer>> server =
@@ -613,6 +612,175 @@ TEST_F(StreamTest, AClientThatStopsReadingStallsOnlyItsOwnStream) {
   for (size_t i = 0; i < whole.size(); ++i) want[i] = static_cast<int32_t>(sum += whole[i]);
   EXPECT_TRUE(Join(answers).output().data() == PackArray<int32_t>(want).data());
   ExpectAtRest();
+}
+
+// Floats that round differently in every association: a scan or reduction
+// of them gives the same bits only in the same order of combination.
+template <typename T>
+std::vector<T> Rough(std::mt19937& rng, size_t n, v1::Op op) {
+  std::uniform_real_distribution<double> sum(-1000, 1000);
+  std::uniform_real_distribution<double> prod(0.999, 1.001);
+  std::vector<T> v(n);
+  for (T& x : v) x = static_cast<T>(op == v1::PROD ? prod(rng) : sum(rng));
+  return v;
+}
+
+// Piece sizes adding up to n, from empty to thousands of elements.
+std::vector<size_t> LargePieces(std::mt19937& rng, size_t n) {
+  if (rng() % 5 == 0) return {n};
+  std::vector<size_t> sizes;
+  for (size_t left = n; left > 0;) {
+    const size_t size = rng() % 6 == 0 ? 0 : std::min<size_t>(left, 1 + rng() % 9000);
+    sizes.push_back(size);
+    left -= size;
+  }
+  return sizes;
+}
+
+// Elements in each answer's output.
+std::vector<size_t> AnswerSizes(const std::vector<v1::ScanResponse>& answers, size_t element) {
+  std::vector<size_t> sizes;
+  for (const v1::ScanResponse& a : answers) sizes.push_back(a.output().data().size() / element);
+  return sizes;
+}
+
+// A reproducible float SUM/PROD ScanStream (the server's default) answers
+// whole tiles of what it has received (the CPU backend cuts where the CUDA
+// one does: 8192 float32s, 4096 float64s), one more answer with the rest,
+// and joins to the unary scan bit for bit.
+TEST_F(StreamTest, AReproducibleFloatScanStreamAnswersWholeTilesWithTheUnaryBits) {
+  std::mt19937 rng(31);
+  ForEachDType([&](auto zero) {
+    using T = decltype(zero);
+    if constexpr (std::is_floating_point_v<T>) {
+      const size_t granule = 32768 / sizeof(T);
+      for (v1::Op op : {v1::SUM, v1::PROD}) {
+        for (bool exclusive : {false, true}) {
+          const size_t n = 2 * granule + rng() % (3 * granule);
+          v1::ScanRequest whole;
+          *whole.mutable_input() = PackArray<T>(Rough<T>(rng, n, op));
+          whole.set_op(op);
+          whole.set_exclusive(exclusive);
+          const std::vector<size_t> pieces = LargePieces(rng, n);
+          std::vector<v1::ScanResponse> answers;
+          const grpc::Status status = Bidi(&S::ScanStream, Cut(whole, pieces, rng), &answers);
+          ASSERT_TRUE(status.ok()) << status.error_message();
+          EXPECT_EQ(Join(answers).SerializeAsString(), Unary(&S::Scan, whole).SerializeAsString())
+              << n << " elements in " << pieces.size() << " pieces";
+          const std::vector<size_t> sizes = AnswerSizes(answers, sizeof(T));
+          ASSERT_EQ(sizes.size(), pieces.size() + (n % granule != 0 ? 1 : 0));
+          size_t received = 0;
+          size_t answered = 0;
+          for (size_t i = 0; i < pieces.size(); ++i) {
+            received += pieces[i];
+            answered += sizes[i];
+            EXPECT_EQ(answered, received / granule * granule) << "answer " << i;
+          }
+        }
+      }
+    }
+  });
+}
+
+// With --reproducible_floats off, a float SUM ScanStream answers each piece
+// as it comes (stitched on the host); a request's `reproducible` still asks
+// for whole tiles.
+TEST_F(StreamTest, TheServerFlagAndTheRequestFlagChooseHowAFloatScanStreamIsCut) {
+  ServerOptions options;
+  options.limits.reproducible_floats = false;
+  Start(std::make_unique<CpuBackend>(), options);
+  std::mt19937 rng(32);
+  const size_t n = 30000;
+  v1::ScanRequest whole;
+  *whole.mutable_input() = PackArray<float>(Rough<float>(rng, n, v1::SUM));
+  whole.set_op(v1::SUM);
+  std::vector<size_t> pieces = {1000, 9000, 0, 15000, 5000};
+  std::vector<v1::ScanResponse> answers;
+  ASSERT_TRUE(Bidi(&S::ScanStream, Cut(whole, pieces, rng), &answers).ok());
+  EXPECT_EQ(AnswerSizes(answers, sizeof(float)), pieces) << "one answer per piece";
+  whole.set_reproducible(true);
+  answers.clear();
+  ASSERT_TRUE(Bidi(&S::ScanStream, Cut(whole, pieces, rng), &answers).ok());
+  EXPECT_EQ(AnswerSizes(answers, sizeof(float)),
+            (std::vector<size_t>{0, 8192, 0, 16384, 0, n - 24576}));
+  EXPECT_EQ(Join(answers).SerializeAsString(), Unary(&S::Scan, whole).SerializeAsString());
+}
+
+// A reproducible float ReduceStream (and a segmented ScanStream) is gathered
+// and run whole at its end: the unary answer's bits, whatever the pieces;
+// reduced piece by piece and combined on the host it is not.
+TEST_F(StreamTest, AReproducibleReduceStreamIsTheUnaryReduceBitForBit) {
+  std::mt19937 rng(33);
+  int piecewise_differs = 0;
+  for (int round = 0; round < 6; ++round) {
+    const size_t n = 20000 + rng() % 20000;
+    v1::ReduceRequest whole;
+    *whole.mutable_input() = PackArray<double>(Rough<double>(rng, n, v1::SUM));
+    whole.set_op(v1::SUM);
+    if (round % 2) {
+      for (uint64_t o : {uint64_t{0}, uint64_t{n / 3}, uint64_t{n / 2}}) whole.add_segment_offsets(o);
+    }
+    const std::vector<size_t> pieces = LargePieces(rng, n);
+    v1::ReduceResponse answer;
+    ASSERT_TRUE(ClientStream(&S::ReduceStream, Cut(whole, pieces, rng), &answer).ok());
+    const v1::ReduceResponse unary = Unary(&S::Reduce, whole);
+    EXPECT_EQ(answer.SerializeAsString(), unary.SerializeAsString());
+
+    v1::ScanRequest segmented;
+    *segmented.mutable_input() = whole.input();
+    segmented.set_op(v1::SUM);
+    for (uint64_t o : {uint64_t{0}, uint64_t{n / 4}, uint64_t{n / 4}, uint64_t{n - 1}}) {
+      segmented.add_segment_offsets(o);
+    }
+    std::vector<v1::ScanResponse> answers;
+    ASSERT_TRUE(Bidi(&S::ScanStream, Cut(segmented, pieces, rng), &answers).ok());
+    EXPECT_EQ(Join(answers).SerializeAsString(),
+              Unary(&S::Scan, segmented).SerializeAsString());
+    const std::vector<size_t> sizes = AnswerSizes(answers, sizeof(double));
+    ASSERT_EQ(sizes.size(), pieces.size() + 1);
+    EXPECT_EQ(sizes.back(), n) << "every piece answered empty, the whole at the end";
+
+    // The same pieces reduced one by one (a server without
+    // --reproducible_floats) associate otherwise.
+    ServerOptions options;
+    options.limits.reproducible_floats = false;
+    Start(std::make_unique<CpuBackend>(), options);
+    v1::ReduceResponse piecewise;
+    ASSERT_TRUE(ClientStream(&S::ReduceStream, Cut(whole, pieces, rng), &piecewise).ok());
+    piecewise_differs += pieces.size() > 2 && piecewise.SerializeAsString() !=
+                                                  unary.SerializeAsString();
+    Start(std::make_unique<CpuBackend>());
+  }
+  EXPECT_GT(piecewise_differs, 0) << "the rough values must round by association";
+}
+
+// A gathered stream holds at most one request's elements: past that it ends
+// RESOURCE_EXHAUSTED saying why; integer streams are not gathered.
+TEST_F(StreamTest, AGatheredStreamStopsAtOneRequestsLimit) {
+  ServerOptions options;
+  options.limits.max_elements = 1000;
+  Start(std::make_unique<CpuBackend>(), options);
+  std::mt19937 rng(34);
+  v1::ReduceRequest whole;
+  *whole.mutable_input() = PackArray<float>(Rough<float>(rng, 1500, v1::SUM));
+  whole.set_op(v1::SUM);
+  v1::ReduceResponse answer;
+  const grpc::Status status = ClientStream(&S::ReduceStream, Cut(whole, {500, 500, 500}, rng),
+                                           &answer);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("stream message 2 (from element 1000): a reproducible float SUM/PROD "
+                        "ReduceStream is gathered whole"));
+  EXPECT_THAT(status.error_message(), HasSubstr("holds at most 1000 elements"));
+  // The same stream of int32s is stitched piece by piece (each under the
+  // limit), so it may be longer than one request.
+  const std::vector<int32_t> ints = Random<int32_t>(rng, 1500, 50);
+  *whole.mutable_input() = PackArray<int32_t>(ints);
+  ASSERT_TRUE(ClientStream(&S::ReduceStream, Cut(whole, {500, 500, 500}, rng), &answer).ok());
+  int32_t sum = 0;
+  for (int32_t x : ints) sum += x;
+  EXPECT_EQ(*UnpackArray<int32_t>(answer.values()), std::vector<int32_t>{sum});
+  ExpectServing();
 }
 
 }  // namespace
