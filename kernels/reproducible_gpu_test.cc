@@ -3,7 +3,8 @@
 // reduce, reduce-by-key, the in-order AggregateByKey) gives the same bits
 // for the same input on every run, with its output poisoned before each run;
 // a scan in whole-tile chunks with the carry has exactly the bits of one
-// scan. Answers are also checked against the CPU reference within the
+// scan. Answers equal, bit for bit, the CPU's emulation of the kernels'
+// association (reference/gpu_order.h), and the plain reference within the
 // tolerances of scan_gpu_test. Fresh random data: the seed is printed and
 // PRIMSERVE_TEST_SEED replays it.
 #include <cuda_runtime_api.h>
@@ -25,6 +26,7 @@
 #include "kernels/reduce.h"
 #include "kernels/scan.h"
 #include "kernels/select.h"
+#include "reference/gpu_order.h"
 #include "reference/reference.h"
 
 namespace primserve {
@@ -184,6 +186,11 @@ TYPED_TEST(ReproducibleTest, ScanGivesTheSameBitsEveryRun) {
                 << " elements differ from run 0";
           }
         }
+        std::vector<T> emulated(n);
+        reference::GpuOrderScan<T>(input, absl::MakeSpan(emulated), op, exclusive);
+        EXPECT_TRUE(SameBits(first, emulated))
+            << what << ": " << DifferingElements(first, emulated)
+            << " elements differ from the CPU's emulation";
         const std::vector<T> want = reference::Scan<T>(input, op, exclusive, {});
         const std::vector<T> magnitude =
             reference::Scan<T>(Abs(input), Op::kSum, exclusive, {});
@@ -231,6 +238,14 @@ TYPED_TEST(ReproducibleTest, WholeTileChunksWithTheCarryGiveOneScansBits) {
           << DifferingElements(whole, chunked) << " of " << n << " elements differ";
       EXPECT_TRUE(SameBits(ToHost<T>(d_total.get(), 1), ToHost<T>(d_carry.get(), 1)))
           << "the chunks' final carry differs from one scan's";
+      std::vector<T> emulated(n);
+      T emulated_total{};
+      reference::GpuOrderScan<T>(input, absl::MakeSpan(emulated), op, exclusive, std::nullopt,
+                                 &emulated_total);
+      EXPECT_TRUE(SameBits(whole, emulated)) << DifferingElements(whole, emulated)
+                                             << " elements differ from the CPU's emulation";
+      EXPECT_TRUE(SameBits(ToHost<T>(d_total.get(), 1), std::vector<T>{emulated_total}))
+          << "the carry differs from the CPU's emulation";
     }
   }
 }
@@ -280,9 +295,51 @@ TYPED_TEST(ReproducibleTest, SegmentedScanAndReduceGiveTheSameBitsEveryRun) {
             << what << " reduce run " << run << ": " << DifferingElements(first_reduce, reduce)
             << " segments differ";
       }
+      std::vector<T> emulated_scan(n), emulated_reduce(segments);
+      reference::GpuOrderSegmentedScan<T>(input, absl::MakeSpan(emulated_scan), starts, op, false);
+      reference::GpuOrderSegmentedReduce<T>(input, starts, op, absl::MakeSpan(emulated_reduce));
+      EXPECT_TRUE(SameBits(first_scan, emulated_scan))
+          << what << ": " << DifferingElements(first_scan, emulated_scan)
+          << " scan elements differ from the CPU's emulation";
+      EXPECT_TRUE(SameBits(first_reduce, emulated_reduce))
+          << what << ": " << DifferingElements(first_reduce, emulated_reduce)
+          << " segment results differ from the CPU's emulation";
       const std::vector<T> want = reference::Scan<T>(input, op, false, starts);
       const std::vector<T> magnitude = reference::Scan<T>(Abs(input), Op::kSum, false, starts);
       ExpectClose(first_scan, want, magnitude, op, what + " scan");
+    }
+  }
+}
+
+TYPED_TEST(ReproducibleTest, ReduceGivesTheSameBitsEveryRunAsTheCpuEmulation) {
+  using T = TypeParam;
+  for (Op op : {Op::kSum, Op::kProd}) {
+    for (uint64_t n : {uint64_t{0}, uint64_t{1}, uint64_t{1000}, uint64_t{16385},
+                       uint64_t{1} << 20, uint64_t{5000000}, (uint64_t{1} << 26) + 3}) {
+      const std::string what = std::string(OpName(op)) + " n=" + std::to_string(n);
+      const std::vector<T> input = RandomFloats<T>(n, op, n + 99);
+      DeviceBuffer d_in(n * sizeof(T)), d_value(sizeof(T));
+      CUDA_ASSERT(ToDevice(d_in.get(), input));
+      size_t temp_bytes = 0;
+      CUDA_ASSERT(gpu::Reduce(nullptr, &temp_bytes, nullptr, n, DTypeOf<T>(), op, nullptr,
+                              nullptr, nullptr));
+      DeviceBuffer d_temp(temp_bytes);
+      std::vector<T> first;
+      for (int run = 0; run < kRuns; ++run) {
+        CUDA_ASSERT(d_value.Poison());
+        CUDA_ASSERT(gpu::Reduce(d_temp.get(), &temp_bytes, d_in.get(), n, DTypeOf<T>(), op,
+                                d_value.get(), nullptr, nullptr));
+        CUDA_ASSERT(cudaDeviceSynchronize());
+        std::vector<T> got = ToHost<T>(d_value.get(), 1);
+        if (run == 0) {
+          first = std::move(got);
+        } else {
+          ASSERT_TRUE(SameBits(first, got)) << what << " run " << run;
+        }
+      }
+      const T emulated = reference::GpuOrderReduce<T>(input, op);
+      EXPECT_TRUE(SameBits(first, std::vector<T>{emulated}))
+          << what << ": GPU " << first[0] << ", the CPU's emulation " << emulated;
     }
   }
 }
@@ -323,6 +380,24 @@ TYPED_TEST(ReproducibleTest, ReduceByKeyGivesTheSameBitsEveryRun) {
       ASSERT_TRUE(SameBits(first, got))
           << "run " << run << ": " << DifferingElements(first, got) << " runs differ";
     }
+  }
+  // The unordered entry point: the same runs and keys, sums within rounding.
+  CUDA_ASSERT(d_values_out.Poison());
+  CUDA_ASSERT(d_keys_out.Poison());
+  CUDA_ASSERT(gpu::ReduceByKeyUnordered(d_temp.get(), &temp_bytes, d_keys.get(), DType::kInt32,
+                                        d_values.get(), DTypeOf<T>(), n, Op::kSum,
+                                        d_keys_out.get(), d_values_out.get(),
+                                        d_runs.get<uint64_t>(), nullptr));
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  ASSERT_EQ(ToHost<uint64_t>(d_runs.get(), 1)[0], static_cast<uint64_t>(key));
+  const std::vector<int32_t> keys_out = ToHost<int32_t>(d_keys_out.get(), key);
+  const std::vector<T> unordered = ToHost<T>(d_values_out.get(), key);
+  std::vector<T> magnitude(key, T(0));
+  for (uint64_t i = 0; i < n; ++i) magnitude[keys[i]] += std::fabs(values[i]);
+  for (int32_t k = 0; k < key; ++k) {
+    ASSERT_EQ(keys_out[k], k);
+    const double tol = (std::is_same_v<T, float> ? 1e-4 : 1e-12) * (magnitude[k] + 1e-30);
+    ASSERT_LE(std::fabs(static_cast<double>(unordered[k]) - first[k]), tol) << "run " << k;
   }
 }
 

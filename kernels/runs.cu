@@ -212,10 +212,18 @@ size_t RunsTempBytes(uint64_t n) {
   return detail::kHeaderBytes + detail::TileStatus<RunPair<OffsetT, V>>::StorageBytes(tiles);
 }
 
+// The compaction look-back with the tree combine, for float run aggregates
+// whose caller did not ask for the in-order one (ReduceByKeyUnordered).
+using TreeCompactLookback =
+    detail::LookbackPolicy<detail::CompactLookback::kSlotsPerLane,
+                           detail::CompactLookback::kFirstSleepNs,
+                           detail::CompactLookback::kMaxSleepNs,
+                           detail::CompactLookback::kWaitAll, false>;
+
 template <typename KB, typename V, typename OffsetT, bool kRle>
 int RunRuns(void* d_temp, const void* keys, const void* values, uint64_t n,
             Op op, void* keys_out, void* values_out, int64_t* lengths_out,
-            uint64_t* num_runs, cudaStream_t stream) {
+            uint64_t* num_runs, bool in_order, cudaStream_t stream) {
   using P = RunPair<OffsetT, V>;
   constexpr int kRunTile = kRunTileFor<KB, V>;
   const int64_t tiles = static_cast<int64_t>((n + kRunTile - 1) / kRunTile);
@@ -234,6 +242,13 @@ int RunRuns(void* d_temp, const void* keys, const void* values, uint64_t n,
   p.values_vector_ok = reinterpret_cast<uintptr_t>(values) % 16 == 0;
   p.status = status;
   // One block per tile: see SelectKernel's launch for why not persistent.
+  if constexpr (detail::AssociationMatters<RunPairOp<P>>::value) {
+    if (!in_order) {
+      RunsKernel<KB, V, OffsetT, kRle, TreeCompactLookback>
+          <<<static_cast<unsigned>(tiles), kCompactBlock, 0, stream>>>(p);
+      return static_cast<int>(cudaGetLastError());
+    }
+  }
   RunsKernel<KB, V, OffsetT, kRle, detail::CompactLookback>
       <<<static_cast<unsigned>(tiles), kCompactBlock, 0, stream>>>(p);
   return static_cast<int>(cudaGetLastError());
@@ -245,7 +260,7 @@ template <typename KB, typename V, bool kRle>
 int DispatchRuns(void* d_temp, size_t* temp_bytes, const void* keys,
                  const void* values, uint64_t n, Op op, void* keys_out,
                  void* values_out, int64_t* lengths_out, uint64_t* num_runs,
-                 cudaStream_t stream) {
+                 bool in_order, cudaStream_t stream) {
   const bool small = n < (1ull << 32);
   // RLE's value is the run length itself, in the offset type.
   using V32 = std::conditional_t<kRle, uint32_t, V>;
@@ -267,11 +282,11 @@ int DispatchRuns(void* d_temp, size_t* temp_bytes, const void* keys,
   }
   if (small) {
     return RunRuns<KB, V32, uint32_t, kRle>(d_temp, keys, values, n, op, keys_out,
-                                            values_out, lengths_out, num_runs,
+                                            values_out, lengths_out, num_runs, in_order,
                                             stream);
   }
   return RunRuns<KB, V64, uint64_t, kRle>(d_temp, keys, values, n, op, keys_out,
-                                          values_out, lengths_out, num_runs,
+                                          values_out, lengths_out, num_runs, in_order,
                                           stream);
 }
 
@@ -295,17 +310,19 @@ int RunLengthEncode(void* d_temp_storage, size_t* temp_storage_bytes,
   if (DTypeSize(dtype) == 4) {
     return DispatchRuns<uint32_t, uint32_t, true>(
         d_temp_storage, temp_storage_bytes, d_in, nullptr, n, Op::kSum,
-        d_values_out, nullptr, d_lengths_out, d_num_runs, s);
+        d_values_out, nullptr, d_lengths_out, d_num_runs, true, s);
   }
   return DispatchRuns<uint64_t, uint64_t, true>(
       d_temp_storage, temp_storage_bytes, d_in, nullptr, n, Op::kSum,
-      d_values_out, nullptr, d_lengths_out, d_num_runs, s);
+      d_values_out, nullptr, d_lengths_out, d_num_runs, true, s);
 }
 
-int ReduceByKey(void* d_temp_storage, size_t* temp_storage_bytes,
-                const void* d_keys, DType key_dtype, const void* d_values,
-                DType value_dtype, uint64_t n, Op op, void* d_keys_out,
-                void* d_values_out, uint64_t* d_num_runs, CUstream_st* stream) {
+namespace {
+
+int DispatchReduceByKey(void* d_temp_storage, size_t* temp_storage_bytes, const void* d_keys,
+                        DType key_dtype, const void* d_values, DType value_dtype, uint64_t n,
+                        Op op, void* d_keys_out, void* d_values_out, uint64_t* d_num_runs,
+                        bool in_order, CUstream_st* stream) {
   constexpr int kInvalid = static_cast<int>(cudaErrorInvalidValue);
   if (temp_storage_bytes == nullptr || !ValidDType(key_dtype) ||
       !ValidDType(value_dtype)) {
@@ -325,12 +342,31 @@ int ReduceByKey(void* d_temp_storage, size_t* temp_storage_bytes,
     if (DTypeSize(key_dtype) == 4) {
       return DispatchRuns<uint32_t, V, false>(
           d_temp_storage, temp_storage_bytes, d_keys, d_values, n, op,
-          d_keys_out, d_values_out, nullptr, d_num_runs, s);
+          d_keys_out, d_values_out, nullptr, d_num_runs, in_order, s);
     }
     return DispatchRuns<uint64_t, V, false>(
         d_temp_storage, temp_storage_bytes, d_keys, d_values, n, op,
-        d_keys_out, d_values_out, nullptr, d_num_runs, s);
+        d_keys_out, d_values_out, nullptr, d_num_runs, in_order, s);
   });
+}
+
+}  // namespace
+
+int ReduceByKey(void* d_temp_storage, size_t* temp_storage_bytes, const void* d_keys,
+                DType key_dtype, const void* d_values, DType value_dtype, uint64_t n, Op op,
+                void* d_keys_out, void* d_values_out, uint64_t* d_num_runs, CUstream_st* stream) {
+  return DispatchReduceByKey(d_temp_storage, temp_storage_bytes, d_keys, key_dtype, d_values,
+                             value_dtype, n, op, d_keys_out, d_values_out, d_num_runs, true,
+                             stream);
+}
+
+int ReduceByKeyUnordered(void* d_temp_storage, size_t* temp_storage_bytes, const void* d_keys,
+                         DType key_dtype, const void* d_values, DType value_dtype, uint64_t n,
+                         Op op, void* d_keys_out, void* d_values_out, uint64_t* d_num_runs,
+                         CUstream_st* stream) {
+  return DispatchReduceByKey(d_temp_storage, temp_storage_bytes, d_keys, key_dtype, d_values,
+                             value_dtype, n, op, d_keys_out, d_values_out, d_num_runs, false,
+                             stream);
 }
 
 }  // namespace primserve::gpu

@@ -19,6 +19,7 @@
 #include "kernels/aggregate.h"
 #include "kernels/detail/scan_kernel.cuh"
 #include "kernels/reduce.h"
+#include "kernels/select.h"
 #include "kernels/testing/cub_baseline.h"
 #include "kernels/testing/device_helpers.h"
 
@@ -206,6 +207,43 @@ void Bench(int log2n, cudaStream_t stream) {
   });
   Row("reduce_sum (segmented)", name, log2n, seg_us, plain_us, "plain Reduce kernel", cub_reduce_us,
       "DeviceReduce::Sum", memcpy_us / 2, seg_bits);
+
+  // ReduceByKey SUM over int32 keys in runs of 16: in order vs the tree
+  // look-back (ReduceByKeyUnordered) vs CUB.
+  {
+    int32_t* keys;
+    uint64_t* runs;
+    void* keys_out;
+    CHECK(cudaMalloc(&keys, n * sizeof(int32_t)));
+    CHECK(cudaMalloc(&runs, 2 * sizeof(uint64_t)));
+    CHECK(cudaMalloc(&keys_out, n * sizeof(int32_t)));
+    CHECK(testing::FillRuns(keys, DType::kInt32, n, 16, stream));
+    auto rbk = [&](bool in_order) {
+      return [=](void* t, size_t* b, cudaStream_t s) {
+        return (in_order ? ReduceByKey : ReduceByKeyUnordered)(
+            t, b, keys, DType::kInt32, in, dtype, n, Op::kSum, keys_out, out, runs, s);
+      };
+    };
+    const double unordered = TimeTwoPhase(rbk(false), reps, stream);
+    const double ordered = TimeTwoPhase(rbk(true), reps, stream);
+    size_t rbk_bytes = 0;
+    CHECK(rbk(true)(nullptr, &rbk_bytes, stream));
+    void* rbk_temp;
+    CHECK(cudaMalloc(&rbk_temp, rbk_bytes));
+    const char* rbk_bits = SameBits(
+        [&](cudaStream_t s) { size_t b = rbk_bytes; return rbk(true)(rbk_temp, &b, s); }, out,
+        n / 16 * sizeof(T), stream);
+    CHECK(cudaFree(rbk_temp));
+    const double cub_us = cub_best([&](void* t, size_t* b, testing::CubCount c, cudaStream_t s) {
+      return testing::CubReduceByKey(t, b, keys, DType::kInt32, in, dtype, n, Op::kSum, keys_out,
+                                     out, runs + 1, c, s);
+    });
+    Row("rbk_sum_runs16", name, log2n, ordered, unordered, "ReduceByKeyUnordered", cub_us,
+        "DeviceReduce::ReduceByKey(plus)", memcpy_us, rbk_bits);
+    CHECK(cudaFree(keys));
+    CHECK(cudaFree(runs));
+    CHECK(cudaFree(keys_out));
+  }
 
   // AggregateByKey SUM: in order (sort + SegmentedReduce) vs atomics.
   if (log2n <= 24) {

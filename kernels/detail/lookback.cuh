@@ -252,7 +252,7 @@ class TileStatus {
 
  private:
   // Windows of A's the in-order look-back keeps before it stops walking back.
-  static constexpr int kInOrderWindows = 4;
+  static constexpr int kInOrderWindows = 16;
   // The counter gets a 16-byte slot so that the arrays stay 16-B aligned.
   static constexpr size_t kCounterBytes = 16;
 
