@@ -4,10 +4,14 @@
 #include <cmath>
 #include <random>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "client/client.h"
 #include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "reference/reference.h"
 #include "server/cpu_backend.h"
@@ -378,6 +382,89 @@ TEST_F(ServiceTest, RejectsRequestsOverTheLimits) {
   absl::Status status = client_->Call(request).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
   ExpectStillServing();
+}
+
+// What reaches the backend: each operation's `reproducible`, recorded.
+class RecordingBackend final : public ExecutionBackend {
+ public:
+  std::string name() const override { return "recording"; }
+  void Execute(std::vector<std::unique_ptr<Task>> batch) override {
+    for (const std::unique_ptr<Task>& task : batch) {
+      {
+        absl::MutexLock lock(&mu_);
+        seen_.push_back(std::visit(
+            Overloaded{[](const ScanOperation& o) { return o.reproducible; },
+                       [](const ReduceOperation& o) { return o.reproducible; },
+                       [](const ReduceByKeyOperation& o) { return o.reproducible; },
+                       [](const AggregateByKeyOperation& o) { return o.reproducible; },
+                       [](const auto&) { return false; }},
+            task->operation));
+      }
+    }
+    cpu_.Execute(std::move(batch));
+  }
+  std::vector<bool> Take() {
+    absl::MutexLock lock(&mu_);
+    return std::exchange(seen_, {});
+  }
+
+ private:
+  CpuBackend cpu_;
+  absl::Mutex mu_;
+  std::vector<bool> seen_;
+};
+
+// --reproducible_floats (on by default) makes every request reproducible;
+// off, only those that ask. Reproducible or not, the CPU backend's answers
+// are its sequential ones.
+TEST(ReproducibleFlagTest, TheServerDefaultAndTheRequestFlagReachTheBackend) {
+  for (bool server_default : {true, false}) {
+    auto backend = std::make_unique<RecordingBackend>();
+    RecordingBackend* recording = backend.get();
+    ServerOptions options;
+    options.address = "127.0.0.1:0";
+    options.limits.reproducible_floats = server_default;
+    absl::StatusOr<std::unique_ptr<PrimServer>> server =
+        PrimServer::Start(options, std::move(backend));
+    ASSERT_TRUE(server.ok()) << server.status();
+    auto stub = v1::Primitives::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", (*server)->port()), grpc::InsecureChannelCredentials()));
+    const std::vector<float> values = {0.1f, 0.2f, 0.3f};
+    for (bool asked : {false, true}) {
+      v1::ScanRequest scan;
+      *scan.mutable_input() = PackArray<float>(values);
+      scan.set_op(v1::SUM);
+      scan.set_reproducible(asked);
+      v1::ReduceRequest reduce;
+      *reduce.mutable_input() = PackArray<float>(values);
+      reduce.set_op(v1::PROD);
+      reduce.set_reproducible(asked);
+      v1::ReduceByKeyRequest by_key;
+      *by_key.mutable_keys() = PackArray<int32_t>(std::vector<int32_t>{1, 1, 2});
+      *by_key.mutable_values() = PackArray<float>(values);
+      by_key.set_op(v1::SUM);
+      by_key.set_reproducible(asked);
+      v1::AggregateByKeyRequest aggregate;
+      *aggregate.mutable_keys() = PackArray<int32_t>(std::vector<int32_t>{1, 0, 1});
+      *aggregate.mutable_values() = PackArray<float>(values);
+      aggregate.set_op(v1::SUM);
+      aggregate.set_num_keys(2);
+      aggregate.set_reproducible(asked);
+      grpc::ClientContext c1, c2, c3, c4;
+      v1::ScanResponse r1;
+      v1::ReduceResponse r2;
+      v1::ReduceByKeyResponse r3;
+      v1::AggregateByKeyResponse r4;
+      ASSERT_TRUE(stub->Scan(&c1, scan, &r1).ok());
+      ASSERT_TRUE(stub->Reduce(&c2, reduce, &r2).ok());
+      ASSERT_TRUE(stub->ReduceByKey(&c3, by_key, &r3).ok());
+      ASSERT_TRUE(stub->AggregateByKey(&c4, aggregate, &r4).ok());
+      EXPECT_EQ(*UnpackArray<float>(r1.output()),
+                (std::vector<float>{0.1f, 0.1f + 0.2f, 0.1f + 0.2f + 0.3f}));
+      EXPECT_EQ(recording->Take(), std::vector<bool>(4, server_default || asked))
+          << "server default " << server_default << ", asked " << asked;
+    }
+  }
 }
 
 }  // namespace
