@@ -358,10 +358,21 @@ void CudaBackend::Execute(std::vector<std::unique_ptr<Task>> batch) {
   // A failed call leaves its error as this thread's last error; the next
   // batch's launch checks must not find it there.
   cudaGetLastError();
+  // Every runner waits for its answers before it returns them, so a batch
+  // that succeeded is answered before the lane's metrics are read and its
+  // streams drained (cudaMemGetInfo and the drain are off the caller's
+  // latency). A failed one may have left copies in flight from its
+  // requests' memory: it is answered only after the drain.
+  const bool all_ok = std::all_of(results.begin(), results.end(),
+                                  [](const absl::StatusOr<Result>& r) { return r.ok(); });
+  if (all_ok) {
+    for (size_t i = 0; i < batch.size(); ++i) batch[i]->done(std::move(results[i]));
+  }
   if (metrics_ != nullptr) Record(*lane, tasks);
   // Answers already read are complete; a drain that fails says the device
   // failed after them (a sticky error stops serving from here on).
   NoteFailure(lanes_->Release(lane));
+  if (all_ok) return;
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!results[i].ok()) NoteFailure(results[i].status());
     batch[i]->done(std::move(results[i]));

@@ -40,6 +40,29 @@ absl::StatusOr<Result> RunDeviceScan(Lane& lane, const ScanOperation& op, absl::
                                      lane.stream())
                 : gpu::Scan(nullptr, &temp_bytes, nullptr, nullptr, n, dtype, op.op,
                             op.exclusive, lane.stream()));
+  if (input_here && write_in_place && !segmented) {
+    // Nothing to stage: the kernel reads and writes the region, with the
+    // lane's kept temporary storage (no allocation, no stream-ordered free
+    // and budget callback for the lane's drain to wait on).
+    absl::StatusOr<void*> temp = lane.TempStorage(temp_bytes, deadline);
+    if (!temp.ok()) return temp.status();
+    if (*temp != nullptr) {
+      PRIMSERVE_RETURN_IF_ERROR(lane.Mark(Lane::kStart));
+      PRIMSERVE_RETURN_IF_ERROR(lane.Mark(Lane::kInputsIn));
+      if (lane.faults() != nullptr) {
+        PRIMSERVE_RETURN_IF_ERROR(
+            CudaStatus(lane.faults()->BeforeKernels(lane.stream()), "kernel launch"));
+      }
+      PRIMSERVE_RETURN_IF_ERROR(
+          CudaStatus(gpu::Scan(*temp, &temp_bytes, input, place, n, dtype, op.op, op.exclusive,
+                               lane.stream()),
+                     "kernel launch"));
+      PRIMSERVE_RETURN_IF_ERROR(lane.Mark(Lane::kKernelDone));
+      PRIMSERVE_RETURN_IF_ERROR(lane.Mark(Lane::kOutputsOut));
+      PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(lane.stream()));
+      return ScanResult{HostArray{dtype, {}, bytes}};
+    }
+  }
   StagedRun run(lane, deadline);
   // The input: in place, or brought into the block (host bytes staged up,
   // another device's copied across).

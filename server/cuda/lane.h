@@ -64,6 +64,16 @@ class Lane final {
   size_t pinned_bytes() const { return pinned_bytes_; }
   size_t pinned_limit() const { return pinned_limit_; }
 
+  // Device memory for a kernel's temporary storage that the lane keeps from
+  // one batch to the next (counted in the budget while kept), so a run that
+  // needs nothing else on the device allocates nothing: `bytes` up to
+  // kTempStorageLimit, else null (the caller takes a DeviceBlock). Growing
+  // waits for the stream, frees the old and waits for the budget until
+  // `deadline`. Valid until the next call; only for work on stream().
+  static constexpr size_t kTempStorageLimit = size_t{32} << 20;
+  absl::StatusOr<void*> TempStorage(size_t bytes, absl::Time deadline);
+  size_t temp_storage_bytes() const { return temp_bytes_; }
+
   // Waits until every copy and kernel queued on the lane's streams has
   // finished (and with them the stream-ordered frees), then gives back
   // staging beyond the limit. The first error of the waits, if any.
@@ -83,6 +93,8 @@ class Lane final {
   char* pinned_ = nullptr;
   size_t pinned_bytes_ = 0;
   std::unique_ptr<char[]> beyond_limit_;
+  void* temp_ = nullptr;
+  size_t temp_bytes_ = 0;
 };
 
 // Lanes handed out one batch at a time.
