@@ -4,6 +4,7 @@ from typing import Any, Dict
 
 import numpy as np
 
+from primserve import _cuda
 from primserve.v1 import primitives_pb2 as pb
 
 # The six dtypes the server takes, little-endian as the wire format is.
@@ -25,7 +26,11 @@ def check_array(a: Any, name: str) -> np.ndarray:
 
     Raises TypeError for anything else than an ndarray of a supported dtype and
     ValueError for other shapes or a non-contiguous layout, so nothing is sent.
+    A CUDA array (CuPy's) passes the same checks and comes back as its
+    _cuda.DeviceArray stand-in, to be sent as a ref into a CUDA region.
     """
+    if _cuda.is_device_array(a):
+        return _cuda.stand_in(a, name, DTYPES)
     if not isinstance(a, np.ndarray):
         raise TypeError(
             f"{name} must be a numpy.ndarray, not {type(a).__name__}; "

@@ -15,6 +15,7 @@ class Methods(NamedTuple):
     streams: Dict[str, Any]  # *Stream methods by the unary RPC's name
     register: Any  # SharedMemory.RegisterSystem
     unregister: Any  # SharedMemory.Unregister
+    register_cuda: Any  # SharedMemory.RegisterCuda
     multiplex: Any
     health: Any
 
@@ -28,6 +29,8 @@ def bind(channel: Any) -> Methods:
                                      request_serializer=pb.RegisterSystemRequest.SerializeToString),
         unregister=channel.unary_unary(_channel.SHM_PATHS["Unregister"],
                                        request_serializer=pb.UnregisterRequest.SerializeToString),
+        register_cuda=channel.unary_unary(_channel.SHM_PATHS["RegisterCuda"],
+                                          request_serializer=pb.RegisterCudaRequest.SerializeToString),
         multiplex=channel.stream_stream(_multiplex.PATH),
         health=channel.unary_unary(_channel.HEALTH_CHECK,
                                    request_serializer=_channel.HEALTH_REQUEST.SerializeToString,

@@ -1,9 +1,10 @@
-"""System shared memory: regions a client registers, and requests that name them.
+"""Shared memory: system regions a client registers, and requests that name them.
 
-An input that is a view into a registered region goes as an Array.shm ref
-(its bytes are not sent); `out=`, a view into one, becomes the request's
+An input that is a view into a registered region (a numpy view into a system
+region, or a CuPy view into a CUDA region, see _cuda) goes as an Array.shm
+ref (its bytes are not sent); `out=`, a view into one, becomes the request's
 output_location, and the answer comes back as a view of what the server
-wrote there.
+wrote there (a CuPy view for a CUDA region).
 """
 
 import numbers
@@ -12,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from primserve import _arrays, _calls
+from primserve import _arrays, _calls, _cuda
 from primserve.v1 import primitives_pb2 as pb
 
 
@@ -43,7 +44,7 @@ class Memory:
 
     def ref(self, a: np.ndarray) -> Optional[pb.SharedMemoryRef]:
         """The region's ref to the bytes of a (1-D, contiguous), or None if they are not all in it."""
-        if self.closed:
+        if self.closed or isinstance(a, _cuda.DeviceArray):
             return None
         start = a.ctypes.data - np.frombuffer(self.shm.buf, dtype=np.uint8, count=0).ctypes.data
         if start < 0 or start + a.nbytes > self.size:
@@ -98,8 +99,17 @@ def check_size(size: int) -> int:
     return int(size)
 
 
-def _ref(regions: List[Memory], a: np.ndarray) -> Optional[pb.SharedMemoryRef]:
+Regions = List[Any]  # Memory and _cuda.CudaRegion
+
+
+def _ref(regions: Regions, a: np.ndarray) -> Optional[pb.SharedMemoryRef]:
     return next((ref for ref in (region.ref(a) for region in regions) if ref is not None), None)
+
+
+def _not_in_a_region(name: str) -> TypeError:
+    return TypeError(f"{name} is a CUDA array that is not a view into a CUDA region of this client: "
+                     f"primserve reads device memory only through cuda_shared_memory() "
+                     f"(region.array(...), or cuda_shared_memory(array) to wrap it)")
 
 
 def _output_fields(call: _calls.Call) -> Tuple[str, str]:
@@ -109,10 +119,17 @@ def _output_fields(call: _calls.Call) -> Tuple[str, str]:
     return "values", "output" if call.rpc == "Scan" else "values"
 
 
-def place(call: _calls.Call, regions: List[Memory], out: Optional[np.ndarray]) -> Tuple[_calls.Call, Dict[str, np.ndarray]]:
+def place(call: _calls.Call, regions: Regions, out: Optional[Any]) -> Tuple[_calls.Call, Dict[str, Any]]:
     """The call with its inputs in the regions as refs and `out` as its
-    output_location, and the response's placed fields for _wire.parse."""
+    output_location, and the response's placed fields for _wire.parse.
+
+    A CUDA array (CuPy) must lie in a CUDA region (TypeError otherwise); the
+    devices of the CUDA regions a call uses are synchronized first, so the
+    server reads what the caller's kernels wrote."""
     inputs = {name: _ref(regions, a) for name, a in call.arrays.items()}
+    for name, a in call.arrays.items():
+        if inputs[name] is None and isinstance(a, _cuda.DeviceArray):
+            raise _not_in_a_region(name)
     if out is None and not any(inputs.values()):
         return call, {}
     message = type(call.message)()
@@ -125,10 +142,18 @@ def place(call: _calls.Call, regions: List[Memory], out: Optional[np.ndarray]) -
         out = _arrays.check_array(out, "out")
         ref = _ref(regions, out)
         if ref is None:
+            if isinstance(out, _cuda.DeviceArray):
+                raise _not_in_a_region("out")
             raise ValueError("out must be a view into a region from this client's shared_memory()")
         location_field, response_field = _output_fields(call)
         getattr(message.output_location, location_field).CopyFrom(ref)
-        placed[response_field] = out
+        placed[response_field] = out.source if isinstance(out, _cuda.DeviceArray) else out
+    used = {ref.region for ref in inputs.values() if ref is not None}
+    if out is not None:
+        used.add(ref.region)
+    for region in regions:
+        if isinstance(region, _cuda.CudaRegion) and region.name in used:
+            region.synchronize()
     arrays = {name: a for name, a in call.arrays.items() if inputs[name] is None}
     # The server reads and writes regions in unary calls only.
     return call._replace(message=message, arrays=arrays, streams=False), placed

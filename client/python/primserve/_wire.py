@@ -24,7 +24,7 @@ import numpy as np
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from primserve import _arrays
+from primserve import _arrays, _cuda
 from primserve.v1 import primitives_pb2 as pb
 
 # Wire types.
@@ -61,6 +61,10 @@ def serialize(request: Message, arrays: Dict[str, np.ndarray]) -> bytes:
     `request` holds each Array field's dtype (and no data); `arrays` maps those
     fields' names to checked (1-D, contiguous) arrays.
     """
+    for name, a in arrays.items():
+        if isinstance(a, _cuda.DeviceArray):
+            raise TypeError(f"{name} is a CUDA array: it goes as a ref into a CUDA region from "
+                            f"cuda_shared_memory() in a unary call (not in a Multiplex stream)")
     parts: List[object] = [request.SerializeToString()]
     numbers = request.DESCRIPTOR.fields_by_name
     for name, a in arrays.items():

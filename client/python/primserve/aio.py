@@ -19,7 +19,7 @@ import grpc
 import grpc.aio
 import numpy as np
 
-from primserve import _calls, _channel, _methods, _multiplex, _shm, _streams, _wire
+from primserve import _calls, _channel, _cuda, _methods, _multiplex, _shm, _streams, _wire
 from primserve.errors import ServerError
 from primserve.results import KeyedReduction, Partition, Runs, Selection
 from primserve.v1 import primitives_pb2 as pb
@@ -81,9 +81,9 @@ class Client(_Methods):
             self._channel = grpc.aio.insecure_channel(address, options=_channel.OPTIONS)
         else:
             self._channel = grpc.aio.secure_channel(address, creds, options=_channel.OPTIONS)
-        (self._rpcs, self._streams, self._register, self._unregister, self._multiplex,
-         self._health) = _methods.bind(self._channel)
-        self._regions: List[_shm.Memory] = []
+        (self._rpcs, self._streams, self._register, self._unregister, self._register_cuda,
+         self._multiplex, self._health) = _methods.bind(self._channel)
+        self._regions: List[Any] = []  # _shm.Memory and _cuda.CudaRegion
         self.timeout = timeout
         self.stream_bytes = stream_bytes
         self.piece_bytes = piece_bytes
@@ -143,6 +143,49 @@ class Client(_Methods):
             raise ServerError.from_rpc_error(error) from error
         self._regions.append(region)
         return region
+
+    async def register_cuda(self, name: str, raw_handle: bytes, byte_size: int, device: int = 0) -> None:
+        """primserve.Client.register_cuda, awaited."""
+        request = _cuda.check_registration(name, raw_handle, byte_size, device)
+        try:
+            await self._register_cuda(request, timeout=self.timeout)
+        except grpc.RpcError as error:
+            raise ServerError.from_rpc_error(error) from error
+
+    async def unregister(self, name: str) -> None:
+        """primserve.Client.unregister, awaited."""
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a string, not {type(name).__name__}")
+        try:
+            await self._unregister(pb.UnregisterRequest(name=name), timeout=self.timeout)
+        except grpc.RpcError as error:
+            raise ServerError.from_rpc_error(error) from error
+
+    async def cuda_shared_memory(self, what: Any, name: Optional[str] = None, *,
+                                 device: Optional[int] = None) -> _cuda.AioRegion:
+        """primserve.Client.cuda_shared_memory, awaited; the region closes with
+        ``await region.close()`` or ``async with``.
+
+        >>> async with await client.cuda_shared_memory(4 * 1024) as region:
+        ...     a = region.array(np.int32, 1024)
+        ...     a[:] = cupy.arange(1024, dtype=cupy.int32)
+        ...     await client.scan(a, out=a)
+        """
+        _cuda.check_what(what)
+        export = _cuda.Export(what, device)
+        region = _cuda.AioRegion(name or _cuda.default_name(export), export, self._unregister_region)
+        try:
+            await self.register_cuda(region.name, export.handle, export.byte_size, export.device)
+        except BaseException:
+            region._release()
+            raise
+        self._regions.append(region)
+        return region
+
+    async def _unregister_region(self, region: Any) -> None:
+        if region in self._regions:
+            self._regions.remove(region)
+        await self.unregister(region.name)
 
     def multiplex(self) -> "Multiplex":
         """A Multiplex stream (see primserve.Client.multiplex): many calls on one gRPC

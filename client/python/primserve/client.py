@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 import grpc
 import numpy as np
 
-from primserve import _calls, _channel, _methods, _multiplex, _shm, _streams, _wire
+from primserve import _calls, _channel, _cuda, _methods, _multiplex, _shm, _streams, _wire
 from primserve.errors import ServerError
 from primserve.results import KeyedReduction, Partition, Runs, Selection
 from primserve.v1 import primitives_pb2 as pb
@@ -60,9 +60,9 @@ class Client:
             self._channel = grpc.insecure_channel(address, options=_channel.OPTIONS)
         else:
             self._channel = grpc.secure_channel(address, creds, options=_channel.OPTIONS)
-        (self._rpcs, self._streams, self._register, self._unregister, self._multiplex,
-         self._health) = _methods.bind(self._channel)
-        self._regions: List[_shm.Region] = []
+        (self._rpcs, self._streams, self._register, self._unregister, self._register_cuda,
+         self._multiplex, self._health) = _methods.bind(self._channel)
+        self._regions: List[Any] = []  # _shm.Region and _cuda.Region
         self.timeout = timeout
         self.stream_bytes = stream_bytes
         self.piece_bytes = piece_bytes
@@ -273,6 +273,97 @@ class Client:
             raise ServerError.from_rpc_error(error) from error
         self._regions.append(region)
         return region
+
+    def register_cuda(self, name: str, raw_handle: bytes, byte_size: int, device: int = 0) -> None:
+        """Registers device memory that another library exported (SharedMemory.RegisterCuda).
+
+        The low-level call under cuda_shared_memory(): `raw_handle` is the 64
+        bytes of a ``cudaIpcMemHandle_t`` (``cupy.cuda.runtime.ipcGetMemHandle``),
+        `byte_size` the bytes from the allocation's base that the server maps.
+        Requests then name ranges of it in ``pb.SharedMemoryRef`` (this client
+        builds those refs itself only for CuPy views from a CudaRegion);
+        unregister with ``client.unregister(name)``.
+
+        Raises:
+            ValueError/TypeError: a bad name, handle length, byte_size or
+                device, before anything is sent.
+            ServerError: the server's refusal: FAILED_PRECONDITION from a
+                server without a GPU (``--backend=cpu``) or a handle it cannot
+                open, ALREADY_EXISTS, INVALID_ARGUMENT, UNIMPLEMENTED without
+                ``--shared_memory``.
+        """
+        request = _cuda.check_registration(name, raw_handle, byte_size, device)
+        try:
+            self._register_cuda(request, timeout=self.timeout)
+        except grpc.RpcError as error:
+            raise ServerError.from_rpc_error(error) from error
+
+    def unregister(self, name: str) -> None:
+        """Unregisters the region `name` (SharedMemory.Unregister; "" for all of them)."""
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a string, not {type(name).__name__}")
+        try:
+            self._unregister(pb.UnregisterRequest(name=name), timeout=self.timeout)
+        except grpc.RpcError as error:
+            raise ServerError.from_rpc_error(error) from error
+
+    def cuda_shared_memory(self, what: Any, name: Optional[str] = None, *,
+                           device: Optional[int] = None) -> _cuda.Region:
+        """Device memory registered with the server as a CUDA region (CUDA IPC).
+
+        Needs CuPy here and a server on this host's GPUs running
+        ``primserve --backend=cuda --shared_memory``.
+
+        `what` is a size in bytes (the region cudaMallocs it on `device`,
+        default 0, and frees it when closed) or an existing CuPy array to
+        wrap (1-D or not, C-contiguous; the region is its bytes, the array
+        stays the caller's). CuPy arrays from ``region.array(dtype, count,
+        offset=0)`` (or, wrapping, views of the wrapped array) are read by the
+        server's kernels in place when passed as inputs, and as ``out=`` they
+        receive the answer, returned as a CuPy view of what was written; no
+        bytes go through gRPC or the host. The client synchronizes the
+        region's device before each such call, so CuPy's writes are seen.
+        A CuPy array that is not in a region of this client raises TypeError.
+        Closing (or leaving the ``with`` block) unregisters the region.
+
+        Args:
+            what: bytes to allocate (>= 1), or a CuPy array to wrap.
+            name: the region's name on the server; default one made from the
+                device and the address.
+            device: the CUDA device for an allocation (an array's own device
+                when wrapping).
+
+        Raises:
+            ImportError: CuPy is not installed.
+            ServerError: the server's refusal, e.g. FAILED_PRECONDITION from
+                a CPU server.
+
+        >>> import cupy as cp
+        >>> with client.cuda_shared_memory(4 * 2**20) as region:
+        ...     a = region.array(np.int32, 2**20)
+        ...     a[:] = cp.arange(2**20, dtype=cp.int32)
+        ...     answer = client.scan(a, out=a)        # in place on the GPU
+        ...     int(answer[-1]) == int(cp.arange(2**20).sum())
+        True
+        >>> x = cp.random.rand(1000)
+        >>> with client.cuda_shared_memory(x) as region:   # wrap an existing array
+        ...     total = client.reduce(x)
+        """
+        _cuda.check_what(what)
+        export = _cuda.Export(what, device)
+        region = _cuda.Region(name or _cuda.default_name(export), export, self._unregister_region)
+        try:
+            self.register_cuda(region.name, export.handle, export.byte_size, export.device)
+        except BaseException:
+            region._release()
+            raise
+        self._regions.append(region)
+        return region
+
+    def _unregister_region(self, region: Any) -> None:
+        if region in self._regions:
+            self._regions.remove(region)
+        self.unregister(region.name)
 
     def multiplex(self) -> "Multiplex":
         """A Multiplex stream: many calls on one gRPC stream, each answered as it finishes.
