@@ -210,12 +210,12 @@ TEST(ConvertTest, ReproducibleComesFromTheRequestOrTheServerDefault) {
     }
     return seen;
   };
-  RequestLimits on;
-  ASSERT_TRUE(on.reproducible_floats) << "the server default is reproducible";
-  EXPECT_EQ(flags(on), std::vector<bool>(4, true));
   RequestLimits off;
-  off.reproducible_floats = false;
+  ASSERT_FALSE(off.reproducible_floats) << "requests ask for reproducible floats by default";
   EXPECT_EQ(flags(off), std::vector<bool>(4, false));
+  RequestLimits on;
+  on.reproducible_floats = true;
+  EXPECT_EQ(flags(on), std::vector<bool>(4, true));
   scan.set_reproducible(true);
   reduce.set_reproducible(true);
   by_key.set_reproducible(true);

@@ -45,11 +45,11 @@ ABSL_FLAG(std::string, grpc_channel_args, "",
 ABSL_FLAG(uint64_t, multiplex_window, 1024,
           "Requests one Multiplex stream may have sent and not yet had answered; the server "
           "reads no further on that stream until its answers are read.");
-ABSL_FLAG(bool, reproducible_floats, true,
+ABSL_FLAG(bool, reproducible_floats, false,
           "Every request reproducible: float SUM/PROD give bit-identical answers for the same "
           "request alone, batched with others or streamed in any pieces (same GPU model and "
-          "build). Off, only requests that set `reproducible` are, and the others may fuse into "
-          "one launch and round differently from run to run.");
+          "build). Off (the default), only requests that set `reproducible` are, and the others "
+          "may fuse into one launch and round differently when batched or streamed.");
 ABSL_FLAG(std::string, cuda_devices, "",
           "Comma-separated CUDA devices to serve (e.g. 0,1); empty serves every visible one.");
 ABSL_FLAG(int, cuda_streams_per_device, 4, "CUDA streams (concurrent batches) per device.");

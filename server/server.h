@@ -51,7 +51,7 @@ struct ServerOptions {
   // rebuild (ParseChannelArgs reads them from --grpc_channel_args).
   std::map<std::string, int> grpc_channel_args;
   // Request limits, and limits.reproducible_floats (--reproducible_floats,
-  // on by default): every request reproducible, not only those asking.
+  // off by default): every request reproducible, not only those asking.
   RequestLimits limits;
   // Per-caller fairness and bounds on cost in flight, before the batcher.
   AdmissionOptions admission;

@@ -62,7 +62,7 @@ class ReproducibleTest : public ::testing::Test {
     backend_ = counting.get();
     ServerOptions options;
     options.address = "127.0.0.1:0";
-    ASSERT_TRUE(options.limits.reproducible_floats) << "reproducible is the server's default";
+    options.limits.reproducible_floats = true;
     // One worker, so that requests gather while it is busy.
     options.batcher.num_threads = 1;
     options.batcher.max_batch_size = 128;

@@ -414,7 +414,7 @@ class RecordingBackend final : public ExecutionBackend {
   std::vector<bool> seen_;
 };
 
-// --reproducible_floats (on by default) makes every request reproducible;
+// --reproducible_floats (off by default) makes every request reproducible;
 // off, only those that ask. Reproducible or not, the CPU backend's answers
 // are its sequential ones.
 TEST(ReproducibleFlagTest, TheServerDefaultAndTheRequestFlagReachTheBackend) {

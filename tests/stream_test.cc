@@ -644,11 +644,19 @@ std::vector<size_t> AnswerSizes(const std::vector<v1::ScanResponse>& answers, si
   return sizes;
 }
 
-// A reproducible float SUM/PROD ScanStream (the server's default) answers
+// A server whose requests are all reproducible (--reproducible_floats).
+ServerOptions ReproducibleServer() {
+  ServerOptions options;
+  options.limits.reproducible_floats = true;
+  return options;
+}
+
+// A reproducible float SUM/PROD ScanStream (--reproducible_floats) answers
 // whole tiles of what it has received (the CPU backend cuts where the CUDA
 // one does: 8192 float32s, 4096 float64s), one more answer with the rest,
 // and joins to the unary scan bit for bit.
 TEST_F(StreamTest, AReproducibleFloatScanStreamAnswersWholeTilesWithTheUnaryBits) {
+  Start(std::make_unique<CpuBackend>(), ReproducibleServer());
   std::mt19937 rng(31);
   ForEachDType([&](auto zero) {
     using T = decltype(zero);
@@ -682,7 +690,7 @@ TEST_F(StreamTest, AReproducibleFloatScanStreamAnswersWholeTilesWithTheUnaryBits
   });
 }
 
-// With --reproducible_floats off, a float SUM ScanStream answers each piece
+// With --reproducible_floats off (the default), a float SUM ScanStream answers each piece
 // as it comes (stitched on the host); a request's `reproducible` still asks
 // for whole tiles.
 TEST_F(StreamTest, TheServerFlagAndTheRequestFlagChooseHowAFloatScanStreamIsCut) {
@@ -710,6 +718,7 @@ TEST_F(StreamTest, TheServerFlagAndTheRequestFlagChooseHowAFloatScanStreamIsCut)
 // and run whole at its end: the unary answer's bits, whatever the pieces;
 // reduced piece by piece and combined on the host it is not.
 TEST_F(StreamTest, AReproducibleReduceStreamIsTheUnaryReduceBitForBit) {
+  Start(std::make_unique<CpuBackend>(), ReproducibleServer());
   std::mt19937 rng(33);
   int piecewise_differs = 0;
   for (int round = 0; round < 6; ++round) {
@@ -749,7 +758,7 @@ TEST_F(StreamTest, AReproducibleReduceStreamIsTheUnaryReduceBitForBit) {
     ASSERT_TRUE(ClientStream(&S::ReduceStream, Cut(whole, pieces, rng), &piecewise).ok());
     piecewise_differs += pieces.size() > 2 && piecewise.SerializeAsString() !=
                                                   unary.SerializeAsString();
-    Start(std::make_unique<CpuBackend>());
+    Start(std::make_unique<CpuBackend>(), ReproducibleServer());
   }
   EXPECT_GT(piecewise_differs, 0) << "the rough values must round by association";
 }
@@ -757,7 +766,7 @@ TEST_F(StreamTest, AReproducibleReduceStreamIsTheUnaryReduceBitForBit) {
 // A gathered stream holds at most one request's elements: past that it ends
 // RESOURCE_EXHAUSTED saying why; integer streams are not gathered.
 TEST_F(StreamTest, AGatheredStreamStopsAtOneRequestsLimit) {
-  ServerOptions options;
+  ServerOptions options = ReproducibleServer();
   options.limits.max_elements = 1000;
   Start(std::make_unique<CpuBackend>(), options);
   std::mt19937 rng(34);
