@@ -166,7 +166,7 @@ class Client(_Methods):
         """primserve.Client.cuda_shared_memory, awaited; the region closes with
         ``await region.close()`` or ``async with``.
 
-        >>> async with await client.cuda_shared_memory(4 * 1024) as region:
+        >>> async with await client.cuda_shared_memory(4 * 1024) as region:  # doctest: +SKIP
         ...     a = region.array(np.int32, 1024)
         ...     a[:] = cupy.arange(1024, dtype=cupy.int32)
         ...     await client.scan(a, out=a)
