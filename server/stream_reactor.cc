@@ -86,7 +86,8 @@ bool StreamIsReproducible(const Request& first, const RequestLimits& limits, v1:
 }
 
 // A reproducible stream gathered whole (a ReduceStream, a segmented
-// ScanStream): its pieces' bytes, up to what one unary request may hold.
+// ScanStream, one array of a keyed stream): its pieces' bytes, up to what one
+// unary request may hold.
 class Gathered {
  public:
   absl::Status Add(const v1::Array& piece, const RequestLimits& limits, absl::string_view rpc,
@@ -274,24 +275,68 @@ class RunLengthEncodeFamily : public IndependentPieces<v1::RunLengthEncodeReques
   RunStitch stitch_;
 };
 
+// A reproducible keyed stream's two arrays, gathered whole (keys and
+// values arrive in equal pieces: each piece is validated as sent).
+class GatheredPairs {
+ public:
+  absl::Status Add(const v1::Array& keys, const v1::Array& values, const RequestLimits& limits,
+                   absl::string_view rpc, bool answer_is_input) {
+    if (absl::Status s = keys_.Add(keys, limits, rpc, answer_is_input); !s.ok()) return s;
+    return values_.Add(values, limits, rpc, answer_is_input);
+  }
+  // Puts the whole arrays into the last request.
+  template <typename Request>
+  void TakeInto(Request* last) {
+    last->mutable_keys()->set_data(keys_.Take());
+    last->mutable_values()->set_data(values_.Take());
+  }
+
+ private:
+  Gathered keys_;
+  Gathered values_;
+};
+
 class ReduceByKeyFamily : public IndependentPieces<v1::ReduceByKeyRequest> {
  public:
   using Request = v1::ReduceByKeyRequest;
   using Response = v1::ReduceByKeyResponse;
 
-  absl::Status Begin(const Request& first, const RequestLimits&) {
+  absl::Status Begin(const Request& first, const RequestLimits& limits) {
     stitch_.emplace(static_cast<Op>(first.op()));
+    key_dtype_ = static_cast<DType>(first.keys().dtype());
+    value_dtype_ = static_cast<DType>(first.values().dtype());
+    if (StreamIsReproducible(first, limits, first.values().dtype())) gathered_.emplace();
     return absl::OkStatus();
   }
   void Localize(uint64_t, Request*) const {}
+  bool Serial() const { return gathered_.has_value(); }
+  absl::StatusOr<bool> Shape(Request* piece, const RequestLimits& limits) {
+    if (absl::Status s =
+            gathered_->Add(piece->keys(), piece->values(), limits, "ReduceByKeyStream", true);
+        !s.ok()) {
+      return s;
+    }
+    return false;
+  }
+  Result EmptyResult() const {
+    return ReduceByKeyResult{HostArray{key_dtype_, {}}, HostArray{value_dtype_, {}}};
+  }
+  absl::StatusOr<bool> TakeFlush(Request* last) {
+    if (flushed_) return false;
+    flushed_ = true;
+    gathered_->TakeInto(last);
+    return true;
+  }
   absl::Status Stitch(const Request&, Result result, Responses<Response>* out) {
     absl::StatusOr<ReduceByKeyResult*> r = Get<ReduceByKeyResult>(result);
     if (!r.ok()) return r.status();
-    stitch_->Stitch(&(*r)->keys, &(*r)->values);
+    // Gathered: the pieces' empty answers, then the whole stream's.
+    if (!gathered_) stitch_->Stitch(&(*r)->keys, &(*r)->values);
     return Append(std::move(result), out);
   }
-  // The last run, held back until now.
+  // The last run, held back until now (gathered: nothing is held).
   absl::Status End(Responses<Response>* out) {
+    if (gathered_) return absl::OkStatus();
     ReduceByKeyResult last;
     stitch_->Flush(&last.keys, &last.values);
     return Append(Result(std::move(last)), out);
@@ -299,6 +344,11 @@ class ReduceByKeyFamily : public IndependentPieces<v1::ReduceByKeyRequest> {
 
  private:
   std::optional<RunStitch> stitch_;
+  DType key_dtype_ = DType::kInt32;
+  DType value_dtype_ = DType::kFloat32;
+  // Reproducible float SUM/PROD: the stream gathered whole, run at the end.
+  std::optional<GatheredPairs> gathered_;
+  bool flushed_ = false;
 };
 
 class ReduceFamily : public IndependentPieces<v1::ReduceRequest> {
@@ -384,23 +434,57 @@ class AggregateByKeyFamily : public IndependentPieces<v1::AggregateByKeyRequest>
   using Request = v1::AggregateByKeyRequest;
   using Response = v1::AggregateByKeyResponse;
 
-  absl::Status Begin(const Request& first, const RequestLimits&) {
+  absl::Status Begin(const Request& first, const RequestLimits& limits) {
     stitch_.emplace(static_cast<Op>(first.op()));
+    value_dtype_ = static_cast<DType>(first.values().dtype());
+    if (StreamIsReproducible(first, limits, first.values().dtype())) gathered_.emplace();
     return absl::OkStatus();
   }
   void Localize(uint64_t, Request*) const {}
+  bool Serial() const { return gathered_.has_value(); }
+  absl::StatusOr<bool> Shape(Request* piece, const RequestLimits& limits) {
+    if (absl::Status s =
+            gathered_->Add(piece->keys(), piece->values(), limits, "AggregateByKeyStream", false);
+        !s.ok()) {
+      return s;
+    }
+    return false;
+  }
+  Result EmptyResult() const { return AggregateByKeyResult{HostArray{value_dtype_, {}}}; }
+  absl::StatusOr<bool> TakeFlush(Request* last) {
+    if (flushed_) return false;
+    flushed_ = true;
+    gathered_->TakeInto(last);
+    return true;
+  }
   absl::Status Stitch(const Request&, Result result, Responses<Response>*) {
     absl::StatusOr<AggregateByKeyResult*> r = Get<AggregateByKeyResult>(result);
     if (!r.ok()) return r.status();
+    if (gathered_) {
+      // The pieces' empty answers, then the whole stream's.
+      if (flushed_) whole_ = std::move(**r);
+      return absl::OkStatus();
+    }
     stitch_->Stitch(std::move(**r));
     return absl::OkStatus();
   }
   absl::Status End(Responses<Response>* out) {
+    if (gathered_) {
+      if (!whole_) {
+        return absl::InternalError("a gathered AggregateByKeyStream ended without its answer");
+      }
+      return Append(Result(*std::move(whole_)), out);
+    }
     return Append(Result(stitch_->Finish()), out);
   }
 
  private:
   std::optional<AggregateStitch> stitch_;
+  DType value_dtype_ = DType::kFloat32;
+  // Reproducible float SUM: the stream gathered whole, aggregated at the end.
+  std::optional<GatheredPairs> gathered_;
+  bool flushed_ = false;
+  std::optional<AggregateByKeyResult> whole_;
 };
 
 // The reactor of one stream. `Base` is ServerBidiReactor (an answer per

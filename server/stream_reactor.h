@@ -12,8 +12,9 @@
 // the unary answer's bits: an unsegmented ScanStream runs one operation at a
 // time, each starting at a multiple of the backend's tile size and carrying
 // the prefix of the ones before (ScanCut), the rest of the stream held back
-// for one last operation at its end; a segmented ScanStream and a
-// ReduceStream are gathered whole and run as one operation at the end.
+// for one last operation at its end; a segmented ScanStream, a ReduceStream,
+// a ReduceByKeyStream and an AggregateByKeyStream are gathered whole and run
+// as one operation at the end.
 #ifndef PRIMSERVE_SERVER_STREAM_REACTOR_H_
 #define PRIMSERVE_SERVER_STREAM_REACTOR_H_
 

@@ -763,6 +763,59 @@ TEST_F(StreamTest, AReproducibleReduceStreamIsTheUnaryReduceBitForBit) {
   EXPECT_GT(piecewise_differs, 0) << "the rough values must round by association";
 }
 
+// Reproducible keyed streams are gathered too: a float SUM ReduceByKeyStream
+// and AggregateByKeyStream give the unary answers' bits whatever the pieces
+// (each piece answered empty, the whole at the end); stitched piece by piece
+// on a server without the flag they do not.
+TEST_F(StreamTest, ReproducibleKeyedStreamsAreTheUnaryAnswersBitForBit) {
+  std::mt19937 rng(35);
+  int piecewise_differs = 0;
+  for (int round = 0; round < 6; ++round) {
+    Start(std::make_unique<CpuBackend>(), ReproducibleServer());
+    const size_t n = 20000 + rng() % 20000;
+    std::vector<int32_t> keys(n);
+    for (size_t i = 0, key = 0; i < n; ++key) {
+      for (size_t run = 1 + rng() % 6000; run > 0 && i < n; --run) keys[i++] = key % 50;
+    }
+    v1::ReduceByKeyRequest by_key;
+    *by_key.mutable_keys() = PackArray<int32_t>(keys);
+    *by_key.mutable_values() = PackArray<float>(Rough<float>(rng, n, v1::SUM));
+    by_key.set_op(v1::SUM);
+    v1::AggregateByKeyRequest aggregate;
+    *aggregate.mutable_keys() = by_key.keys();
+    *aggregate.mutable_values() = by_key.values();
+    aggregate.set_op(v1::SUM);
+    aggregate.set_num_keys(50);
+    const std::vector<size_t> pieces = LargePieces(rng, n);
+
+    std::vector<v1::ReduceByKeyResponse> answers;
+    ASSERT_TRUE(Bidi(&S::ReduceByKeyStream, Cut(by_key, pieces, rng), &answers).ok());
+    const v1::ReduceByKeyResponse unary_by_key = Unary(&S::ReduceByKey, by_key);
+    EXPECT_EQ(Join(answers).SerializeAsString(), unary_by_key.SerializeAsString());
+    ASSERT_EQ(answers.size(), pieces.size() + 1);
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      EXPECT_TRUE(answers[i].values().data().empty()) << "piece " << i << " answered empty";
+    }
+    v1::AggregateByKeyResponse aggregated;
+    ASSERT_TRUE(
+        ClientStream(&S::AggregateByKeyStream, Cut(aggregate, pieces, rng), &aggregated).ok());
+    const v1::AggregateByKeyResponse unary_aggregate = Unary(&S::AggregateByKey, aggregate);
+    EXPECT_EQ(aggregated.SerializeAsString(), unary_aggregate.SerializeAsString());
+
+    // The same pieces stitched on the host (no flag) associate otherwise.
+    Start(std::make_unique<CpuBackend>());
+    std::vector<v1::ReduceByKeyResponse> stitched;
+    ASSERT_TRUE(Bidi(&S::ReduceByKeyStream, Cut(by_key, pieces, rng), &stitched).ok());
+    v1::AggregateByKeyResponse piecewise;
+    ASSERT_TRUE(
+        ClientStream(&S::AggregateByKeyStream, Cut(aggregate, pieces, rng), &piecewise).ok());
+    piecewise_differs +=
+        Join(stitched).SerializeAsString() != unary_by_key.SerializeAsString() ||
+        piecewise.SerializeAsString() != unary_aggregate.SerializeAsString();
+  }
+  EXPECT_GT(piecewise_differs, 0) << "the rough values must round by association";
+}
+
 // A gathered stream holds at most one request's elements: past that it ends
 // RESOURCE_EXHAUSTED saying why; integer streams are not gathered.
 TEST_F(StreamTest, AGatheredStreamStopsAtOneRequestsLimit) {
