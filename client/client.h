@@ -184,6 +184,20 @@ class PrimitivesClient final {
     stream_piece_bytes_ = piece_bytes;
   }
 
+  // Reproducible floats (README "Reproducible floats"): with `reproducible`
+  // true, the typed Scan, ScanStream, Reduce, ReduceByKey and AggregateByKey
+  // set `reproducible` in their requests, so float (FLOAT32, FLOAT64) SUM and
+  // PROD get the same bits every time: alone, batched with other requests,
+  // or streamed in any piece sizes (same GPU model, driver, CUDA runtime and
+  // server build; not across those, nor between the CPU and CUDA backends).
+  // Integer dtypes and the other ops are exact in any order anyway. It costs
+  // speed (a reproducible ReduceByKey/AggregateByKey float SUM most), so it
+  // is off by default; false sends no flag and keeps the server's default
+  // (--reproducible_floats). Raw Call/CallStream send requests as given. For
+  // both kinds of call on one channel, use two clients over it.
+  void SetReproducible(bool reproducible) { reproducible_ = reproducible; }
+  bool reproducible() const { return reproducible_; }
+
   // True when the server's health service reports SERVING.
   bool IsServing();
 
@@ -200,13 +214,15 @@ class PrimitivesClient final {
     request.set_op(static_cast<v1::Op>(op));
     request.set_exclusive(exclusive);
     request.mutable_segment_offsets()->Add(segment_offsets.begin(), segment_offsets.end());
+    request.set_reproducible(reproducible_);
     absl::StatusOr<v1::ScanResponse> response = Call(request);
     if (!response.ok()) return response.status();
     return UnpackArray<T>(response->output());
   }
 
   // Scan through ScanStream, `piece_elements` (at least 1) elements a
-  // message; the answer is Scan's (float SUM and PROD may round differently).
+  // message; the answer is Scan's (float SUM and PROD may round differently,
+  // unless SetReproducible(true): then the same bits).
   template <typename T>
   absl::StatusOr<std::vector<T>> ScanStream(absl::Span<const T> input, Op op, bool exclusive,
                                             size_t piece_elements,
@@ -224,6 +240,7 @@ class PrimitivesClient final {
         request->set_op(static_cast<v1::Op>(op));
         request->set_exclusive(exclusive);
         request->mutable_segment_offsets()->Add(segment_offsets.begin(), segment_offsets.end());
+        request->set_reproducible(reproducible_);
       }
       first = false;
       start += size;
@@ -243,6 +260,7 @@ class PrimitivesClient final {
     *request.mutable_input() = PackArray(input);
     request.set_op(static_cast<v1::Op>(op));
     request.mutable_segment_offsets()->Add(segment_offsets.begin(), segment_offsets.end());
+    request.set_reproducible(reproducible_);
     absl::StatusOr<v1::ReduceResponse> response = Call(request);
     if (!response.ok()) return response.status();
     Reduction<T> result;
@@ -343,6 +361,7 @@ class PrimitivesClient final {
     *request.mutable_keys() = PackArray(keys);
     *request.mutable_values() = PackArray(values);
     request.set_op(static_cast<v1::Op>(op));
+    request.set_reproducible(reproducible_);
     absl::StatusOr<v1::ReduceByKeyResponse> response = Call(request);
     if (!response.ok()) return response.status();
     KeyedReduction<K, V> result;
@@ -360,6 +379,7 @@ class PrimitivesClient final {
     *request.mutable_values() = PackArray(values);
     request.set_op(static_cast<v1::Op>(op));
     request.set_num_keys(num_keys);
+    request.set_reproducible(reproducible_);
     absl::StatusOr<v1::AggregateByKeyResponse> response = Call(request);
     if (!response.ok()) return response.status();
     return UnpackArray<V>(response->values());
@@ -412,6 +432,7 @@ class PrimitivesClient final {
   absl::Duration timeout_;
   size_t stream_above_bytes_ = kStreamAboveBytes;
   size_t stream_piece_bytes_ = kStreamPieceBytes;
+  bool reproducible_ = false;
 };
 
 }  // namespace primserve

@@ -74,14 +74,22 @@ def _offsets(segments: Segments) -> Optional[np.ndarray]:
     return offsets
 
 
+def _reproducible(value: Any) -> bool:
+    """The reproducible= flag: a bool (numpy's included), anything else TypeError before sending."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"reproducible must be a bool, not {type(value).__name__}")
+    return bool(value)
+
+
 def _first_if(whole: bool, values: np.ndarray) -> Any:
     """values[0] when the call named no segments (one result, a scalar like numpy's), else values."""
     return values[0] if whole else values
 
 
-def scan(a: np.ndarray, op: str, exclusive: bool, segments: Segments) -> Call:
+def scan(a: np.ndarray, op: str, exclusive: bool, segments: Segments, reproducible: bool = False) -> Call:
     a = _arrays.check_array(a, "a")
-    request = pb.ScanRequest(input=_arrays.header(a), op=_op(op, _SCAN_OPS, "scan"), exclusive=bool(exclusive))
+    request = pb.ScanRequest(input=_arrays.header(a), op=_op(op, _SCAN_OPS, "scan"), exclusive=bool(exclusive),
+                             reproducible=_reproducible(reproducible))
     offsets = _offsets(segments)
     if offsets is not None:
         request.segment_offsets.extend(offsets.tolist())
@@ -89,10 +97,10 @@ def scan(a: np.ndarray, op: str, exclusive: bool, segments: Segments) -> Call:
                 lambda response: response.output)
 
 
-def reduce(a: np.ndarray, op: str, segments: Segments) -> Call:
+def reduce(a: np.ndarray, op: str, segments: Segments, reproducible: bool = False) -> Call:
     a = _arrays.check_array(a, "a")
     code = _op(op, tuple(_OPS), "reduce")
-    request = pb.ReduceRequest(input=_arrays.header(a), op=code)
+    request = pb.ReduceRequest(input=_arrays.header(a), op=code, reproducible=_reproducible(reproducible))
     offsets = _offsets(segments)
     if offsets is not None:
         request.segment_offsets.extend(offsets.tolist())
@@ -200,23 +208,26 @@ def run_length_encode(a: np.ndarray) -> Call:
                 pb.RunLengthEncodeResponse.DESCRIPTOR, lambda response: Runs(response.values, response.lengths))
 
 
-def reduce_by_key(keys: np.ndarray, values: np.ndarray, op: str) -> Call:
+def reduce_by_key(keys: np.ndarray, values: np.ndarray, op: str, reproducible: bool = False) -> Call:
     keys = _arrays.check_array(keys, "keys")
     values = _arrays.check_array(values, "values")
     _arrays.check_same_length(keys, "keys", values, "values")
     request = pb.ReduceByKeyRequest(keys=_arrays.header(keys), values=_arrays.header(values),
-                                    op=_op(op, _SCAN_OPS, "reduce_by_key"))
+                                    op=_op(op, _SCAN_OPS, "reduce_by_key"),
+                                    reproducible=_reproducible(reproducible))
     return Call("ReduceByKey", request, {"keys": keys, "values": values},
                 pb.ReduceByKeyResponse.DESCRIPTOR, lambda response: KeyedReduction(response.keys, response.values))
 
 
-def aggregate_by_key(keys: np.ndarray, values: np.ndarray, num_keys: int, op: str) -> Call:
+def aggregate_by_key(keys: np.ndarray, values: np.ndarray, num_keys: int, op: str,
+                     reproducible: bool = False) -> Call:
     keys = _arrays.check_integer_array(keys, "keys")
     values = _arrays.check_array(values, "values")
     _arrays.check_same_length(keys, "keys", values, "values")
     if isinstance(num_keys, (bool, np.bool_)) or not isinstance(num_keys, numbers.Integral) or num_keys < 1:
         raise ValueError(f"num_keys must be an integer >= 1; got {num_keys!r}")
     request = pb.AggregateByKeyRequest(keys=_arrays.header(keys), values=_arrays.header(values),
-                                       op=_op(op, _AGGREGATE_OPS, "aggregate_by_key"), num_keys=int(num_keys))
+                                       op=_op(op, _AGGREGATE_OPS, "aggregate_by_key"), num_keys=int(num_keys),
+                                       reproducible=_reproducible(reproducible))
     return Call("AggregateByKey", request, {"keys": keys, "values": values},
                 pb.AggregateByKeyResponse.DESCRIPTOR, lambda response: response.values)

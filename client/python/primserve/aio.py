@@ -33,14 +33,15 @@ class _Methods:
         raise NotImplementedError
 
     async def scan(self, a: np.ndarray, op: str = "sum", exclusive: bool = False,
-                   segments: _calls.Segments = None, out: Optional[np.ndarray] = None) -> np.ndarray:
-        """primserve.Client.scan, awaited."""
-        return await self._invoke(_calls.scan(a, op, exclusive, segments), out)
+                   segments: _calls.Segments = None, out: Optional[np.ndarray] = None, *,
+                   reproducible: bool = False) -> np.ndarray:
+        """primserve.Client.scan, awaited (reproducible=True: float sum/prod get the same bits every time)."""
+        return await self._invoke(_calls.scan(a, op, exclusive, segments, reproducible), out)
 
     async def reduce(self, a: np.ndarray, op: str = "sum", segments: _calls.Segments = None,
-                     out: Optional[np.ndarray] = None) -> Any:
-        """primserve.Client.reduce, awaited."""
-        return await self._invoke(_calls.reduce(a, op, segments), out)
+                     out: Optional[np.ndarray] = None, *, reproducible: bool = False) -> Any:
+        """primserve.Client.reduce, awaited (reproducible=True: float sum/prod get the same bits every time)."""
+        return await self._invoke(_calls.reduce(a, op, segments, reproducible), out)
 
     async def select(self, a: np.ndarray, where: Optional[_calls.Where] = None, *,
                      flags: Optional[np.ndarray] = None, output: str = "values",
@@ -57,14 +58,15 @@ class _Methods:
         return await self._invoke(_calls.run_length_encode(a), out)
 
     async def reduce_by_key(self, keys: np.ndarray, values: np.ndarray, op: str = "sum",
-                            out: Optional[np.ndarray] = None) -> KeyedReduction:
-        """primserve.Client.reduce_by_key, awaited."""
-        return await self._invoke(_calls.reduce_by_key(keys, values, op), out)
+                            out: Optional[np.ndarray] = None, *, reproducible: bool = False) -> KeyedReduction:
+        """primserve.Client.reduce_by_key, awaited (reproducible=True: float sum/prod get the same bits every time)."""
+        return await self._invoke(_calls.reduce_by_key(keys, values, op, reproducible), out)
 
     async def aggregate_by_key(self, keys: np.ndarray, values: np.ndarray, num_keys: int,
-                               op: str = "sum", out: Optional[np.ndarray] = None) -> np.ndarray:
-        """primserve.Client.aggregate_by_key, awaited."""
-        return await self._invoke(_calls.aggregate_by_key(keys, values, num_keys, op), out)
+                               op: str = "sum", out: Optional[np.ndarray] = None, *,
+                               reproducible: bool = False) -> np.ndarray:
+        """primserve.Client.aggregate_by_key, awaited (reproducible=True: float sum gets the same bits every time)."""
+        return await self._invoke(_calls.aggregate_by_key(keys, values, num_keys, op, reproducible), out)
 
 
 class Client(_Methods):

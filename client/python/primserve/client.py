@@ -97,7 +97,8 @@ class Client:
         return _streams.join(call, answers)
 
     def scan(self, a: np.ndarray, op: str = "sum", exclusive: bool = False,
-             segments: _calls.Segments = None, out: Optional[np.ndarray] = None) -> np.ndarray:
+             segments: _calls.Segments = None, out: Optional[np.ndarray] = None, *,
+             reproducible: bool = False) -> np.ndarray:
         """Inclusive or exclusive scan: ``numpy.cumsum`` and its kin.
 
         Args:
@@ -108,6 +109,16 @@ class Client:
                 the op's identity (0, 1, the dtype's max, its lowest).
             segments: start positions (the first 0, non-decreasing, each
                 <= len(a)); the scan restarts at each.
+            reproducible: float32/float64 "sum" and "prod" give the same bits
+                every time: alone, batched on the server with other requests,
+                or streamed in any piece sizes (same GPU model, driver, CUDA
+                runtime and server build; not across those, nor between the
+                CPU and CUDA backends). Integers and the other ops are exact
+                in any order anyway. It costs some speed (README "Reproducible
+                floats"), and a streamed segmented scan is gathered whole by
+                the server (at most its --max_request_elements); False keeps
+                the server's default (``--reproducible_floats``, off unless
+                set). A non-bool raises TypeError.
 
         Returns:
             An array of a's dtype and length.
@@ -116,11 +127,13 @@ class Client:
         array([0, 1, 3, 6])
         >>> client.scan(np.array([1., 2., 3., 4.]), op="max", segments=[0, 2])
         array([1., 2., 3., 4.])
+        >>> client.scan(np.array([0.5, 0.25, 2.0], dtype=np.float32), reproducible=True)
+        array([0.5 , 0.75, 2.75], dtype=float32)
         """
-        return self._invoke(_calls.scan(a, op, exclusive, segments), out)
+        return self._invoke(_calls.scan(a, op, exclusive, segments, reproducible), out)
 
     def reduce(self, a: np.ndarray, op: str = "sum", segments: _calls.Segments = None,
-               out: Optional[np.ndarray] = None) -> Any:
+               out: Optional[np.ndarray] = None, *, reproducible: bool = False) -> Any:
         """Reduction: ``a.sum()``, ``a.prod()``, ``a.min()``, ``a.max()``, argmin, argmax.
 
         Args:
@@ -128,6 +141,16 @@ class Client:
             op: "sum", "prod", "min", "max", "argmin" or "argmax".
             segments: start positions as for scan; one result per segment,
                 the op's identity for an empty one.
+            reproducible: float32/float64 "sum" and "prod" give the same bits
+                every time: alone, batched on the server with other requests,
+                or streamed in any piece sizes (same GPU model, driver, CUDA
+                runtime and server build; not across those, nor between the
+                CPU and CUDA backends). Integers and the other ops are exact
+                in any order anyway. It costs some speed (README "Reproducible
+                floats"), and a streamed reduce is gathered whole by the
+                server (at most its --max_request_elements); False keeps the
+                server's default (``--reproducible_floats``, off unless set).
+                A non-bool raises TypeError.
 
         Returns:
             Without segments, a numpy scalar of a's dtype; with segments, an
@@ -142,7 +165,7 @@ class Client:
         >>> client.reduce(np.array([3, 9, 2, 9], dtype=np.int32), op="min", segments=[0, 1])
         array([3, 2], dtype=int32)
         """
-        return self._invoke(_calls.reduce(a, op, segments), out)
+        return self._invoke(_calls.reduce(a, op, segments, reproducible), out)
 
     def select(self, a: np.ndarray, where: Optional[_calls.Where] = None, *, flags: Optional[np.ndarray] = None,
                output: str = "values", partition: bool = False,
@@ -204,20 +227,30 @@ class Client:
         return self._invoke(_calls.run_length_encode(a), out)
 
     def reduce_by_key(self, keys: np.ndarray, values: np.ndarray, op: str = "sum",
-                      out: Optional[np.ndarray] = None) -> KeyedReduction:
+                      out: Optional[np.ndarray] = None, *, reproducible: bool = False) -> KeyedReduction:
         """Reduces the values of each run of consecutive equal keys: KeyedReduction(keys, values).
 
         Args:
             keys, values: arrays of the same length, of any supported dtypes.
             op: "sum", "prod", "min" or "max".
+            reproducible: float32/float64 "sum" and "prod" give the same bits
+                every time: alone, batched on the server with other requests,
+                or streamed in any piece sizes (same GPU model, driver, CUDA
+                runtime and server build; not across those, nor between the
+                CPU and CUDA backends). Integers and the other ops are exact
+                in any order anyway. It costs some speed (README "Reproducible
+                floats"), and a streamed call is gathered whole by the server
+                (at most its --max_request_elements); False keeps the server's
+                default (``--reproducible_floats``, off unless set). A
+                non-bool raises TypeError.
 
         >>> client.reduce_by_key(np.array([4, 4, 1], dtype=np.int32), np.array([0.5, 1.0, 2.0]))
         KeyedReduction(keys=array([4, 1], dtype=int32), values=array([1.5, 2. ]))
         """
-        return self._invoke(_calls.reduce_by_key(keys, values, op), out)
+        return self._invoke(_calls.reduce_by_key(keys, values, op, reproducible), out)
 
     def aggregate_by_key(self, keys: np.ndarray, values: np.ndarray, num_keys: int, op: str = "sum",
-                         out: Optional[np.ndarray] = None) -> np.ndarray:
+                         out: Optional[np.ndarray] = None, *, reproducible: bool = False) -> np.ndarray:
         """Group-by over unsorted keys: out[k] = op over values[i] with keys[i] == k.
 
         Like ``numpy.bincount(keys, weights=values, minlength=num_keys)`` for
@@ -229,11 +262,22 @@ class Client:
             num_keys: the number of groups (>= 1); a key that never occurs
                 gets the op's identity.
             op: "sum", "min" or "max".
+            reproducible: float32/float64 "sum" gives the same bits every
+                time: alone, batched on the server with other requests, or
+                streamed in any piece sizes (same GPU model, driver, CUDA
+                runtime and server build; not across those, nor between the
+                CPU and CUDA backends). Integers and the other ops are exact
+                in any order anyway. It costs some speed (README "Reproducible
+                floats"): on a GPU a float "sum" sorts by key instead of using
+                atomics, several times slower, and a streamed call is gathered
+                whole by the server (at most its --max_request_elements);
+                False keeps the server's default (``--reproducible_floats``,
+                off unless set). A non-bool raises TypeError.
 
         >>> client.aggregate_by_key(np.array([2, 0, 2], dtype=np.int32), np.array([1., 2., 3.]), num_keys=3)
         array([2., 0., 4.])
         """
-        return self._invoke(_calls.aggregate_by_key(keys, values, num_keys, op), out)
+        return self._invoke(_calls.aggregate_by_key(keys, values, num_keys, op, reproducible), out)
 
     def shared_memory(self, size: int, name: Optional[str] = None) -> _shm.Region:
         """A new POSIX shared-memory object of `size` bytes, registered with the
@@ -468,13 +512,14 @@ class Multiplex:
         self.close()
 
     def scan(self, a: np.ndarray, op: str = "sum", exclusive: bool = False,
-             segments: _calls.Segments = None) -> "Future[np.ndarray]":
-        """Client.scan, answered through a Future."""
-        return self._invoke(_calls.scan(a, op, exclusive, segments))
+             segments: _calls.Segments = None, *, reproducible: bool = False) -> "Future[np.ndarray]":
+        """Client.scan, answered through a Future (reproducible=True: the unary call's bits)."""
+        return self._invoke(_calls.scan(a, op, exclusive, segments, reproducible))
 
-    def reduce(self, a: np.ndarray, op: str = "sum", segments: _calls.Segments = None) -> "Future[Any]":
-        """Client.reduce, answered through a Future."""
-        return self._invoke(_calls.reduce(a, op, segments))
+    def reduce(self, a: np.ndarray, op: str = "sum", segments: _calls.Segments = None, *,
+               reproducible: bool = False) -> "Future[Any]":
+        """Client.reduce, answered through a Future (reproducible=True: the unary call's bits)."""
+        return self._invoke(_calls.reduce(a, op, segments, reproducible))
 
     def select(self, a: np.ndarray, where: Optional[_calls.Where] = None, *, flags: Optional[np.ndarray] = None,
                output: str = "values", partition: bool = False) -> "Future[Any]":
@@ -489,11 +534,12 @@ class Multiplex:
         """Client.run_length_encode, answered through a Future."""
         return self._invoke(_calls.run_length_encode(a))
 
-    def reduce_by_key(self, keys: np.ndarray, values: np.ndarray, op: str = "sum") -> "Future[KeyedReduction]":
-        """Client.reduce_by_key, answered through a Future."""
-        return self._invoke(_calls.reduce_by_key(keys, values, op))
+    def reduce_by_key(self, keys: np.ndarray, values: np.ndarray, op: str = "sum", *,
+                      reproducible: bool = False) -> "Future[KeyedReduction]":
+        """Client.reduce_by_key, answered through a Future (reproducible=True: the unary call's bits)."""
+        return self._invoke(_calls.reduce_by_key(keys, values, op, reproducible))
 
     def aggregate_by_key(self, keys: np.ndarray, values: np.ndarray, num_keys: int,
-                         op: str = "sum") -> "Future[np.ndarray]":
-        """Client.aggregate_by_key, answered through a Future."""
-        return self._invoke(_calls.aggregate_by_key(keys, values, num_keys, op))
+                         op: str = "sum", *, reproducible: bool = False) -> "Future[np.ndarray]":
+        """Client.aggregate_by_key, answered through a Future (reproducible=True: the unary call's bits)."""
+        return self._invoke(_calls.aggregate_by_key(keys, values, num_keys, op, reproducible))
