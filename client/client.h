@@ -153,6 +153,9 @@ class PrimitivesClient final {
   explicit PrimitivesClient(std::shared_ptr<grpc::Channel> channel,
                             absl::Duration timeout = absl::Seconds(120));
 
+  // The channel the calls go on (e.g. to register shared memory on it).
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+
   // Raw calls.
   absl::StatusOr<v1::ScanResponse> Call(const v1::ScanRequest& request);
   absl::StatusOr<v1::ReduceResponse> Call(const v1::ReduceRequest& request);

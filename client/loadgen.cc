@@ -9,6 +9,16 @@
 //
 //   primload --rpc=scan --dtype=int32 --n=1048576 --concurrency=1,16,64 --mode=both
 //   primload --rpc=select --dtype=float32 --rate=100,1000 --verify --csv=select.csv
+//   primload --rpc=scan --n=1048576 --shm --verify     # arrays in POSIX shared memory
+//   primload_cuda --rpc=scan --n=268435456 --cuda_shm --in_place --distinct_requests=1
+//
+// --shm puts every request's inputs and outputs in one POSIX shared-memory
+// region registered with the server (which must run on this host with
+// --shared_memory); --cuda_shm (primload_cuda, the CUDA build of this file)
+// in device memory registered by CUDA IPC (the server runs with
+// --backend=cuda --shared_memory on this host's GPU). Each distinct request
+// has its own inputs and output room there; calls of the same request write
+// the same answer to the same place. --verify reads answers back from it.
 //
 // Requests are generated before the run, with the CPU reference's answers,
 // and serialized once: a call costs the client a reference to those bytes,
@@ -16,6 +26,8 @@
 //
 // Exit status: 0 when every call succeeded (and matched, with --verify), 1
 // when some failed or the server cannot be reached, 2 on a bad command line.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -53,6 +65,8 @@
 #include "absl/types/span.h"
 #include "client/cli_flags.h"
 #include "client/client.h"
+#include "client/shared_memory_region.h"
+#include "client/shm_placement.h"
 #include "grpc/grpc.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -67,6 +81,9 @@
 #include "reference/reference.h"
 #include "proto/primserve/v1/echo.grpc.pb.h"
 #include "proto/primserve/v1/primitives.grpc.pb.h"
+#ifdef PRIMLOAD_CUDA
+#include "client/cuda_memory_region.h"
+#endif
 
 ABSL_FLAG(std::string, address, "localhost:50051", primserve::kAddressFlagHelp);
 ABSL_FLAG(std::string, rpc, "scan",
@@ -115,6 +132,19 @@ ABSL_FLAG(bool, verify, false,
           "a wrong one counts as a mismatch, not as ok.");
 ABSL_FLAG(int, verify_every, 10, "--verify: check one response in this many.");
 ABSL_FLAG(std::string, csv, "", "Also write the table to this CSV file.");
+ABSL_FLAG(bool, shm, false,
+          "Put the requests' inputs and outputs in a POSIX shared-memory region (created, "
+          "registered with the server, unregistered and removed at exit) instead of the "
+          "messages. The server must run on this host with --shared_memory. --mode=primitive "
+          "only.");
+ABSL_FLAG(bool, cuda_shm, false,
+          "primload_cuda only: put the requests' inputs and outputs in device memory "
+          "(cudaMalloc on --cuda_device) registered with the server by CUDA IPC; the server "
+          "must run on this host with --backend=cuda --shared_memory. --mode=primitive only.");
+ABSL_FLAG(int, cuda_device, 0, "--cuda_shm: the GPU to allocate the region on.");
+ABSL_FLAG(bool, in_place, false,
+          "scan with --shm or --cuda_shm: the output goes over the input (each call scans the "
+          "last call's answer, so not with --verify).");
 
 namespace primserve {
 namespace {
@@ -128,6 +158,16 @@ template <typename T>
 constexpr double kTolerance = std::is_same_v<T, float> ? 1e-4 : 1e-12;
 
 enum class Mode { kPrimitive, kEcho, kBoth };
+
+// Where the requests' arrays go: in the messages, in a POSIX shared-memory
+// region (--shm) or in device memory registered by CUDA IPC (--cuda_shm).
+enum class Placement { kInline, kSystem, kCuda };
+
+#ifdef PRIMLOAD_CUDA
+constexpr bool kCudaBuild = true;
+#else
+constexpr bool kCudaBuild = false;
+#endif
 
 struct RpcInfo {
   Rpc rpc;
@@ -177,6 +217,9 @@ struct Options {
   absl::Duration timeout;
   int verify_every = 0;  // 0: no verification
   std::string csv;
+  Placement placement = Placement::kInline;
+  bool in_place = false;  // a scan's output over its input
+  int cuda_device = 0;
 };
 
 // ---------------------------------------------------------------------------
@@ -355,6 +398,36 @@ absl::StatusOr<Options> ParseOptions() {
     if (options.verify_every < 1) return absl::InvalidArgumentError("--verify_every must be >= 1");
   }
   options.csv = absl::GetFlag(FLAGS_csv);
+  const bool shm = absl::GetFlag(FLAGS_shm), cuda_shm = absl::GetFlag(FLAGS_cuda_shm);
+  if (shm && cuda_shm) return absl::InvalidArgumentError("give one of --shm and --cuda_shm");
+  if (cuda_shm && !kCudaBuild) {
+    return absl::InvalidArgumentError(
+        "--cuda_shm needs primload_cuda (bazel build //client:primload_cuda, a CUDA build); "
+        "this primload is CPU-only");
+  }
+  options.placement = shm ? Placement::kSystem : cuda_shm ? Placement::kCuda : Placement::kInline;
+  const char* placement_flag = shm ? "--shm" : "--cuda_shm";
+  if (options.placement != Placement::kInline && options.mode != Mode::kPrimitive) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        placement_flag, " places the primitive's arrays; the Echo method carries inline bytes "
+        "only: use --mode=primitive (and --mode=echo without ", placement_flag,
+        " for the transport's floor)"));
+  }
+  options.in_place = absl::GetFlag(FLAGS_in_place);
+  if (options.in_place) {
+    if (options.placement == Placement::kInline) {
+      return absl::InvalidArgumentError("--in_place needs --shm or --cuda_shm");
+    }
+    if (options.rpc.rpc != Rpc::kScan) {
+      return absl::InvalidArgumentError("--in_place: only --rpc=scan runs in place");
+    }
+    if (options.verify_every > 0) {
+      return absl::InvalidArgumentError(
+          "--in_place and --verify do not go together: each call scans the last one's answer");
+    }
+  }
+  options.cuda_device = absl::GetFlag(FLAGS_cuda_device);
+  if (options.cuda_device < 0) return absl::InvalidArgumentError("--cuda_device must be >= 0");
   return options;
 }
 
@@ -680,11 +753,57 @@ v1::EchoRequest EchoOf(const google::protobuf::Message& primitive, uint64_t resp
   return echo;
 }
 
+#ifdef PRIMLOAD_CUDA
+// A CudaMemoryRegion as a PlacementRegion; owns it.
+class CudaPlacementRegion final : public PlacementRegion {
+ public:
+  explicit CudaPlacementRegion(std::unique_ptr<CudaMemoryRegion> region)
+      : region_(std::move(region)) {}
+  const std::string& name() const override { return region_->name(); }
+  uint64_t size() const override { return region_->size(); }
+  absl::Status Write(uint64_t offset, absl::string_view bytes) override {
+    return region_->Write(offset, bytes.data(), bytes.size());
+  }
+  absl::Status Read(uint64_t offset, uint64_t bytes, std::string* to) const override {
+    to->resize(bytes);
+    return region_->Read(offset, to->data(), bytes);
+  }
+
+ private:
+  const std::unique_ptr<CudaMemoryRegion> region_;
+};
+#endif
+
+// The region of `bytes` that `placement` asks for, registered on `channel`.
+absl::StatusOr<std::unique_ptr<PlacementRegion>> CreateRegion(
+    Placement placement, const std::shared_ptr<grpc::Channel>& channel, uint64_t bytes,
+    int cuda_device) {
+  const std::string name = absl::StrCat("primload-", getpid());
+  if (placement == Placement::kSystem) {
+    absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> region =
+        SharedMemoryRegion::Create(channel, name, bytes);
+    if (!region.ok()) return region.status();
+    UnlinkOnSignal((*region)->key());
+    return SystemPlacementRegion(*std::move(region));
+  }
+#ifdef PRIMLOAD_CUDA
+  absl::StatusOr<std::unique_ptr<CudaMemoryRegion>> region =
+      CudaMemoryRegion::Create(channel, name, bytes, cuda_device);
+  if (!region.ok()) return region.status();
+  return std::unique_ptr<PlacementRegion>(new CudaPlacementRegion(*std::move(region)));
+#else
+  return absl::FailedPreconditionError("this primload has no CUDA");
+#endif
+}
+
 // The targets of the run, filled by the request generators below.
 class Workload {
  public:
   Workload(const Options& options, const std::vector<std::shared_ptr<grpc::Channel>>& channels)
-      : verify_(options.verify_every > 0) {
+      : verify_(options.verify_every > 0),
+        placement_(options.placement),
+        in_place_(options.in_place),
+        cuda_device_(options.cuda_device) {
     if (options.mode != Mode::kEcho) {
       if (options.multiplex) {
         primitive_ = std::make_unique<MultiplexTarget>(
@@ -709,6 +828,25 @@ class Workload {
   const Target* echo() const { return echo_.get(); }
   uint64_t first_request_bytes() const { return first_request_bytes_; }
   uint64_t first_response_bytes() const { return first_response_bytes_; }
+  // The shared-memory region's bytes; 0 when the arrays go inline.
+  uint64_t region_bytes() const { return region_ == nullptr ? 0 : region_->size(); }
+
+  // With --shm or --cuda_shm: creates the region every request added takes,
+  // registers it on `channel`, writes the requests' inputs there, points
+  // their outputs there and hands them to the targets. Nothing to do inline.
+  absl::Status Place(const std::shared_ptr<grpc::Channel>& channel) {
+    if (placement_ == Placement::kInline) return absl::OkStatus();
+    absl::StatusOr<std::unique_ptr<PlacementRegion>> region =
+        CreateRegion(placement_, channel, std::max<uint64_t>(placed_bytes_, 1), cuda_device_);
+    if (!region.ok()) return region.status();
+    region_ = *std::move(region);
+    uint64_t cursor = 0;
+    for (auto& place : pending_) {
+      if (absl::Status s = place(*region_, &cursor); !s.ok()) return s;
+    }
+    pending_.clear();
+    return absl::OkStatus();
+  }
 
   // Adds a request, the reference's response to it, and a check of the
   // responses (empty unless verify()). Its echo asks for as many bytes back
@@ -716,6 +854,7 @@ class Workload {
   template <typename Response>
   void Add(const google::protobuf::Message& request, const Response& expected,
            std::function<bool(const Response&)> check) {
+    if (placement_ != Placement::kInline) return AddPlaced(request, expected, std::move(check));
     if (first_request_bytes_ == 0) {
       first_request_bytes_ = request.ByteSizeLong();
       first_response_bytes_ = expected.ByteSizeLong();
@@ -733,7 +872,42 @@ class Workload {
   }
 
  private:
+  // Keeps `request` until Place() puts it in the region; its answers are
+  // read back from there before `check` sees them.
+  template <typename Response>
+  void AddPlaced(const google::protobuf::Message& request, const Response& expected,
+                 std::function<bool(const Response&)> check) {
+    std::shared_ptr<google::protobuf::Message> owned(request.New());
+    owned->CopyFrom(request);
+    OutputRoom room = RoomOf(expected);
+    placed_bytes_ += PlacedBytes(*owned, room, in_place_);
+    if (first_response_bytes_ == 0) first_response_bytes_ = expected.ByteSizeLong();
+    pending_.push_back([this, owned, room = std::move(room), check = std::move(check)](
+                           PlacementRegion& region, uint64_t* cursor) mutable -> absl::Status {
+      if (absl::Status s = PlaceRequest(owned.get(), room, in_place_, region, cursor); !s.ok()) {
+        return s;
+      }
+      if (first_request_bytes_ == 0) first_request_bytes_ = owned->ByteSizeLong();
+      Check placed_check;
+      if (verify_) {
+        placed_check = Parsed<Response>([&region, check = std::move(check)](const Response& r) {
+          Response answer = r;
+          return ReadBack(&answer, region).ok() && check(answer);
+        });
+      }
+      if (primitive_ != nullptr) primitive_->Add(*owned, std::move(placed_check));
+      return absl::OkStatus();
+    });
+  }
+
   const bool verify_;
+  const Placement placement_;
+  const bool in_place_;
+  const int cuda_device_;
+  // Declared before the targets, so it outlives their calls.
+  std::unique_ptr<PlacementRegion> region_;
+  uint64_t placed_bytes_ = 0;
+  std::vector<std::function<absl::Status(PlacementRegion&, uint64_t*)>> pending_;
   std::unique_ptr<Target> primitive_;
   std::unique_ptr<Target> echo_;
   uint64_t first_request_bytes_ = 0;
@@ -1302,13 +1476,24 @@ std::string FormatBytes(uint64_t bytes) {
 }
 
 void PrintHeader(const Options& options, const Workload& workload) {
+  std::string placed;
+  if (options.placement != Placement::kInline) {
+    placed = absl::StrCat(
+        " (arrays in a ", FormatBytes(workload.region_bytes()),
+        options.placement == Placement::kSystem ? " POSIX shared-memory region"
+                                                : " CUDA IPC region",
+        options.in_place ? ", in place" : "", "; inline the response would be ",
+        FormatBytes(workload.first_response_bytes()), ")");
+  }
   std::cout << absl::StreamFormat(
-      "primload: %s %s%s, %d elements per request, %d distinct; request %s, response %s; %d "
+      "primload: %s %s%s, %d elements per request, %d distinct; request %s, response %s%s; %d "
       "channel%s to %s; %g s warmup + %g s measured per level\n",
       options.rpc.flag, DTypeName(options.spec.dtype),
       options.rpc.ops.empty() ? "" : absl::StrCat(" ", OpName(options.spec.op)), options.spec.n,
       options.distinct_requests, FormatBytes(workload.first_request_bytes()),
-      FormatBytes(workload.first_response_bytes()), options.channels,
+      options.placement == Placement::kInline ? FormatBytes(workload.first_response_bytes())
+                                              : "placed",
+      placed, options.channels,
       options.channels == 1 ? "" : "s", absl::GetFlag(FLAGS_address),
       absl::ToDoubleSeconds(options.warmup), absl::ToDoubleSeconds(options.measure));
 }
@@ -1349,6 +1534,16 @@ int Main() {
   }
   Workload workload(*options, channels);
   for (int i = 0; i < options->distinct_requests; ++i) AddRequest(*options, i, &workload);
+  if (absl::Status placed = workload.Place(channels.front()); !placed.ok()) {
+    std::cerr << "primload: " << (options->placement == Placement::kSystem ? "--shm" : "--cuda_shm")
+              << ": cannot set up the region (" << absl::StatusCodeToString(placed.code())
+              << ": " << placed.message() << ")"
+              << (placed.code() == absl::StatusCode::kUnimplemented
+                      ? "; the server must run with --shared_memory"
+                      : "")
+              << "\n";
+    return 1;
+  }
 
   PrintHeader(*options, workload);
   const std::string rpc(options->rpc.flag);

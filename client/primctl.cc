@@ -5,9 +5,12 @@
 //   primctl reduce --generate=random --n=1000000 --dtype=float32 --op=argmax
 //   primctl select --input=data.txt --predicate=in_range --operand=0 --upper=10
 //   primctl aggregate_by_key --generate=random --n=1000000 --generate_keys=random --num_keys=64
+//   primctl --shm scan --generate=random --n=1000000   # inputs and output in shared memory
 //
 // Exit status: 0 on success, 1 when the RPC fails (or health is not SERVING),
 // 2 on a bad command line.
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
@@ -40,6 +43,8 @@
 #include "absl/types/span.h"
 #include "client/cli_flags.h"
 #include "client/client.h"
+#include "client/shared_memory_region.h"
+#include "client/shm_placement.h"
 #include "core/primitives.h"
 
 ABSL_FLAG(std::string, address, "localhost:50051", primserve::kAddressFlagHelp);
@@ -95,6 +100,12 @@ ABSL_FLAG(std::string, generate_keys, "",
 ABSL_FLAG(std::string, key_dtype, "int32", "Element type of the keys.");
 ABSL_FLAG(double, run_length, 4, "Mean run length of --generate_keys=runs (at least 1).");
 ABSL_FLAG(uint64_t, num_keys, 16, "aggregate_by_key: number of groups; keys lie in [0, num_keys).");
+ABSL_FLAG(bool, shm, false,
+          "Put the request's arrays in POSIX shared memory instead of the message: primctl "
+          "creates a region (/dev/shm/primserve-client-*), registers it with the server "
+          "(which must run on this host with --shared_memory), writes the inputs there and "
+          "places the outputs there (output_location), reads the answer from it, then "
+          "unregisters and removes it. Unary calls only (not with --piece_bytes).");
 ABSL_FLAG(std::string, print, "summary",
           "summary (element counts, first and last elements, count, latency and throughput), "
           "all (every element: one line per array, comma-separated, then select's count) or "
@@ -497,13 +508,91 @@ int RpcError(const absl::Status& status) {
   return 1;
 }
 
+// The room each output of a request may take in shared memory (--shm): the
+// most its answer can hold.
+uint64_t Bytes(const v1::Array& array) { return array.data().size(); }
+uint64_t Elements(const v1::Array& array) {
+  return array.data().size() / std::max<size_t>(1, DTypeSize(static_cast<DType>(array.dtype())));
+}
+uint64_t ElementBytes(const v1::Array& array) {
+  return DTypeSize(static_cast<DType>(array.dtype()));
+}
+OutputRoom RoomFor(const v1::ScanRequest& r) { return {{"values", Bytes(r.input())}}; }
+OutputRoom RoomFor(const v1::ReduceRequest& r) {
+  const uint64_t count = std::max(1, r.segment_offsets_size());
+  OutputRoom room = {{"values", count * ElementBytes(r.input())}};
+  if (r.op() == v1::ARGMIN || r.op() == v1::ARGMAX) room["indices"] = count * sizeof(int64_t);
+  return room;
+}
+OutputRoom RoomFor(const v1::SelectRequest& r) {
+  OutputRoom room;
+  if (r.output() == v1::SelectRequest::VALUES ||
+      r.output() == v1::SelectRequest::VALUES_AND_INDICES) {
+    room["values"] = Bytes(r.input());
+  }
+  if (r.output() == v1::SelectRequest::INDICES ||
+      r.output() == v1::SelectRequest::VALUES_AND_INDICES) {
+    room["indices"] = Elements(r.input()) * sizeof(int64_t);
+  }
+  return room;
+}
+OutputRoom RoomFor(const v1::UniqueRequest& r) { return {{"values", Bytes(r.input())}}; }
+OutputRoom RoomFor(const v1::RunLengthEncodeRequest& r) {
+  return {{"values", Bytes(r.input())}, {"lengths", Elements(r.input()) * sizeof(int64_t)}};
+}
+OutputRoom RoomFor(const v1::ReduceByKeyRequest& r) {
+  return {{"keys", Bytes(r.keys())}, {"values", Bytes(r.values())}};
+}
+OutputRoom RoomFor(const v1::AggregateByKeyRequest& r) {
+  return {{"values", r.num_keys() * ElementBytes(r.values())}};
+}
+
+// --shm: a region of `bytes` registered on the client's channel. Failing
+// that, prints why (the server's refusal: UNIMPLEMENTED without
+// --shared_memory) and returns null.
+std::unique_ptr<PlacementRegion> CreateRegion(PrimitivesClient& client, uint64_t bytes) {
+  absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> region = SharedMemoryRegion::Create(
+      client.channel(), absl::StrCat("primctl-", getpid()), std::max<uint64_t>(bytes, 1));
+  if (!region.ok()) {
+    std::cerr << "error: --shm: cannot register a shared-memory region with the server ("
+              << absl::StatusCodeToString(region.status().code()) << ": "
+              << region.status().message()
+              << "); it must run on this host with --shared_memory\n";
+    return nullptr;
+  }
+  UnlinkOnSignal((*region)->key());
+  return SystemPlacementRegion(*std::move(region));
+}
+
 // Sends `request`, times it, and prints what `describe` finds in the response.
+// With --shm, its arrays and outputs go through a region made for this call,
+// unregistered and removed when it returns, whatever happened.
 template <typename Request, typename Describe>
-int Send(PrimitivesClient& client, PrintMode mode, const Request& request, Describe describe) {
+int Send(PrimitivesClient& client, PrintMode mode, const Request& inline_request,
+         Describe describe) {
+  std::unique_ptr<PlacementRegion> region;
+  Request placed;
+  const Request* to_send = &inline_request;
+  if (absl::GetFlag(FLAGS_shm)) {
+    const OutputRoom room = RoomFor(inline_request);
+    region = CreateRegion(client, PlacedBytes(inline_request, room, /*in_place=*/false));
+    if (region == nullptr) return 1;
+    placed = inline_request;
+    uint64_t cursor = 0;
+    if (absl::Status s = PlaceRequest(&placed, room, /*in_place=*/false, *region, &cursor);
+        !s.ok()) {
+      return RpcError(s);
+    }
+    to_send = &placed;
+  }
+  const Request& request = *to_send;
   const absl::Time start = absl::Now();
   auto response = client.Call(request);
   const absl::Duration latency = absl::Now() - start;
   if (!response.ok()) return RpcError(response.status());
+  if (region != nullptr) {
+    if (absl::Status s = ReadBack(&*response, *region); !s.ok()) return RpcError(s);
+  }
   const absl::Status printed = Print(mode, describe(*response), latency,
                                      request.ByteSizeLong() + response->ByteSizeLong());
   return printed.ok() ? 0 : RpcError(printed);
@@ -530,8 +619,10 @@ void AppendAnswer(const v1::SelectResponse& answer, v1::SelectResponse* joined) 
   joined->set_count(answer.count());
 }
 
-// The bytes of a piece --piece_bytes asks for; 0 for one unary call.
+// The bytes of a piece --piece_bytes asks for; 0 for one unary call (always
+// with --shm: the streams carry inline bytes only).
 uint64_t PieceBytes(const v1::Array& input) {
+  if (absl::GetFlag(FLAGS_shm)) return 0;
   const uint64_t asked = absl::GetFlag(FLAGS_piece_bytes);
   if (asked != 0) return asked;
   return input.data().size() > PrimitivesClient::kStreamAboveBytes
@@ -733,6 +824,13 @@ int Main(const std::vector<char*>& args) {
       "print", absl::GetFlag(FLAGS_print),
       {{"summary", PrintMode::kSummary}, {"all", PrintMode::kAll}, {"none", PrintMode::kNone}});
   if (!mode.ok()) return UsageError(mode.status());
+  if (absl::GetFlag(FLAGS_shm) && absl::GetFlag(FLAGS_piece_bytes) != 0) {
+    return UsageError(absl::InvalidArgumentError(
+        "--shm and --piece_bytes do not go together: the streaming RPCs take inline bytes only"));
+  }
+  if (absl::GetFlag(FLAGS_shm) && rpc == "health") {
+    return UsageError(absl::InvalidArgumentError("--shm: health has no arrays to place"));
+  }
   const int timeout_seconds = absl::GetFlag(FLAGS_timeout_seconds);
   if (timeout_seconds <= 0) {
     return UsageError(absl::InvalidArgumentError("--timeout_seconds must be positive"));

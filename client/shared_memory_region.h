@@ -39,6 +39,8 @@ class SharedMemoryRegion final {
   SharedMemoryRegion& operator=(const SharedMemoryRegion&) = delete;
 
   const std::string& name() const { return name_; }
+  // The shm object's name, as shm_open takes it ("/primserve-client-...").
+  const std::string& key() const { return key_; }
   char* data() const { return data_; }
   uint64_t size() const { return size_; }
 

@@ -1,0 +1,179 @@
+#include "client/shm_placement.h"
+
+#include <sys/mman.h>
+
+#include <csignal>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.h"
+#include "proto/primserve/v1/primitives.pb.h"
+
+namespace primserve {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+
+// The singular Array fields of `message` that are set, in field order.
+std::vector<const FieldDescriptor*> ArrayFields(const Message& message) {
+  std::vector<const FieldDescriptor*> fields;
+  const google::protobuf::Descriptor* descriptor = message.GetDescriptor();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const FieldDescriptor* field = descriptor->field(i);
+    if (field->message_type() == v1::Array::descriptor() && !field->is_repeated() &&
+        message.GetReflection()->HasField(message, field)) {
+      fields.push_back(field);
+    }
+  }
+  return fields;
+}
+
+std::string LocationName(const FieldDescriptor* response_field) {
+  return response_field->name() == "output" ? "values" : response_field->name();
+}
+
+v1::SharedMemoryRef MakeRef(const std::string& region, uint64_t offset, uint64_t bytes) {
+  v1::SharedMemoryRef ref;
+  ref.set_region(region);
+  ref.set_offset(offset);
+  ref.set_byte_size(bytes);
+  return ref;
+}
+
+class SystemRegion final : public PlacementRegion {
+ public:
+  explicit SystemRegion(std::unique_ptr<SharedMemoryRegion> region) : region_(std::move(region)) {}
+  const std::string& name() const override { return region_->name(); }
+  uint64_t size() const override { return region_->size(); }
+  absl::Status Write(uint64_t offset, absl::string_view bytes) override {
+    if (absl::Status s = Inside(offset, bytes.size()); !s.ok()) return s;
+    std::memcpy(region_->data() + offset, bytes.data(), bytes.size());
+    return absl::OkStatus();
+  }
+  absl::Status Read(uint64_t offset, uint64_t bytes, std::string* to) const override {
+    if (absl::Status s = Inside(offset, bytes); !s.ok()) return s;
+    to->assign(region_->data() + offset, bytes);
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Inside(uint64_t offset, uint64_t bytes) const {
+    if (offset > size() || bytes > size() - offset) {
+      return absl::OutOfRangeError(absl::StrCat("[", offset, ", +", bytes, ") is past the end of "
+                                                "region '", name(), "' (", size(), " bytes)"));
+    }
+    return absl::OkStatus();
+  }
+
+  const std::unique_ptr<SharedMemoryRegion> region_;
+};
+
+char unlink_key[256];
+
+void UnlinkAndRaise(int signal) {
+  if (unlink_key[0] != '\0') shm_unlink(unlink_key);
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+}
+
+}  // namespace
+
+void UnlinkOnSignal(const std::string& key) {
+  std::strncpy(unlink_key, key.c_str(), sizeof(unlink_key) - 1);
+  std::signal(SIGINT, UnlinkAndRaise);
+  std::signal(SIGTERM, UnlinkAndRaise);
+}
+
+std::unique_ptr<PlacementRegion> SystemPlacementRegion(std::unique_ptr<SharedMemoryRegion> region) {
+  return std::make_unique<SystemRegion>(std::move(region));
+}
+
+OutputRoom RoomOf(const Message& expected) {
+  OutputRoom room;
+  for (const FieldDescriptor* field : ArrayFields(expected)) {
+    const auto& array =
+        static_cast<const v1::Array&>(expected.GetReflection()->GetMessage(expected, field));
+    room[LocationName(field)] = array.data().size();
+  }
+  return room;
+}
+
+uint64_t PlacedBytes(const Message& request, const OutputRoom& room, bool in_place) {
+  uint64_t bytes = 0;
+  for (const FieldDescriptor* field : ArrayFields(request)) {
+    const auto& array =
+        static_cast<const v1::Array&>(request.GetReflection()->GetMessage(request, field));
+    bytes += AlignPlacement(array.data().size());
+  }
+  if (!in_place) {
+    for (const auto& [name, size] : room) bytes += AlignPlacement(size);
+  }
+  return bytes;
+}
+
+absl::Status PlaceRequest(Message* request, const OutputRoom& room, bool in_place,
+                          PlacementRegion& region, uint64_t* cursor) {
+  const google::protobuf::Reflection* reflection = request->GetReflection();
+  const FieldDescriptor* location_field =
+      request->GetDescriptor()->FindFieldByName("output_location");
+  if (location_field == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(request->GetDescriptor()->name(), " has no output_location"));
+  }
+  const v1::SharedMemoryRef* input_ref = nullptr;
+  for (const FieldDescriptor* field : ArrayFields(*request)) {
+    auto* array = static_cast<v1::Array*>(reflection->MutableMessage(request, field));
+    if (array->data().empty()) continue;  // nothing to place: stays inline
+    const uint64_t bytes = array->data().size();
+    if (absl::Status s = region.Write(*cursor, array->data()); !s.ok()) return s;
+    *array->mutable_shm() = MakeRef(region.name(), *cursor, bytes);
+    array->clear_data();
+    if (field->name() == "input") input_ref = &array->shm();
+    *cursor += AlignPlacement(bytes);
+  }
+  auto* location =
+      static_cast<v1::OutputLocation*>(reflection->MutableMessage(request, location_field));
+  if (in_place) {
+    if (request->GetDescriptor() != v1::ScanRequest::descriptor() || input_ref == nullptr) {
+      return absl::InvalidArgumentError("only a Scan of a non-empty input runs in place");
+    }
+    *location->mutable_values() = *input_ref;
+    return absl::OkStatus();
+  }
+  const google::protobuf::Reflection* location_reflection = location->GetReflection();
+  for (const auto& [name, bytes] : room) {
+    if (bytes == 0) continue;
+    const FieldDescriptor* ref_field = location->GetDescriptor()->FindFieldByName(name);
+    if (ref_field == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("no output '", name, "' to place"));
+    }
+    static_cast<v1::SharedMemoryRef*>(location_reflection->MutableMessage(location, ref_field))
+        ->CopyFrom(MakeRef(region.name(), *cursor, bytes));
+    *cursor += AlignPlacement(bytes);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadBack(Message* response, const PlacementRegion& region) {
+  const google::protobuf::Reflection* reflection = response->GetReflection();
+  for (const FieldDescriptor* field : ArrayFields(*response)) {
+    auto* array = static_cast<v1::Array*>(reflection->MutableMessage(response, field));
+    if (!array->has_shm()) continue;
+    const v1::SharedMemoryRef ref = array->shm();
+    if (ref.region() != region.name()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the answer's ", field->name(), " is in region '", ref.region(), "', not '",
+          region.name(), "'"));
+    }
+    std::string bytes;
+    if (absl::Status s = region.Read(ref.offset(), ref.byte_size(), &bytes); !s.ok()) return s;
+    array->clear_shm();
+    *array->mutable_data() = std::move(bytes);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace primserve
