@@ -43,6 +43,7 @@
 #include "kernels/scan.h"
 #include "kernels/select.h"
 #include "kernels/testing/cub_baseline.h"
+#include "kernels/bench/timing.h"
 #include "kernels/testing/device_helpers.h"
 
 namespace primserve::gpu {
@@ -50,18 +51,10 @@ namespace {
 
 using testing::CubCount;
 
-void Check(int err, const char* what, int line) {
-  if (err != 0) {
-    std::fprintf(stderr, "FAILED line %d: %s: %s\n", line, what,
-                 cudaGetErrorString(static_cast<cudaError_t>(err)));
-    std::exit(1);
-  }
-}
-#define CHECK(expr) Check(static_cast<int>(expr), #expr, __LINE__)
 
 struct DeviceMemory {
   void* ptr = nullptr;
-  explicit DeviceMemory(size_t bytes) { CHECK(cudaMalloc(&ptr, std::max<size_t>(bytes, 16))); }
+  explicit DeviceMemory(size_t bytes) { BENCH_CHECK(cudaMalloc(&ptr, std::max<size_t>(bytes, 16))); }
   ~DeviceMemory() { cudaFree(ptr); }
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;
@@ -184,7 +177,7 @@ Row SegmentedReduceRow(const Inputs& in, Arena& arena) {
   std::vector<uint64_t> starts(segments);
   for (uint64_t s = 0; s < segments; ++s) starts[s] = s * 1024;
   uint64_t* d_starts = arena.Alloc<uint64_t>(segments);
-  CHECK(cudaMemcpy(d_starts, starts.data(), segments * 8, cudaMemcpyHostToDevice));
+  BENCH_CHECK(cudaMemcpy(d_starts, starts.data(), segments * 8, cudaMemcpyHostToDevice));
   void* ours_out = arena.Alloc(segments * in.elem);
   void* cub_out = arena.Alloc(segments * in.elem);
   Row row;
@@ -258,8 +251,8 @@ Row SelectFlaggedRow(const Inputs& in, Arena& arena) {
   uint8_t* flags = arena.Alloc<uint8_t>(in.n);
   {
     DeviceMemory scratch(in.n * 4);
-    CHECK(testing::FillHashed(static_cast<int32_t*>(scratch.ptr), flags, in.n, 7));
-    CHECK(cudaDeviceSynchronize());
+    BENCH_CHECK(testing::FillHashed(static_cast<int32_t*>(scratch.ptr), flags, in.n, 7));
+    BENCH_CHECK(cudaDeviceSynchronize());
   }
   const CountedOutputs out = AllocCounted(arena, in.n, in.elem);
   Row row;
@@ -284,7 +277,7 @@ std::vector<const void*> RunsInput(const Inputs& in, Arena& arena, DType dtype, 
   std::vector<const void*> copies;
   for (int c = 0; c < in.copies; ++c) {
     void* p = arena.Alloc(in.n * DTypeSize(dtype));
-    CHECK(testing::FillRuns(p, dtype, in.n, run_len, nullptr));
+    BENCH_CHECK(testing::FillRuns(p, dtype, in.n, run_len, nullptr));
     copies.push_back(p);
   }
   return copies;
@@ -362,13 +355,13 @@ Row AggregateHistogramRow(const Inputs& in, Arena& arena) {
   std::vector<const void*> keys;
   for (int c = 0; c < in.copies; ++c) {
     int32_t* p = arena.Alloc<int32_t>(in.n);
-    CHECK(testing::FillRandomInt32(p, in.n, 99 + c, 10, nullptr));
+    BENCH_CHECK(testing::FillRandomInt32(p, in.n, 99 + c, 10, nullptr));
     keys.push_back(p);
   }
   int32_t* ones = arena.Alloc<int32_t>(in.n);
   {
     std::vector<int32_t> host(in.n, 1);
-    CHECK(cudaMemcpy(ones, host.data(), in.n * 4, cudaMemcpyHostToDevice));
+    BENCH_CHECK(cudaMemcpy(ones, host.data(), in.n * 4, cudaMemcpyHostToDevice));
   }
   int32_t* ours_out = arena.Alloc<int32_t>(kKeys);
   int32_t* cub_out = arena.Alloc<int32_t>(kKeys);
@@ -393,37 +386,21 @@ Row AggregateHistogramRow(const Inputs& in, Arena& arena) {
 // Median microseconds of `reps` timed calls, input copies in turn.
 double MedianUs(const std::function<int(int copy, cudaStream_t)>& call, int copies, int reps,
                 cudaStream_t stream) {
-  cudaEvent_t start, stop;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) CHECK(call(i % copies, stream));  // warm-up
-  std::vector<float> times;
-  for (int i = 0; i < reps; ++i) {
-    CHECK(cudaEventRecord(start, stream));
-    CHECK(call(i % copies, stream));
-    CHECK(cudaEventRecord(stop, stream));
-    CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms * 1000);
-  }
-  CHECK(cudaEventDestroy(start));
-  CHECK(cudaEventDestroy(stop));
-  std::nth_element(times.begin(), times.begin() + reps / 2, times.end());
-  return times[reps / 2];
+  return bench::MedianUs([&](int rep, cudaStream_t s) { return call(rep % copies, s); }, reps,
+                         stream);
 }
 
 uint64_t ReadCount(const uint64_t* d_count) {
   uint64_t count = 0;
-  CHECK(cudaMemcpy(&count, d_count, 8, cudaMemcpyDeviceToHost));
+  BENCH_CHECK(cudaMemcpy(&count, d_count, 8, cudaMemcpyDeviceToHost));
   return count;
 }
 
 template <typename F>
 bool WithinRounding(const void* a, const void* b, uint64_t n, double tolerance) {
   std::vector<F> x(n), y(n);
-  CHECK(cudaMemcpy(x.data(), a, n * sizeof(F), cudaMemcpyDeviceToHost));
-  CHECK(cudaMemcpy(y.data(), b, n * sizeof(F), cudaMemcpyDeviceToHost));
+  BENCH_CHECK(cudaMemcpy(x.data(), a, n * sizeof(F), cudaMemcpyDeviceToHost));
+  BENCH_CHECK(cudaMemcpy(y.data(), b, n * sizeof(F), cudaMemcpyDeviceToHost));
   for (uint64_t i = 0; i < n; ++i) {
     const double d = std::fabs(double(x[i]) - double(y[i]));
     if (!(d <= tolerance * std::fabs(double(y[i])) + 1e-300)) {
@@ -452,7 +429,7 @@ bool Same(const Row& row, const Output& out) {
   switch (out.compare) {
     case Compare::kExact: {
       uint64_t mismatches = 0;
-      CHECK(testing::CountMismatchedWords(out.ours, out.cub, elements * out.elem_bytes / 4,
+      BENCH_CHECK(testing::CountMismatchedWords(out.ours, out.cub, elements * out.elem_bytes / 4,
                                           &mismatches));
       same = mismatches == 0;
       break;
@@ -477,11 +454,11 @@ void Poison(const Row& row) {
   for (const Output& out : row.outputs) {
     const size_t bytes = (out.ours_count ? out.capacity : out.elements) * out.elem_bytes;
     if (out.ours_count) {
-      CHECK(cudaMemset(const_cast<uint64_t*>(out.ours_count), 0xA5, 8));
-      CHECK(cudaMemset(const_cast<uint64_t*>(out.cub_count), 0xA5, 8));
+      BENCH_CHECK(cudaMemset(const_cast<uint64_t*>(out.ours_count), 0xA5, 8));
+      BENCH_CHECK(cudaMemset(const_cast<uint64_t*>(out.cub_count), 0xA5, 8));
     }
-    CHECK(cudaMemset(const_cast<void*>(out.ours), 0xA5, bytes));
-    CHECK(cudaMemset(const_cast<void*>(out.cub), 0xA5, bytes));
+    BENCH_CHECK(cudaMemset(const_cast<void*>(out.ours), 0xA5, bytes));
+    BENCH_CHECK(cudaMemset(const_cast<void*>(out.cub), 0xA5, bytes));
   }
 }
 
@@ -528,11 +505,11 @@ bool RunSize(const Options& options, DType dtype, const char* dtype_name, uint64
   for (int c = 0; c < in.copies; ++c) {
     void* p = shared.Alloc(bytes);
     // Random bits, high bits clear: float inputs are positive and finite.
-    CHECK(testing::FillRandomInt32(static_cast<int32_t*>(p), bytes / 4, 17 + c, 30, nullptr));
+    BENCH_CHECK(testing::FillRandomInt32(static_cast<int32_t*>(p), bytes / 4, 17 + c, 30, nullptr));
     in.random.push_back(p);
   }
   void* copy_out = shared.Alloc(bytes);
-  CHECK(cudaDeviceSynchronize());
+  BENCH_CHECK(cudaDeviceSynchronize());
   const int reps = Reps(options, log2n);
   const double memcpy_us = MedianUs(
       [&](int c, cudaStream_t s) {
@@ -574,10 +551,10 @@ bool RunSize(const Options& options, DType dtype, const char* dtype_name, uint64
     std::vector<CubCount> counts = {CubCount::kInt64};
     if (n <= 0x7fffffffu) counts.insert(counts.begin(), CubCount::kInt32);
     size_t ours_bytes = 0, cub_bytes = 0;
-    CHECK(row.ours(nullptr, &ours_bytes, 0, stream));
+    BENCH_CHECK(row.ours(nullptr, &ours_bytes, 0, stream));
     for (const CubCount count : counts) {
       size_t b = 0;
-      CHECK(row.cub(nullptr, &b, 0, count, stream));
+      BENCH_CHECK(row.cub(nullptr, &b, 0, count, stream));
       cub_bytes = std::max(cub_bytes, b);
     }
     void* ours_temp = arena.Alloc(ours_bytes);
@@ -585,9 +562,9 @@ bool RunSize(const Options& options, DType dtype, const char* dtype_name, uint64
 
     // Check: poisoned outputs, one call each, compared.
     Poison(row);
-    CHECK(row.ours(ours_temp, &ours_bytes, 0, stream));
-    CHECK(row.cub(cub_temp, &cub_bytes, 0, testing::CountFor(n), stream));
-    CHECK(cudaStreamSynchronize(stream));
+    BENCH_CHECK(row.ours(ours_temp, &ours_bytes, 0, stream));
+    BENCH_CHECK(row.cub(cub_temp, &cub_bytes, 0, testing::CountFor(n), stream));
+    BENCH_CHECK(cudaStreamSynchronize(stream));
     bool ok = true;
     for (const Output& out : row.outputs) ok = Same(row, out) && ok;
     all_ok = all_ok && ok;
@@ -661,10 +638,10 @@ int Main(int argc, char** argv) {
     }
   }
   cudaDeviceProp prop{};
-  CHECK(cudaGetDeviceProperties(&prop, 0));
+  BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
   int runtime = 0, driver = 0;
-  CHECK(cudaRuntimeGetVersion(&runtime));
-  CHECK(cudaDriverGetVersion(&driver));
+  BENCH_CHECK(cudaRuntimeGetVersion(&runtime));
+  BENCH_CHECK(cudaDriverGetVersion(&driver));
   std::printf("device: %s, %d SMs, L2 %d MB; CUDA runtime %d, driver %d\n", prop.name,
               prop.multiProcessorCount, prop.l2CacheSize >> 20, runtime, driver);
   std::printf(
@@ -675,7 +652,7 @@ int Main(int argc, char** argv) {
               "check");
   std::printf("|---|---|---|---|---:|---:|---:|---:|---|\n");
   cudaStream_t stream;
-  CHECK(cudaStreamCreate(&stream));
+  BENCH_CHECK(cudaStreamCreate(&stream));
   bool ok = true;
   for (const std::string& name : dtypes) {
     int index = -1;
@@ -695,7 +672,7 @@ int Main(int argc, char** argv) {
       ok = RunSize(options, kDTypes[index], kNames[index], log2n, false, prop, stream) && ok;
     }
   }
-  CHECK(cudaStreamDestroy(stream));
+  BENCH_CHECK(cudaStreamDestroy(stream));
   std::printf("\n%s\n", ok ? "all outputs match CUB" : "SOME OUTPUTS DIFFER FROM CUB");
   return ok ? 0 : 1;
 }

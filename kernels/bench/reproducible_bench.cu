@@ -21,6 +21,7 @@
 #include "kernels/reduce.h"
 #include "kernels/select.h"
 #include "kernels/testing/cub_baseline.h"
+#include "kernels/bench/timing.h"
 #include "kernels/testing/device_helpers.h"
 
 namespace {
@@ -29,36 +30,11 @@ using namespace primserve;
 using namespace primserve::gpu;
 using namespace primserve::gpu::detail;
 
-void Check(int err, const char* what, int line) {
-  if (err != 0) {
-    std::fprintf(stderr, "FAILED line %d %s: %s\n", line, what,
-                 cudaGetErrorString(static_cast<cudaError_t>(err)));
-    std::exit(1);
-  }
-}
-#define CHECK(expr) Check(static_cast<int>(expr), #expr, __LINE__)
-
 using Call = std::function<int(cudaStream_t)>;
 
+// The benchmark's calls take only the stream.
 double MedianUs(const Call& call, int reps, cudaStream_t stream) {
-  cudaEvent_t start, stop;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) CHECK(call(stream));
-  std::vector<float> times;
-  for (int i = 0; i < reps; ++i) {
-    CHECK(cudaEventRecord(start, stream));
-    CHECK(call(stream));
-    CHECK(cudaEventRecord(stop, stream));
-    CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms * 1000);
-  }
-  CHECK(cudaEventDestroy(start));
-  CHECK(cudaEventDestroy(stop));
-  std::nth_element(times.begin(), times.begin() + reps / 2, times.end());
-  return times[reps / 2];
+  return bench::MedianUs([&](int, cudaStream_t s) { return call(s); }, reps, stream);
 }
 
 // x[i] in [-1, 1) times 10^[-3, 3): sums whose bits depend on the association.
@@ -96,25 +72,25 @@ using TreePolicy = ScanPolicy<DefaultScanPolicy::kThreads, DefaultScanPolicy::kB
 double TimeTwoPhase(const std::function<int(void*, size_t*, cudaStream_t)>& f, int reps,
                     cudaStream_t stream) {
   size_t bytes = 0;
-  CHECK(f(nullptr, &bytes, stream));
+  BENCH_CHECK(f(nullptr, &bytes, stream));
   void* temp;
-  CHECK(cudaMalloc(&temp, std::max<size_t>(bytes, 16)));
+  BENCH_CHECK(cudaMalloc(&temp, std::max<size_t>(bytes, 16)));
   const double us = MedianUs([&](cudaStream_t st) { size_t b = bytes; return f(temp, &b, st); },
                              reps, stream);
-  CHECK(cudaFree(temp));
+  BENCH_CHECK(cudaFree(temp));
   return us;
 }
 
 // Runs f twice more into out (poisoned first) and compares with `first`.
 const char* SameBits(const Call& f, void* out, size_t bytes, cudaStream_t stream) {
   std::vector<char> first(bytes), again(bytes);
-  CHECK(cudaStreamSynchronize(stream));
-  CHECK(cudaMemcpy(first.data(), out, bytes, cudaMemcpyDeviceToHost));
+  BENCH_CHECK(cudaStreamSynchronize(stream));
+  BENCH_CHECK(cudaMemcpy(first.data(), out, bytes, cudaMemcpyDeviceToHost));
   for (int i = 0; i < 2; ++i) {
-    CHECK(cudaMemsetAsync(out, 0xAB, bytes, stream));
-    CHECK(f(stream));
-    CHECK(cudaStreamSynchronize(stream));
-    CHECK(cudaMemcpy(again.data(), out, bytes, cudaMemcpyDeviceToHost));
+    BENCH_CHECK(cudaMemsetAsync(out, 0xAB, bytes, stream));
+    BENCH_CHECK(f(stream));
+    BENCH_CHECK(cudaStreamSynchronize(stream));
+    BENCH_CHECK(cudaMemcpy(again.data(), out, bytes, cudaMemcpyDeviceToHost));
     if (first != again) return "DIFFER";
   }
   return "same";
@@ -136,10 +112,10 @@ void Bench(int log2n, cudaStream_t stream) {
   const DType dtype = std::is_same_v<T, float> ? DType::kFloat32 : DType::kFloat64;
   const char* name = std::is_same_v<T, float> ? "float32" : "float64";
   T *in, *out;
-  CHECK(cudaMalloc(&in, bytes));
-  CHECK(cudaMalloc(&out, bytes));
+  BENCH_CHECK(cudaMalloc(&in, bytes));
+  BENCH_CHECK(cudaMalloc(&out, bytes));
   FillKernel<T><<<1024, 256, 0, stream>>>(in, n, 17 + log2n);
-  CHECK(cudaGetLastError());
+  BENCH_CHECK(cudaGetLastError());
   const int reps = log2n <= 20 ? 200 : log2n <= 24 ? 50 : 20;
   const double memcpy_us = MedianUs(
       [&](cudaStream_t st) { return cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, st); },
@@ -166,13 +142,13 @@ void Bench(int log2n, cudaStream_t stream) {
   const double tree_us = TimeTwoPhase(scan(TreePolicy{}), reps, stream);
   const double ordered_us = TimeTwoPhase(scan(DefaultScanPolicy{}), reps, stream);
   size_t scan_bytes = 0;
-  CHECK(scan(DefaultScanPolicy{})(nullptr, &scan_bytes, stream));
+  BENCH_CHECK(scan(DefaultScanPolicy{})(nullptr, &scan_bytes, stream));
   void* scan_temp;
-  CHECK(cudaMalloc(&scan_temp, scan_bytes));
+  BENCH_CHECK(cudaMalloc(&scan_temp, scan_bytes));
   const char* scan_bits = SameBits(
       [&](cudaStream_t s) { size_t b = scan_bytes; return scan(DefaultScanPolicy{})(scan_temp, &b, s); },
       out, bytes, stream);
-  CHECK(cudaFree(scan_temp));
+  BENCH_CHECK(cudaFree(scan_temp));
   const double cub_scan_us = cub_best([&](void* t, size_t* b, testing::CubCount c, cudaStream_t s) {
     return testing::CubScan(t, b, in, out, n, dtype, Op::kSum, false, c, s);
   });
@@ -183,20 +159,20 @@ void Bench(int log2n, cudaStream_t stream) {
   // our plain Reduce kernel (fixed grid-stride tree) vs CUB Sum.
   uint64_t zero = 0;
   uint64_t* d_start;
-  CHECK(cudaMalloc(&d_start, sizeof(uint64_t)));
-  CHECK(cudaMemcpy(d_start, &zero, sizeof(uint64_t), cudaMemcpyHostToDevice));
+  BENCH_CHECK(cudaMalloc(&d_start, sizeof(uint64_t)));
+  BENCH_CHECK(cudaMemcpy(d_start, &zero, sizeof(uint64_t), cudaMemcpyHostToDevice));
   auto segreduce = [&](void* t, size_t* b, cudaStream_t s) {
     return SegmentedReduce(t, b, in, n, d_start, 1, dtype, Op::kSum, out, nullptr, s);
   };
   const double seg_us = TimeTwoPhase(segreduce, reps, stream);
   size_t seg_bytes = 0;
-  CHECK(segreduce(nullptr, &seg_bytes, stream));
+  BENCH_CHECK(segreduce(nullptr, &seg_bytes, stream));
   void* seg_temp;
-  CHECK(cudaMalloc(&seg_temp, seg_bytes));
+  BENCH_CHECK(cudaMalloc(&seg_temp, seg_bytes));
   const char* seg_bits = SameBits(
       [&](cudaStream_t s) { size_t b = seg_bytes; return segreduce(seg_temp, &b, s); }, out,
       sizeof(T), stream);
-  CHECK(cudaFree(seg_temp));
+  BENCH_CHECK(cudaFree(seg_temp));
   const double plain_us = TimeTwoPhase(
       [&](void* t, size_t* b, cudaStream_t s) {
         return Reduce(t, b, in, n, dtype, Op::kSum, out, nullptr, s);
@@ -214,10 +190,10 @@ void Bench(int log2n, cudaStream_t stream) {
     int32_t* keys;
     uint64_t* runs;
     void* keys_out;
-    CHECK(cudaMalloc(&keys, n * sizeof(int32_t)));
-    CHECK(cudaMalloc(&runs, 2 * sizeof(uint64_t)));
-    CHECK(cudaMalloc(&keys_out, n * sizeof(int32_t)));
-    CHECK(testing::FillRuns(keys, DType::kInt32, n, 16, stream));
+    BENCH_CHECK(cudaMalloc(&keys, n * sizeof(int32_t)));
+    BENCH_CHECK(cudaMalloc(&runs, 2 * sizeof(uint64_t)));
+    BENCH_CHECK(cudaMalloc(&keys_out, n * sizeof(int32_t)));
+    BENCH_CHECK(testing::FillRuns(keys, DType::kInt32, n, 16, stream));
     auto rbk = [&](bool in_order) {
       return [=](void* t, size_t* b, cudaStream_t s) {
         return (in_order ? ReduceByKey : ReduceByKeyUnordered)(
@@ -227,33 +203,33 @@ void Bench(int log2n, cudaStream_t stream) {
     const double unordered = TimeTwoPhase(rbk(false), reps, stream);
     const double ordered = TimeTwoPhase(rbk(true), reps, stream);
     size_t rbk_bytes = 0;
-    CHECK(rbk(true)(nullptr, &rbk_bytes, stream));
+    BENCH_CHECK(rbk(true)(nullptr, &rbk_bytes, stream));
     void* rbk_temp;
-    CHECK(cudaMalloc(&rbk_temp, rbk_bytes));
+    BENCH_CHECK(cudaMalloc(&rbk_temp, rbk_bytes));
     const char* rbk_bits = SameBits(
         [&](cudaStream_t s) { size_t b = rbk_bytes; return rbk(true)(rbk_temp, &b, s); }, out,
         n / 16 * sizeof(T), stream);
-    CHECK(cudaFree(rbk_temp));
+    BENCH_CHECK(cudaFree(rbk_temp));
     const double cub_us = cub_best([&](void* t, size_t* b, testing::CubCount c, cudaStream_t s) {
       return testing::CubReduceByKey(t, b, keys, DType::kInt32, in, dtype, n, Op::kSum, keys_out,
                                      out, runs + 1, c, s);
     });
     Row("rbk_sum_runs16", name, log2n, ordered, unordered, "ReduceByKeyUnordered", cub_us,
         "DeviceReduce::ReduceByKey(plus)", memcpy_us, rbk_bits);
-    CHECK(cudaFree(keys));
-    CHECK(cudaFree(runs));
-    CHECK(cudaFree(keys_out));
+    BENCH_CHECK(cudaFree(keys));
+    BENCH_CHECK(cudaFree(runs));
+    BENCH_CHECK(cudaFree(keys_out));
   }
 
   // AggregateByKey SUM: in order (sort + SegmentedReduce) vs atomics.
   if (log2n <= 24) {
     int32_t* keys;
     int64_t* bad;
-    CHECK(cudaMalloc(&keys, n * sizeof(int32_t)));
-    CHECK(cudaMalloc(&bad, sizeof(int64_t)));
+    BENCH_CHECK(cudaMalloc(&keys, n * sizeof(int32_t)));
+    BENCH_CHECK(cudaMalloc(&bad, sizeof(int64_t)));
     for (uint32_t num_keys : {1000u, 1000000u}) {
       FillKeysKernel<<<1024, 256, 0, stream>>>(keys, n, num_keys);
-      CHECK(cudaGetLastError());
+      BENCH_CHECK(cudaGetLastError());
       auto in_order = [&](void* t, size_t* b, cudaStream_t s) {
         return AggregateByKeyInOrder(t, b, keys, DType::kInt32, in, dtype, n, Op::kSum, num_keys,
                                      out, bad, s);
@@ -266,23 +242,23 @@ void Bench(int log2n, cudaStream_t stream) {
           },
           reps, stream);
       size_t agg_bytes = 0;
-      CHECK(in_order(nullptr, &agg_bytes, stream));
+      BENCH_CHECK(in_order(nullptr, &agg_bytes, stream));
       void* agg_temp;
-      CHECK(cudaMalloc(&agg_temp, agg_bytes));
+      BENCH_CHECK(cudaMalloc(&agg_temp, agg_bytes));
       const char* agg_bits = SameBits(
           [&](cudaStream_t s) { size_t b = agg_bytes; return in_order(agg_temp, &b, s); }, out,
           num_keys * sizeof(T), stream);
-      CHECK(cudaFree(agg_temp));
+      BENCH_CHECK(cudaFree(agg_temp));
       const std::string what = "aggregate_sum k=" + std::to_string(num_keys);
       Row(what.c_str(), name, log2n, ordered, atomic, "atomics (kAuto)", 0, "-", memcpy_us / 2,
           agg_bits);
     }
-    CHECK(cudaFree(keys));
-    CHECK(cudaFree(bad));
+    BENCH_CHECK(cudaFree(keys));
+    BENCH_CHECK(cudaFree(bad));
   }
-  CHECK(cudaFree(d_start));
-  CHECK(cudaFree(in));
-  CHECK(cudaFree(out));
+  BENCH_CHECK(cudaFree(d_start));
+  BENCH_CHECK(cudaFree(in));
+  BENCH_CHECK(cudaFree(out));
 }
 
 }  // namespace
@@ -292,7 +268,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
   if (sizes.empty()) sizes = {20, 24, 28};
   cudaDeviceProp prop{};
-  CHECK(cudaGetDeviceProperties(&prop, 0));
+  BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   std::printf("ours = the reproducible (in-order) version; base = the fastest non-reproducible "
               "one; x = base_us / ours_us (>1: ours faster); memcpy: read+write copy of the "
@@ -301,7 +277,7 @@ int main(int argc, char** argv) {
               "log2n", "ours_us", "base_us", "base", "x_base", "cub_us", "cub_call", "x_cub",
               "x_mcpy", "bits");
   cudaStream_t stream;
-  CHECK(cudaStreamCreate(&stream));
+  BENCH_CHECK(cudaStreamCreate(&stream));
   for (const int log2n : sizes) {
     Bench<float>(log2n, stream);
     Bench<double>(log2n, stream);

@@ -15,6 +15,7 @@
 
 #include "kernels/detail/scan_kernel.cuh"
 #include "kernels/testing/cub_baseline.h"
+#include "kernels/bench/timing.h"
 #include "kernels/testing/device_helpers.h"
 
 namespace {
@@ -23,36 +24,11 @@ using namespace primserve;
 using namespace primserve::gpu;
 using namespace primserve::gpu::detail;
 
-void Check(int err, const char* what, int line) {
-  if (err != 0) {
-    std::fprintf(stderr, "FAILED line %d %s: %s\n", line, what,
-                 cudaGetErrorString(static_cast<cudaError_t>(err)));
-    std::exit(1);
-  }
-}
-#define CHECK(expr) Check(static_cast<int>(expr), #expr, __LINE__)
-
 using Call = std::function<int(cudaStream_t)>;
 
+// The benchmark's calls take only the stream.
 double MedianUs(const Call& call, int reps, cudaStream_t stream) {
-  cudaEvent_t start, stop;
-  CHECK(cudaEventCreate(&start));
-  CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) CHECK(call(stream));
-  std::vector<float> times;
-  for (int i = 0; i < reps; ++i) {
-    CHECK(cudaEventRecord(start, stream));
-    CHECK(call(stream));
-    CHECK(cudaEventRecord(stop, stream));
-    CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms * 1000);
-  }
-  CHECK(cudaEventDestroy(start));
-  CHECK(cudaEventDestroy(stop));
-  std::nth_element(times.begin(), times.begin() + reps / 2, times.end());
-  return times[reps / 2];
+  return bench::MedianUs([&](int, cudaStream_t s) { return call(s); }, reps, stream);
 }
 
 struct Variant {
@@ -101,10 +77,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
   if (sizes.empty()) sizes = {16, 20, 24, 28};
   cudaDeviceProp prop{};
-  CHECK(cudaGetDeviceProperties(&prop, 0));
+  BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   cudaStream_t stream;
-  CHECK(cudaStreamCreate(&stream));
+  BENCH_CHECK(cudaStreamCreate(&stream));
   const auto variants = Variants();
   std::printf("%-28s %-8s %5s %10s %10s %10s %8s %8s %s\n", "variant", "dtype", "log2n",
               "ours_us", "cub_us", "memcpy_us", "vs_cub", "vs_mcpy", "check");
@@ -113,10 +89,10 @@ int main(int argc, char** argv) {
       const uint64_t n = uint64_t{1} << log2n;
       const size_t bytes = n * 4;
       void *in, *out, *ref;
-      CHECK(cudaMalloc(&in, bytes));
-      CHECK(cudaMalloc(&out, bytes));
-      CHECK(cudaMalloc(&ref, bytes));
-      CHECK(testing::FillRandomInt32(static_cast<int32_t*>(in), n, 17,
+      BENCH_CHECK(cudaMalloc(&in, bytes));
+      BENCH_CHECK(cudaMalloc(&out, bytes));
+      BENCH_CHECK(cudaMalloc(&ref, bytes));
+      BENCH_CHECK(testing::FillRandomInt32(static_cast<int32_t*>(in), n, 17,
                                      dtype == DType::kFloat32 ? 20 : 30, nullptr));
       const int reps = log2n <= 20 ? 200 : log2n <= 26 ? 50 : 20;
       const double memcpy_us = MedianUs(
@@ -125,10 +101,10 @@ int main(int argc, char** argv) {
           },
           reps, stream);
       size_t cub_bytes = 0;
-      CHECK(testing::CubScan(nullptr, &cub_bytes, in, ref, n, dtype, Op::kSum, false,
+      BENCH_CHECK(testing::CubScan(nullptr, &cub_bytes, in, ref, n, dtype, Op::kSum, false,
                              testing::CountFor(n), nullptr));
       void* cub_temp;
-      CHECK(cudaMalloc(&cub_temp, std::max<size_t>(cub_bytes, 16)));
+      BENCH_CHECK(cudaMalloc(&cub_temp, std::max<size_t>(cub_bytes, 16)));
       const double cub_us = MedianUs(
           [&](cudaStream_t st) {
             size_t s = cub_bytes;
@@ -138,10 +114,10 @@ int main(int argc, char** argv) {
           reps, stream);
       for (const Variant& v : variants) {
         size_t temp_bytes = 0;
-        CHECK(v.run(nullptr, &temp_bytes, in, out, n, dtype, stream));
+        BENCH_CHECK(v.run(nullptr, &temp_bytes, in, out, n, dtype, stream));
         void* temp;
-        CHECK(cudaMalloc(&temp, temp_bytes));
-        CHECK(cudaMemsetAsync(out, 0xAB, bytes, stream));
+        BENCH_CHECK(cudaMalloc(&temp, temp_bytes));
+        BENCH_CHECK(cudaMemsetAsync(out, 0xAB, bytes, stream));
         const double us = MedianUs(
             [&](cudaStream_t st) {
               size_t s = temp_bytes;
@@ -150,22 +126,22 @@ int main(int argc, char** argv) {
             reps, stream);
         std::string check = "-";
         if (!v.diagnostic && dtype == DType::kInt32) {
-          CHECK(cudaStreamSynchronize(stream));
+          BENCH_CHECK(cudaStreamSynchronize(stream));
           uint64_t bad = 0;
-          CHECK(testing::CountMismatchedWords(out, ref, n, &bad));
+          BENCH_CHECK(testing::CountMismatchedWords(out, ref, n, &bad));
           check = bad == 0 ? "ok" : "MISMATCH " + std::to_string(bad);
         }
-        CHECK(cudaFree(temp));
+        BENCH_CHECK(cudaFree(temp));
         const double ours_gbs = 2.0 * bytes / us / 1e3, memcpy_gbs = 2.0 * bytes / memcpy_us / 1e3;
         std::printf("%-28s %-8s %5d %10.2f %10.2f %10.2f %8.3f %8.3f %s\n", v.name.c_str(),
                     dtype == DType::kInt32 ? "int32" : "float32", log2n, us, cub_us, memcpy_us,
                     cub_us / us, ours_gbs / memcpy_gbs, check.c_str());
         std::fflush(stdout);
       }
-      CHECK(cudaFree(cub_temp));
-      CHECK(cudaFree(in));
-      CHECK(cudaFree(out));
-      CHECK(cudaFree(ref));
+      BENCH_CHECK(cudaFree(cub_temp));
+      BENCH_CHECK(cudaFree(in));
+      BENCH_CHECK(cudaFree(out));
+      BENCH_CHECK(cudaFree(ref));
     }
   }
   return 0;
