@@ -26,6 +26,7 @@
 #include "kernels/reduce.h"
 #include "kernels/scan.h"
 #include "kernels/select.h"
+#include "kernels/testing/device_buffer.h"
 #include "reference/gpu_order.h"
 #include "reference/reference.h"
 
@@ -35,44 +36,9 @@ namespace {
 uint64_t g_seed = 0;
 constexpr int kRuns = 8;
 
-#define CUDA_ASSERT(expr)                                                              \
-  do {                                                                                 \
-    const int cuda_assert_err = static_cast<int>(expr);                                \
-    ASSERT_EQ(cuda_assert_err, 0) << #expr << ": "                                     \
-                                  << cudaGetErrorString(                               \
-                                         static_cast<cudaError_t>(cuda_assert_err));   \
-  } while (0)
-
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes) : bytes_(std::max<size_t>(bytes, 16)) {
-    if (cudaMalloc(&ptr_, bytes_) != cudaSuccess) ptr_ = nullptr;
-  }
-  ~DeviceBuffer() { cudaFree(ptr_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  template <typename T = void>
-  T* get() const { return static_cast<T*>(ptr_); }
-  int Poison() const { return cudaMemset(ptr_, 0xAB, bytes_); }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_;
-};
-
-template <typename T>
-std::vector<T> ToHost(const void* d, size_t count) {
-  std::vector<T> h(count);
-  if (count) {
-    EXPECT_EQ(cudaMemcpy(h.data(), d, count * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  }
-  return h;
-}
-
-template <typename T>
-int ToDevice(void* d, const std::vector<T>& h) {
-  return h.empty() ? 0 : cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
-}
+using gpu::testing::DeviceBuffer;
+using gpu::testing::ToDevice;
+using gpu::testing::ToHost;
 
 std::mt19937_64 Rng(uint64_t salt) {
   return std::mt19937_64(g_seed * 0x9e3779b97f4a7c15ull + salt);

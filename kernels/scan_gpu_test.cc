@@ -26,6 +26,7 @@
 #include "reference/reference.h"
 #include "kernels/scan.h"
 #include "kernels/testing/cub_baseline.h"
+#include "kernels/testing/device_buffer.h"
 #include "kernels/testing/device_helpers.h"
 
 namespace primserve {
@@ -42,45 +43,10 @@ double SumTolerance() { return std::is_same_v<T, float> ? 1e-4 : 1e-12; }
 template <typename T>
 double ProdTolerance() { return std::numeric_limits<T>::epsilon(); }
 
-#define CUDA_ASSERT(expr)                                                       \
-  do {                                                                          \
-    const int cuda_assert_err = static_cast<int>(expr);                         \
-    ASSERT_EQ(cuda_assert_err, 0) << #expr << ": "                              \
-                                  << cudaGetErrorString(static_cast<cudaError_t>(cuda_assert_err)); \
-  } while (0)
 
-// Device memory that frees itself; poisoned on request.
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (cudaMalloc(&ptr_, std::max<size_t>(bytes, 16)) != cudaSuccess) ptr_ = nullptr;
-  }
-  ~DeviceBuffer() { cudaFree(ptr_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  template <typename T = void>
-  T* get() const { return static_cast<T*>(ptr_); }
-  bool ok() const { return ptr_ != nullptr; }
-  int Poison() const { return cudaMemset(ptr_, 0xAB, std::max<size_t>(bytes_, 16)); }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_;
-};
-
-template <typename T>
-std::vector<T> ToHost(const void* d, size_t count) {
-  std::vector<T> h(count);
-  if (count) {
-    EXPECT_EQ(cudaMemcpy(h.data(), d, count * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  }
-  return h;
-}
-
-template <typename T>
-int ToDevice(void* d, const std::vector<T>& h) {
-  return h.empty() ? 0 : cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
-}
+using gpu::testing::DeviceBuffer;
+using gpu::testing::ToDevice;
+using gpu::testing::ToHost;
 
 template <typename T>
 DType DTypeOf() {
