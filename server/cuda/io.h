@@ -16,6 +16,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "server/cuda/staging.h"
 #include "server/task.h"
 
 namespace primserve::cuda {
@@ -68,6 +69,17 @@ class HostInput final : public InputSource {
     pieces_.push_back(Piece{piece, on_device});
     device_pieces_ += on_device;
     size_ += piece.size();
+  }
+  // Appends `piece` at the next kAlignment multiple (zeros in between) and
+  // returns its byte offset: requests staged together, each placed as alone.
+  size_t AppendAligned(absl::string_view piece) {
+    static constexpr char kZeros[kAlignment] = {};
+    if (const size_t padded = AlignUp(size_); padded != size_) {
+      Append(absl::string_view(kZeros, padded - size_));
+    }
+    const size_t offset = size_;
+    Append(piece);
+    return offset;
   }
   size_t size() const override { return size_; }
   void StageTo(char* to) const override;

@@ -21,13 +21,11 @@ namespace {
 absl::StatusOr<Results> RunReproducibleReduces(Lane& lane,
                                                absl::Span<const ReduceOperation* const> ops,
                                                absl::Time deadline) {
-  static constexpr char kZeros[kAlignment] = {};
   const ReduceOperation& first = *ops.front();
   const DType dtype = first.input.dtype;
   const size_t element = DTypeSize(dtype);
   HostInput data;
   std::vector<size_t> place(ops.size());
-  size_t bytes = 0;
   // Each request's segment starts as alone (from 0; one segment without
   // any), end to end; request i's are [first_segment[i], first_segment[i+1]).
   std::vector<uint64_t> own_starts;
@@ -36,13 +34,7 @@ absl::StatusOr<Results> RunReproducibleReduces(Lane& lane,
   size_t temp_bytes = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
     const ReduceOperation& op = *ops[i];
-    place[i] = bytes;
-    data.Append(op.input.bytes);
-    bytes += op.input.bytes.size();
-    if (i + 1 < ops.size() && AlignUp(bytes) != bytes) {
-      data.Append(absl::string_view(kZeros, AlignUp(bytes) - bytes));
-      bytes = AlignUp(bytes);
-    }
+    place[i] = data.AppendAligned(op.input.bytes);
     Concatenation alone;
     alone.Append(op.input.size(), op.segment_offsets);
     first_segment.push_back(own_starts.size());

@@ -152,13 +152,11 @@ absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op,
 absl::StatusOr<Results> RunReproducibleScans(Lane& lane,
                                              absl::Span<const ScanOperation* const> ops,
                                              absl::Time deadline) {
-  static constexpr char kZeros[kAlignment] = {};
   const ScanOperation& first = *ops.front();
   const DType dtype = first.input.dtype;
   const size_t element = DTypeSize(dtype);
   HostInput data;
   std::vector<size_t> place(ops.size());  // byte offset of each request
-  size_t bytes = 0;
   std::vector<uint64_t> starts;  // each request's own segment starts
   std::vector<size_t> first_start(ops.size());
   std::vector<uint64_t> carries(ops.size(), 0);  // one slot per request
@@ -170,13 +168,7 @@ absl::StatusOr<Results> RunReproducibleScans(Lane& lane,
     if ((op.carry_in || op.wants_carry) && !op.segment_offsets.empty()) {
       return absl::InternalError("a scan with a carry reached the engine with segments");
     }
-    place[i] = bytes;
-    data.Append(op.input.bytes);
-    bytes += op.input.bytes.size();
-    if (i + 1 < ops.size() && AlignUp(bytes) != bytes) {
-      data.Append(absl::string_view(kZeros, AlignUp(bytes) - bytes));
-      bytes = AlignUp(bytes);
-    }
+    place[i] = data.AppendAligned(op.input.bytes);
     first_start[i] = starts.size();
     starts.insert(starts.end(), op.segment_offsets.begin(), op.segment_offsets.end());
     if (op.carry_in) carries[i] = *op.carry_in;
@@ -221,7 +213,7 @@ absl::StatusOr<Results> RunReproducibleScans(Lane& lane,
                             op.exclusive, lane.stream());
   }
   PRIMSERVE_RETURN_IF_ERROR(run.Launched(error));
-  PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(in_out, bytes));
+  PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(in_out, data.size()));
   if (any_carry) {
     PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(carry, carries.size() * sizeof(uint64_t)));
   }
