@@ -312,8 +312,17 @@ TEST(CudaAmplificationTest, OversizedAnswersAreRefusedWithoutTouchingTheGpu) {
   reduce.set_op(v1::ARGMIN);
   reduce.mutable_segment_offsets()->Resize(4 << 20, 0);
 
+  // The warm-up's answer may arrive before its lane has freed its device
+  // block (answers go out before the drain): wait until free memory settles.
   size_t free_before = 0, free_after = 0, total = 0;
   ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+  for (int stable = 0, polls = 0; stable < 3 && polls < 200; ++polls) {
+    absl::SleepFor(absl::Milliseconds(10));
+    size_t now = 0;
+    ASSERT_EQ(cudaMemGetInfo(&now, &total), cudaSuccess);
+    stable = now == free_before ? stable + 1 : 0;
+    free_before = now;
+  }
   const double rss_before = RssMib();
   absl::Time start = absl::Now();
   absl::StatusOr<v1::AggregateByKeyResponse> refused_aggregate = client.Call(aggregate);
@@ -329,9 +338,10 @@ TEST(CudaAmplificationTest, OversizedAnswersAreRefusedWithoutTouchingTheGpu) {
   EXPECT_LT(aggregate_took, absl::Milliseconds(100));
   EXPECT_LT(reduce_took, absl::Seconds(1));
   EXPECT_EQ(free_after, free_before) << "device memory moved";
-  // The Reduce request's own parsed offsets (32 MB) may stay in malloc's
-  // cache; the answers (16 GiB and 64 MB) must not have been made.
-  EXPECT_LT(RssMib() - rss_before, 48.0) << "resident memory kept";
+  // The Reduce request's own parsed offsets (32 MB) and gRPC's buffers may
+  // stay in malloc's cache (42-48 MiB measured on an H100 host); the answers
+  // (16 GiB, and 64 MB = 61 MiB more on top) must not have been made.
+  EXPECT_LT(RssMib() - rss_before, 64.0) << "resident memory kept";
   std::printf("refused in %.1f ms and %.1f ms; device free %zu -> %zu bytes; RSS %.0f -> %.0f MiB\n",
               absl::ToDoubleMilliseconds(aggregate_took), absl::ToDoubleMilliseconds(reduce_took),
               free_before, free_after, rss_before, RssMib());
