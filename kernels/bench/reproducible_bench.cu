@@ -32,10 +32,7 @@ using namespace primserve::gpu::detail;
 
 using Call = std::function<int(cudaStream_t)>;
 
-// The benchmark's calls take only the stream.
-double MedianUs(const Call& call, int reps, cudaStream_t stream) {
-  return bench::MedianUs([&](int, cudaStream_t s) { return call(s); }, reps, stream);
-}
+using bench::MedianUs;
 
 // x[i] in [-1, 1) times 10^[-3, 3): sums whose bits depend on the association.
 template <typename T>

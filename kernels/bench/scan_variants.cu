@@ -24,12 +24,7 @@ using namespace primserve;
 using namespace primserve::gpu;
 using namespace primserve::gpu::detail;
 
-using Call = std::function<int(cudaStream_t)>;
-
-// The benchmark's calls take only the stream.
-double MedianUs(const Call& call, int reps, cudaStream_t stream) {
-  return bench::MedianUs([&](int, cudaStream_t s) { return call(s); }, reps, stream);
-}
+using bench::MedianUs;
 
 struct Variant {
   std::string name;

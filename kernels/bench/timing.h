@@ -47,6 +47,12 @@ inline double MedianUs(const std::function<int(int rep, cudaStream_t)>& call, in
   return times[reps / 2];
 }
 
+// The same for calls that take only the stream.
+inline double MedianUs(const std::function<int(cudaStream_t)>& call, int reps,
+                       cudaStream_t stream) {
+  return MedianUs([&](int, cudaStream_t s) { return call(s); }, reps, stream);
+}
+
 }  // namespace primserve::bench
 
 #endif  // PRIMSERVE_KERNELS_BENCH_TIMING_H_
