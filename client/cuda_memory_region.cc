@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/shared_memory_region.h"
 #include "grpcpp/client_context.h"
 
 namespace primserve {
@@ -58,13 +59,7 @@ CudaMemoryRegion::CudaMemoryRegion(std::shared_ptr<grpc::Channel> channel, std::
       device_(device) {}
 
 CudaMemoryRegion::~CudaMemoryRegion() {
-  if (registered_) {
-    v1::UnregisterRequest request;
-    request.set_name(name_);
-    v1::UnregisterResponse response;
-    grpc::ClientContext context;
-    v1::SharedMemory::NewStub(channel_)->Unregister(&context, request, &response);
-  }
+  if (registered_) UnregisterRegion(channel_, name_);
   if (cudaFree(data_) != cudaSuccess) cudaGetLastError();
 }
 

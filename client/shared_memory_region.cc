@@ -73,14 +73,7 @@ SharedMemoryRegion::SharedMemoryRegion(std::shared_ptr<grpc::Channel> channel, s
       size_(size) {}
 
 SharedMemoryRegion::~SharedMemoryRegion() {
-  if (registered_) {
-    v1::UnregisterRequest request;
-    request.set_name(name_);
-    v1::UnregisterResponse response;
-    grpc::ClientContext context;
-    // Best effort: a server that is gone has nothing to unregister.
-    v1::SharedMemory::NewStub(channel_)->Unregister(&context, request, &response);
-  }
+  if (registered_) UnregisterRegion(channel_, name_);
   munmap(data_, size_);
   shm_unlink(key_.c_str());
 }
@@ -103,6 +96,14 @@ absl::Status SharedMemoryRegion::CallScan(const v1::ScanRequest& request) {
   v1::ScanResponse response;
   grpc::ClientContext context;
   return FromGrpc(v1::Primitives::NewStub(channel_)->Scan(&context, request, &response));
+}
+
+void UnregisterRegion(const std::shared_ptr<grpc::Channel>& channel, const std::string& name) {
+  v1::UnregisterRequest request;
+  request.set_name(name);
+  v1::UnregisterResponse response;
+  grpc::ClientContext context;
+  v1::SharedMemory::NewStub(channel)->Unregister(&context, request, &response);
 }
 
 }  // namespace primserve

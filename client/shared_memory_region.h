@@ -102,6 +102,10 @@ class SharedMemoryRegion final {
   bool registered_ = true;  // false when the server refused the registration
 };
 
+// Unregisters `name` on the server behind `channel`, best effort (a server
+// that is gone has nothing to unregister): what a region's destructor does.
+void UnregisterRegion(const std::shared_ptr<grpc::Channel>& channel, const std::string& name);
+
 }  // namespace primserve
 
 #endif  // PRIMSERVE_CLIENT_SHARED_MEMORY_REGION_H_
