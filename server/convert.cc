@@ -365,6 +365,7 @@ absl::StatusOr<Operation> ToOperation(const v1::ReduceRequest& request,
       !s.ok()) {
     return s;
   }
+  o.places = shm::PlacesOf(memory);
   return WithinAnswerLimit(o, limits);
 }
 
@@ -416,6 +417,7 @@ absl::StatusOr<Operation> ToOperation(const v1::SelectRequest& request,
       !s.ok()) {
     return s;
   }
+  o.places = shm::PlacesOf(memory);
   return WithinAnswerLimit(o, limits);
 }
 
@@ -429,7 +431,7 @@ absl::StatusOr<Operation> ToOperation(const v1::UniqueRequest& request,
       !s.ok()) {
     return s;
   }
-  return WithinAnswerLimit(UniqueOperation{*input}, limits);
+  return WithinAnswerLimit(UniqueOperation{*input, shm::PlacesOf(memory)}, limits);
 }
 
 absl::StatusOr<Operation> ToOperation(const v1::RunLengthEncodeRequest& request,
@@ -444,7 +446,7 @@ absl::StatusOr<Operation> ToOperation(const v1::RunLengthEncodeRequest& request,
       !s.ok()) {
     return s;
   }
-  return WithinAnswerLimit(RunLengthEncodeOperation{*input}, limits);
+  return WithinAnswerLimit(RunLengthEncodeOperation{*input, shm::PlacesOf(memory)}, limits);
 }
 
 absl::StatusOr<Operation> ToOperation(const v1::ReduceByKeyRequest& request,
@@ -470,6 +472,7 @@ absl::StatusOr<Operation> ToOperation(const v1::ReduceByKeyRequest& request,
       !s.ok()) {
     return s;
   }
+  o.places = shm::PlacesOf(memory);
   return WithinAnswerLimit(o, limits);
 }
 
@@ -505,6 +508,7 @@ absl::StatusOr<Operation> ToOperation(const v1::AggregateByKeyRequest& request,
       !s.ok()) {
     return s;
   }
+  o.places = shm::PlacesOf(memory);
   return WithinAnswerLimit(o, limits);
 }
 

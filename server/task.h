@@ -72,6 +72,24 @@ struct PredicateSpec {
   }
 };
 
+// Where the caller placed one output (OutputLocation: a shared-memory
+// region), with `room` bytes there; null if the output goes inline. A backend
+// may write the answer there itself (HostArray::bytes_in_place), never past
+// `room`; else the service writes it there.
+struct OutputPlace {
+  char* data = nullptr;
+  uint64_t room = 0;
+};
+
+// A request's placed outputs, by OutputLocation field (a Scan's output is
+// ScanOperation::output_place instead).
+struct OutputPlaces {
+  OutputPlace values;
+  OutputPlace indices;
+  OutputPlace lengths;
+  OutputPlace keys;
+};
+
 enum class SelectOutput { kValues = 1, kIndices = 2, kValuesAndIndices = 3, kCount = 4 };
 
 // The ops whose bits depend on the order of combination: float (FLOAT32,
@@ -121,6 +139,8 @@ struct ReduceOperation {
   absl::Span<const uint64_t> segment_offsets;
   // As ScanOperation::reproducible.
   bool reproducible = false;
+  // Where the caller placed the outputs (see OutputPlace).
+  OutputPlaces places;
 };
 
 inline bool RunsReproducibly(const ReduceOperation& o) {
@@ -133,14 +153,20 @@ struct SelectOperation {
   std::optional<ArrayView> flags;
   SelectOutput output = SelectOutput::kValues;
   bool partition = false;
+  // Where the caller placed the outputs (see OutputPlace).
+  OutputPlaces places;
 };
 
 struct UniqueOperation {
   ArrayView input;
+  // Where the caller placed the outputs (see OutputPlace).
+  OutputPlaces places;
 };
 
 struct RunLengthEncodeOperation {
   ArrayView input;
+  // Where the caller placed the outputs (see OutputPlace).
+  OutputPlaces places;
 };
 
 struct ReduceByKeyOperation {
@@ -150,6 +176,8 @@ struct ReduceByKeyOperation {
   // As ScanOperation::reproducible (ReduceByKey runs one request per launch
   // already).
   bool reproducible = false;
+  // Where the caller placed the outputs (see OutputPlace).
+  OutputPlaces places;
 };
 
 struct AggregateByKeyOperation {
@@ -160,6 +188,8 @@ struct AggregateByKeyOperation {
   // As ScanOperation::reproducible: float SUM needs an order-fixed path
   // (atomics combine in timing order).
   bool reproducible = false;
+  // Where the caller placed the outputs (see OutputPlace).
+  OutputPlaces places;
 };
 
 // One alternative per RPC, in the order of core/rpc.h (task.cc checks it).

@@ -46,6 +46,7 @@
 
 #include "kernels/scan.h"
 #include "server/cuda/cuda_backend.h"
+#include "server/cuda/io.h"
 extern char** environ;
 #endif
 
@@ -141,7 +142,8 @@ class Placer {
         }
         break;
       case v1::MultiplexRequest::kSelect:
-        if (m->select().output() != v1::SelectRequest::INDICES) {
+        if (m->select().output() != v1::SelectRequest::INDICES &&
+            m->select().output() != v1::SelectRequest::COUNT) {
           *location->mutable_values() = Room(room);
         }
         if (m->select().output() == v1::SelectRequest::INDICES ||
@@ -168,10 +170,13 @@ class Placer {
     return ref;
   }
 
+  // Room for `bytes`, poisoned (0xA5 bytes) so that an answer not written
+  // there cannot pass for one.
   v1::SharedMemoryRef Room(uint64_t bytes) {
     const uint64_t offset = next_;
     next_ += (bytes + 63) / 64 * 64;
     EXPECT_LE(next_, object_->size());
+    if (next_ <= object_->size()) std::memset(object_->data() + offset, 0xA5, bytes);
     return Ref(region_, offset, bytes);
   }
 
@@ -916,6 +921,18 @@ class Exporter {
   std::string handle_;
 };
 
+// The engine's count of CUDA-region bytes copied instead of used in place
+// (cuda::RegionCopyCounters; the server runs in this process).
+struct CopiedBytes {
+  uint64_t input = 0;
+  uint64_t output = 0;
+  CopiedBytes operator-(const CopiedBytes& o) const { return {input - o.input, output - o.output}; }
+};
+CopiedBytes Copied() {
+  return {cuda::RegionCopyCounters().input_bytes.load(),
+          cuda::RegionCopyCounters().output_bytes.load()};
+}
+
 grpc::Status RegisterCudaOn(v1::SharedMemory::Stub& shm, const std::string& name,
                             const std::string& handle, int device, uint64_t byte_size) {
   v1::RegisterCudaRequest request;
@@ -959,8 +976,14 @@ TEST_F(SharedMemoryTest, CudaIpcEveryRpcAndDtypeFromASecondProcess) {
   EXPECT_EQ(status.regions(0).kind(), "cuda");
   EXPECT_EQ(status.regions(0).device_id(), 0);
   EXPECT_EQ(status.regions(0).byte_size(), kSize);
+  // In place: no byte of the region is copied into a block, and no answer
+  // copied into its place, on the device or from the host.
+  const CopiedBytes before = Copied();
   std::vector<v1::MultiplexResponse> got;
   for (const v1::MultiplexRequest& placed : placed_requests) got.push_back(Unary(placed));
+  const CopiedBytes copied = Copied() - before;
+  EXPECT_EQ(copied.input, 0u) << "bytes of CUDA-region inputs copied, not read in place";
+  EXPECT_EQ(copied.output, 0u) << "bytes of answers copied into CUDA-region places";
   const std::string after = exporter.Dump();
   ASSERT_EQ(after.size(), kSize);
   std::memcpy(image.data(), after.data(), kSize);
@@ -1003,6 +1026,212 @@ TEST_F(SharedMemoryTest, CudaIpcEveryRpcAndDtypeFromASecondProcess) {
   ASSERT_TRUE(RegisterCudaOn(*shm_, "g", exporter.handle(), 0, kSize).ok());
   EXPECT_TRUE(Unary(placed_requests[0]).has_scan());
   ASSERT_TRUE(Unregister("").ok());
+}
+
+// Large requests of every RPC but Scan (and a scan), random data, inputs
+// and outputs in another process's device memory, every output's room
+// poisoned and as large as the largest answer: each read and written in
+// place by the kernels (no byte copied, counted by the engine), equal to the
+// CPU backend's inline answer. Then the same requests fired at once beside
+// inline ones (the batcher runs the CUDA-region ones alone); then the
+// places that cannot be written in place: room for the answer but not for
+// the largest (one copy on the device), too little room (INVALID_ARGUMENT,
+// nothing written), an output over its own input.
+TEST_F(SharedMemoryTest, CudaIpcLargeRequestsOfEveryRpcInPlace) {
+  Start();
+  absl::StatusOr<std::unique_ptr<PrimServer>> cpu_server = [] {
+    ServerOptions options;
+    options.address = "127.0.0.1:0";
+    return PrimServer::Start(options, std::make_unique<CpuBackend>());
+  }();
+  ASSERT_TRUE(cpu_server.ok()) << cpu_server.status();
+  grpc::ChannelArguments unlimited;
+  unlimited.SetMaxReceiveMessageSize(-1);
+  unlimited.SetMaxSendMessageSize(-1);
+  auto cpu = v1::Primitives::NewStub(grpc::CreateCustomChannel(
+      absl::StrCat("127.0.0.1:", (*cpu_server)->port()), grpc::InsecureChannelCredentials(),
+      unlimited));
+  constexpr size_t n = size_t{1} << 20;
+  std::mt19937 rng(1212);
+  std::vector<v1::MultiplexRequest> requests;
+  auto add = [&] {
+    requests.emplace_back();
+    requests.back().set_id(requests.size());
+    return &requests.back();
+  };
+  {
+    auto* r = add()->mutable_scan();
+    *r->mutable_input() = Values<int32_t>(rng, n, 1 << 30);
+    r->set_op(v1::SUM);
+  }
+  {
+    auto* r = add()->mutable_reduce();
+    *r->mutable_input() = Values<int32_t>(rng, n, 1 << 30);
+    r->set_op(v1::SUM);
+    for (uint64_t o : {uint64_t{0}, uint64_t{12345}, uint64_t{500000}, uint64_t{n}}) {
+      r->add_segment_offsets(o);
+    }
+  }
+  {
+    auto* r = add()->mutable_reduce();
+    *r->mutable_input() = Values<int64_t>(rng, n, 1 << 30);
+    r->set_op(v1::ARGMAX);
+  }
+  {
+    auto* r = add()->mutable_select();
+    *r->mutable_input() = Values<int32_t>(rng, n, 1 << 30);
+    r->mutable_predicate()->set_kind(v1::Predicate::GT);
+    r->mutable_predicate()->mutable_operand()->set_int_value(1000);
+    r->set_output(v1::SelectRequest::VALUES_AND_INDICES);
+  }
+  {
+    auto* r = add()->mutable_select();
+    *r->mutable_input() = Values<uint32_t>(rng, n, 1 << 30);
+    *r->mutable_flags() = Values<int64_t>(rng, n, 3);
+    r->set_partition(true);
+  }
+  {
+    auto* r = add()->mutable_select();
+    *r->mutable_input() = Values<double>(rng, n, 1000);
+    *r->mutable_flags() = Values<uint32_t>(rng, n, 2);
+    r->set_output(v1::SelectRequest::INDICES);
+  }
+  {
+    auto* r = add()->mutable_select();
+    *r->mutable_input() = Values<int32_t>(rng, n, 100);
+    r->mutable_predicate()->set_kind(v1::Predicate::LT);
+    r->mutable_predicate()->mutable_operand()->set_int_value(0);
+    r->set_output(v1::SelectRequest::COUNT);
+  }
+  *add()->mutable_unique()->mutable_input() = Values<int64_t>(rng, n, 3);
+  *add()->mutable_run_length_encode()->mutable_input() = Values<int32_t>(rng, n, 4);
+  {
+    auto* r = add()->mutable_reduce_by_key();
+    *r->mutable_keys() = Values<int32_t>(rng, n, 3);
+    *r->mutable_values() = Values<int64_t>(rng, n, 1 << 30);
+    r->set_op(v1::SUM);
+  }
+  {
+    auto* r = add()->mutable_aggregate_by_key();
+    std::vector<int64_t> keys(n);
+    for (int64_t& k : keys) k = static_cast<int64_t>(rng() % 1000);
+    *r->mutable_keys() = PackArray<int64_t>(keys);
+    *r->mutable_values() = Values<int32_t>(rng, n, 1 << 30);
+    r->set_op(v1::MAX);
+    r->set_num_keys(1000);
+  }
+  std::vector<v1::MultiplexResponse> want;
+  for (const v1::MultiplexRequest& r : requests) {
+    grpc::Status status;
+    want.push_back(UnaryAnswer(*cpu, r, &status));
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  constexpr uint64_t kSize = uint64_t{320} << 20;
+  ShmObject image(kSize);
+  Placer placer(&image, "g");
+  std::vector<v1::MultiplexRequest> placed = requests;
+  for (v1::MultiplexRequest& m : placed) placer.Place(&m, n * sizeof(int64_t));
+  // Beyond the placed requests: the places that cannot be written in place.
+  const v1::MultiplexRequest& unique = placed[7];
+  const uint64_t unique_bytes = want[7].unique().values().data().size();
+  v1::MultiplexRequest tight = unique;  // room for this answer, not the largest
+  *tight.mutable_unique()->mutable_output_location()->mutable_values() =
+      placer.Room(unique_bytes);
+  v1::MultiplexRequest too_small = unique;
+  *too_small.mutable_unique()->mutable_output_location()->mutable_values() =
+      placer.Room(unique_bytes - sizeof(int64_t));
+  v1::MultiplexRequest over_input = placed[3];  // values over the input itself
+  over_input.mutable_select()->set_output(v1::SelectRequest::VALUES);
+  over_input.mutable_select()->mutable_output_location()->clear_indices();
+  *over_input.mutable_select()->mutable_output_location()->mutable_values() =
+      over_input.select().input().shm();
+  Exporter exporter(kSize, std::string(image.data(), kSize));
+  ASSERT_TRUE(RegisterCudaOn(*shm_, "g", exporter.handle(), 0, kSize).ok());
+
+  const CopiedBytes before = Copied();
+  std::vector<v1::MultiplexResponse> got;
+  for (const v1::MultiplexRequest& m : placed) got.push_back(Unary(m));
+  const CopiedBytes copied = Copied() - before;
+  EXPECT_EQ(copied.input, 0u) << "bytes of CUDA-region inputs copied, not read in place";
+  EXPECT_EQ(copied.output, 0u) << "bytes of answers copied into CUDA-region places";
+  {
+    const std::string after = exporter.Dump();
+    ASSERT_EQ(after.size(), kSize);
+    std::memcpy(image.data(), after.data(), kSize);
+  }
+  int checked = 0;
+  for (size_t i = 0; i < placed.size(); ++i) {
+    ReadBack(image, &got[i]);
+    EXPECT_EQ(got[i].SerializeAsString(), want[i].SerializeAsString())
+        << requests[i].ShortDebugString().substr(0, 200);
+    ++checked;
+  }
+  std::printf("CUDA IPC in place: %d large requests checked, %llu + %llu bytes copied\n",
+              checked, static_cast<unsigned long long>(copied.input),
+              static_cast<unsigned long long>(copied.output));
+
+  // At once, beside inline ones of the same kinds (small answers: the
+  // reductions and the count), which the batcher may put in one batch with
+  // them: the placed outputs are written again with the same answers.
+  {
+    constexpr size_t kInline[] = {1, 2, 6};
+    std::vector<std::thread> threads;
+    std::vector<v1::MultiplexResponse> concurrent(2 * placed.size());
+    std::vector<grpc::Status> statuses(2 * placed.size());
+    for (size_t i = 0; i < placed.size(); ++i) {
+      threads.emplace_back([&, i] {
+        concurrent[2 * i] = UnaryAnswer(*stub_, placed[i], &statuses[2 * i]);
+      });
+      threads.emplace_back([&, i] {
+        concurrent[2 * i + 1] = UnaryAnswer(*stub_, requests[kInline[i % 3]], &statuses[2 * i + 1]);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    const std::string after = exporter.Dump();
+    std::memcpy(image.data(), after.data(), kSize);
+    for (size_t i = 0; i < placed.size(); ++i) {
+      ASSERT_TRUE(statuses[2 * i].ok()) << statuses[2 * i].error_message();
+      ReadBack(image, &concurrent[2 * i]);
+      EXPECT_EQ(concurrent[2 * i].SerializeAsString(), want[i].SerializeAsString())
+          << "at once: " << requests[i].ShortDebugString().substr(0, 200);
+    }
+    for (size_t i = 0; i < placed.size(); ++i) {
+      EXPECT_TRUE(statuses[2 * i + 1].ok()) << statuses[2 * i + 1].error_message();
+      EXPECT_EQ(concurrent[2 * i + 1].SerializeAsString(), want[kInline[i % 3]].SerializeAsString())
+          << "inline beside them: " << i;
+    }
+  }
+
+  // Room for the answer only: one copy on the device.
+  const CopiedBytes before_tight = Copied();
+  v1::MultiplexResponse tight_got = Unary(tight);
+  const CopiedBytes tight_copied = Copied() - before_tight;
+  EXPECT_EQ(tight_copied.input, 0u);
+  EXPECT_EQ(tight_copied.output, unique_bytes);
+  // Too little room: refused, nothing written.
+  grpc::Status refused = ErrorOf(too_small);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(), HasSubstr("nothing was written"));
+  std::printf("too little room: %s\n", refused.error_message().c_str());
+  // Over its own input: computed in the block, then copied over it.
+  v1::MultiplexResponse over_got = Unary(over_input);
+  {
+    const std::string after = exporter.Dump();
+    std::memcpy(image.data(), after.data(), kSize);
+  }
+  ReadBack(image, &tight_got);
+  EXPECT_EQ(tight_got.unique().values().SerializeAsString(),
+            want[7].unique().values().SerializeAsString());
+  const v1::SharedMemoryRef& small_room = too_small.unique().output_location().values();
+  EXPECT_EQ(std::string(image.data() + small_room.offset(), small_room.byte_size()),
+            std::string(small_room.byte_size(), '\xA5'))
+      << "a refused answer wrote into its place";
+  ReadBack(image, &over_got);
+  EXPECT_EQ(over_got.select().values().SerializeAsString(),
+            want[3].select().values().SerializeAsString());
+  EXPECT_EQ(over_got.select().count(), want[3].select().count());
+  ExpectAGoodRequestAnswered();
+  ASSERT_TRUE(Unregister("g").ok());
 }
 
 double Median(std::vector<double> v) {

@@ -1,7 +1,8 @@
 // The keyed families of one request: ReduceByKey (runs of equal keys, each
 // reduced) and AggregateByKey (keys are indices into num_keys slots; a
 // reproducible float SUM through the order-fixed AggregateByKeyInOrder
-// instead of atomics).
+// instead of atomics). Keys and values that lie in a CUDA region are read
+// there, and placed answers written there (StagedRun).
 #include "core/messages.h"
 #include "kernels/aggregate.h"
 #include "kernels/select.h"
@@ -29,8 +30,8 @@ absl::StatusOr<Result> RunReduceByKey(Lane& lane, const ReduceByKeyOperation& op
   StagedRun run(lane, deadline);
   const StagedRun::Slice keys = run.Input(keys_input);
   const StagedRun::Slice values = run.Input(values_input);
-  const StagedRun::Slice keys_out = run.Output(n * key_size);
-  const StagedRun::Slice values_out = run.Output(n * value_size);
+  const StagedRun::Slice keys_out = run.Output(n * key_size, op.places.keys, "keys");
+  const StagedRun::Slice values_out = run.Output(n * value_size, op.places.values, "values");
   const StagedRun::Slice count = run.Output(sizeof(uint64_t));
   const StagedRun::Slice temp = run.Scratch(temp_bytes);
   PRIMSERVE_RETURN_IF_ERROR(run.Start());
@@ -41,12 +42,13 @@ absl::StatusOr<Result> RunReduceByKey(Lane& lane, const ReduceByKeyOperation& op
   PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(count, sizeof(uint64_t)));
   PRIMSERVE_RETURN_IF_ERROR(run.Finish());
   const uint64_t runs = *run.staged_as<uint64_t>(count);
+  PRIMSERVE_RETURN_IF_ERROR(run.CheckRoom(keys_out, runs * key_size));
+  PRIMSERVE_RETURN_IF_ERROR(run.CheckRoom(values_out, runs * value_size));
   PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(keys_out, runs * key_size));
   PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(values_out, runs * value_size));
   PRIMSERVE_RETURN_IF_ERROR(run.Finish());
-  return ReduceByKeyResult{ToHostArray(op.keys.dtype, run.staged(keys_out), runs * key_size),
-                           ToHostArray(op.values.dtype, run.staged(values_out),
-                                       runs * value_size)};
+  return ReduceByKeyResult{run.Answer(keys_out, op.keys.dtype, runs * key_size),
+                           run.Answer(values_out, op.values.dtype, runs * value_size)};
 }
 
 absl::StatusOr<Result> RunAggregateByKey(Lane& lane, const AggregateByKeyOperation& op,
@@ -65,7 +67,9 @@ absl::StatusOr<Result> RunAggregateByKey(Lane& lane, const AggregateByKeyOperati
   StagedRun run(lane, deadline);
   const StagedRun::Slice keys = run.Input(keys_input);
   const StagedRun::Slice values = run.Input(values_input);
-  const StagedRun::Slice out = run.Output(op.num_keys * value_size);
+  // In place, a request that fails on a key out of range may leave partial
+  // answers in its place (the call fails INVALID_ARGUMENT).
+  const StagedRun::Slice out = run.Output(op.num_keys * value_size, op.places.values, "values");
   const StagedRun::Slice bad = run.Output(sizeof(int64_t));
   const StagedRun::Slice temp = run.Scratch(temp_bytes);
   PRIMSERVE_RETURN_IF_ERROR(run.Start());
@@ -80,19 +84,18 @@ absl::StatusOr<Result> RunAggregateByKey(Lane& lane, const AggregateByKeyOperati
   if (bad_position >= 0) {
     return VisitDType(op.keys.dtype, [&](auto zero) -> absl::Status {
       using K = decltype(zero);
-      // Read from the device's copy: the keys may be in a CUDA region,
-      // which the host cannot read.
+      // Read on the device: the keys may be in a CUDA region (read in
+      // place, or copied into the block), which the host cannot read.
       K key{};
       PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaMemcpy(&key, run.device<K>(keys) + bad_position,
-                                                sizeof(K), cudaMemcpyDeviceToHost));
+                                                sizeof(K), cudaMemcpyDefault));
       return absl::InvalidArgumentError(
           KeyOutOfRangeMessage(static_cast<uint64_t>(bad_position), key, op.num_keys));
     });
   }
   PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(out, op.num_keys * value_size));
   PRIMSERVE_RETURN_IF_ERROR(run.Finish());
-  return AggregateByKeyResult{
-      ToHostArray(op.values.dtype, run.staged(out), op.num_keys * value_size)};
+  return AggregateByKeyResult{run.Answer(out, op.values.dtype, op.num_keys * value_size)};
 }
 
 }  // namespace primserve::cuda

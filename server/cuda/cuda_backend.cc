@@ -56,6 +56,34 @@ Results RunEach(absl::Span<Task* const> tasks, RunOne run_one) {
   return results;
 }
 
+// Runs the tasks' operations as one batch through `run_batch`, except those
+// that read or write a CUDA region (cuda::TouchesDevice): each of those runs
+// alone, as a batch of one with its own deadline, so that its kernels read
+// and write the region where it lies. Answers keep the tasks' order.
+template <typename Kind, typename RunBatch>
+Results RunDeviceOnesAlone(absl::Span<Task* const> tasks, absl::Time deadline,
+                           RunBatch run_batch) {
+  std::vector<const Kind*> ops = OperationsOf<Kind>(tasks);
+  std::vector<const Kind*> host_ops;
+  for (const Kind* op : ops) {
+    if (!cuda::TouchesDevice(*op)) host_ops.push_back(op);
+  }
+  if (host_ops.size() == ops.size()) return Batched(tasks.size(), run_batch(ops, deadline));
+  Results host_results =
+      host_ops.empty() ? Results{} : Batched(host_ops.size(), run_batch(host_ops, deadline));
+  Results results;
+  size_t next_host = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (cuda::TouchesDevice(*ops[i])) {
+      const Kind* const alone[] = {ops[i]};
+      results.push_back(std::move(Batched(1, run_batch(alone, tasks[i]->deadline)).front()));
+    } else {
+      results.push_back(std::move(host_results[next_host++]));
+    }
+  }
+  return results;
+}
+
 }  // namespace
 
 int VisibleCudaDevices() {
@@ -221,6 +249,7 @@ absl::Status CudaBackend::CopyToIpcMemory(char* to, const char* from, size_t byt
   absl::Status copied =
       cuda::CudaStatus(cudaMemcpy(to, from, bytes, cudaMemcpyDefault), "cudaMemcpy");
   if (!copied.ok()) cudaGetLastError();
+  cuda::RegionCopyCounters().output_bytes += bytes;
   return copied;
 }
 
@@ -269,34 +298,21 @@ std::vector<absl::StatusOr<Result>> CudaBackend::Run(Lane& lane, absl::Span<Task
       }
       return results;
     }
+    // Requests in or out of CUDA regions run alone (the batch's wait for
+    // memory still ends at the latest deadline, theirs at their own), the
+    // rest as one batch.
     case Rpc::kReduce:
-      return Batched(tasks.size(),
-                     cuda::RunReduces(lane, OperationsOf<ReduceOperation>(tasks), deadline));
-    case Rpc::kSelect: {
-      // The select kernels take flags as bytes, packed on the host: flags in
-      // a CUDA region come down first (the one input not used where it is).
-      std::vector<const SelectOperation*> ops = OperationsOf<SelectOperation>(tasks);
-      std::vector<SelectOperation> with_host_flags;
-      std::vector<std::string> host_flags;
-      with_host_flags.reserve(ops.size());
-      host_flags.reserve(ops.size());
-      for (const SelectOperation*& op : ops) {
-        if (!op->flags || cuda::DeviceOf(op->flags->bytes.data(), op->flags->bytes.size()) < 0) {
-          continue;
-        }
-        std::string& bytes = host_flags.emplace_back(op->flags->bytes.size(), '\0');
-        if (absl::Status copied = cuda::CudaStatus(
-                cudaMemcpy(bytes.data(), op->flags->bytes.data(), bytes.size(), cudaMemcpyDefault),
-                "cudaMemcpy");
-            !copied.ok()) {
-          return Results(tasks.size(), copied);
-        }
-        SelectOperation& copy = with_host_flags.emplace_back(*op);
-        copy.flags->bytes = bytes;
-        op = &copy;
-      }
-      return Batched(tasks.size(), cuda::RunSelects(lane, ops, deadline));
-    }
+      return RunDeviceOnesAlone<ReduceOperation>(
+          tasks, deadline,
+          [&](absl::Span<const ReduceOperation* const> ops, absl::Time d) {
+            return cuda::RunReduces(lane, ops, d);
+          });
+    case Rpc::kSelect:
+      return RunDeviceOnesAlone<SelectOperation>(
+          tasks, deadline,
+          [&](absl::Span<const SelectOperation* const> ops, absl::Time d) {
+            return cuda::RunSelects(lane, ops, d);
+          });
     case Rpc::kUnique:
       return RunEach<UniqueOperation>(tasks, [&](const UniqueOperation& op, absl::Time d) {
         return cuda::RunUnique(lane, op, d);

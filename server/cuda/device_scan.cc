@@ -98,6 +98,7 @@ absl::StatusOr<Result> RunDeviceScan(Lane& lane, const ScanOperation& op, absl::
     // on the device side.
     PRIMSERVE_RETURN_IF_CUDA_ERROR(
         cudaMemcpyAsync(place, d_out, bytes, cudaMemcpyDefault, lane.stream()));
+    RegionCopyCounters().output_bytes += bytes;
     PRIMSERVE_RETURN_IF_ERROR(run.Finish());
     return ScanResult{HostArray{dtype, {}, bytes}};
   }

@@ -34,6 +34,33 @@ DeviceRanges& Ranges() {
 
 }  // namespace
 
+RegionCopies& RegionCopyCounters() {
+  static RegionCopies* counters = new RegionCopies;
+  return *counters;
+}
+
+namespace {
+
+bool OnDevice(absl::string_view bytes) { return DeviceOf(bytes.data(), bytes.size()) >= 0; }
+bool OnDevice(const OutputPlace& place) {
+  return place.data != nullptr && DeviceOf(place.data, place.room) >= 0;
+}
+bool AnyPlaceOnDevice(const OutputPlaces& places) {
+  return OnDevice(places.values) || OnDevice(places.indices) || OnDevice(places.lengths) ||
+         OnDevice(places.keys);
+}
+
+}  // namespace
+
+bool TouchesDevice(const ReduceOperation& op) {
+  return OnDevice(op.input.bytes) || AnyPlaceOnDevice(op.places);
+}
+
+bool TouchesDevice(const SelectOperation& op) {
+  return OnDevice(op.input.bytes) || (op.flags && OnDevice(op.flags->bytes)) ||
+         AnyPlaceOnDevice(op.places);
+}
+
 void AddDeviceRange(const char* data, size_t bytes, int device) {
   DeviceRanges& r = Ranges();
   absl::MutexLock lock(&r.mu);
@@ -87,6 +114,7 @@ int HostInput::CopyDevicePieces(char* to, cudaStream_t stream) const {
       const cudaError_t copied = cudaMemcpyAsync(to, piece.bytes.data(), piece.bytes.size(),
                                                  cudaMemcpyDefault, stream);
       if (copied != cudaSuccess) return copied;
+      RegionCopyCounters().input_bytes += piece.bytes.size();
     }
     to += piece.bytes.size();
   }

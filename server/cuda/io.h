@@ -1,12 +1,16 @@
 // Where a batch's bytes come from and where its answers go: the request's
 // bytes as parsed, a (pinned) shared-memory region, or device memory from a
-// CUDA IPC handle (copied device to device into the batch's block, or used
-// in place where a runner can: device_scan.h); answers are built in host
-// buffers. The runners see only these interfaces.
+// CUDA IPC handle (read where it lies by the kernels of a request that runs
+// alone on that device: StagedRun::Input, device_scan.h; else copied device
+// to device into the batch's block). Answers are built in host buffers, or
+// written by the kernels straight into an output place in a CUDA region
+// (StagedRun::Output). The runners see only these interfaces.
 #ifndef PRIMSERVE_SERVER_CUDA_IO_H_
 #define PRIMSERVE_SERVER_CUDA_IO_H_
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <utility>
@@ -32,6 +36,24 @@ void RemoveDeviceRange(const char* data);
 // range, else -1 (host memory). One atomic load while none is recorded.
 int DeviceOf(const char* data, size_t bytes);
 
+// Bytes of CUDA regions copied instead of used in place, since the process
+// started (tests check the in-place paths with them): inputs copied device
+// to device into a batch's block, and answers copied into their places in a
+// CUDA region (device to device, or from the host by the service).
+struct RegionCopies {
+  std::atomic<uint64_t> input_bytes{0};
+  std::atomic<uint64_t> output_bytes{0};
+};
+RegionCopies& RegionCopyCounters();
+
+// Whether an operation reads or writes CUDA-region memory: an input (or
+// Select's flags) in a recorded device range, or an output place in one.
+// Such a request runs alone, never fused into a batch, so that its kernels
+// read and write that memory where it lies (a fused launch would need every
+// request's bytes in one block).
+bool TouchesDevice(const ReduceOperation& op);
+bool TouchesDevice(const SelectOperation& op);
+
 // Bytes bound for the device.
 class InputSource {
  public:
@@ -50,6 +72,9 @@ class InputSource {
   // Queues on `stream` the device-to-device copies of the pieces on a device
   // to their places in [to, to + size()).
   virtual int CopyDevicePieces(char* to, cudaStream_t stream) const { return 0; }
+  // The size() bytes where kernels on `device` can read them in place (one
+  // piece of a CUDA region on that device), or null.
+  virtual const char* InPlaceOn(int device) const { return nullptr; }
 };
 
 // Pieces of host memory, or of device memory from a CUDA region, laid end
@@ -65,8 +90,9 @@ class HostInput final : public InputSource {
                                     values.size() * sizeof(T))) {}
 
   void Append(absl::string_view piece) {
-    const bool on_device = DeviceOf(piece.data(), piece.size()) >= 0;
-    pieces_.push_back(Piece{piece, on_device});
+    const int device = DeviceOf(piece.data(), piece.size());
+    const bool on_device = device >= 0;
+    pieces_.push_back(Piece{piece, on_device, device});
     device_pieces_ += on_device;
     size_ += piece.size();
   }
@@ -88,11 +114,15 @@ class HostInput final : public InputSource {
   bool AnyOnDevice() const override { return device_pieces_ != 0; }
   bool AllOnDevice() const override { return device_pieces_ == pieces_.size(); }
   int CopyDevicePieces(char* to, cudaStream_t stream) const override;
+  const char* InPlaceOn(int device) const override {
+    return pieces_.size() == 1 && pieces_[0].device == device ? pieces_[0].bytes.data() : nullptr;
+  }
 
  private:
   struct Piece {
     absl::string_view bytes;
     bool on_device = false;
+    int device = -1;
   };
   std::vector<Piece> pieces_;
   size_t device_pieces_ = 0;

@@ -1,7 +1,9 @@
 // Reductions: a batch of requests (each with its segments, or one) as one
 // segmented launch; ARGMIN/ARGMAX also give each segment's index. A batch of
 // reproducible float SUM/PROD reductions is staged together and each
-// request reduced by its own launch, exactly as alone.
+// request reduced by its own launch, exactly as alone. A request alone (one
+// that reads or writes a CUDA region runs alone: io.h TouchesDevice) reads
+// its input where it lies and writes its placed answers there (StagedRun).
 #include <algorithm>
 #include <vector>
 
@@ -51,7 +53,9 @@ absl::StatusOr<Results> RunReproducibleReduces(Lane& lane,
   StagedRun run(lane, deadline);
   const StagedRun::Slice input = run.Input(data);
   const StagedRun::Slice starts = run.Input(starts_input);
-  const StagedRun::Slice values = run.Output(num_segments * element);
+  const bool alone = ops.size() == 1;
+  const StagedRun::Slice values =
+      run.Output(num_segments * element, alone ? first.places.values : OutputPlace{}, "values");
   const StagedRun::Slice temp = run.Scratch(temp_bytes);
   PRIMSERVE_RETURN_IF_ERROR(run.Start());
   int error = 0;
@@ -70,8 +74,7 @@ absl::StatusOr<Results> RunReproducibleReduces(Lane& lane,
   for (size_t i = 0; i < ops.size(); ++i) {
     const uint64_t count = first_segment[i + 1] - first_segment[i];
     results.push_back(ReduceResult{
-        ToHostArray(dtype, run.staged(values) + first_segment[i] * element, count * element),
-        std::nullopt});
+        run.Answer(values, dtype, count * element, first_segment[i] * element), std::nullopt});
   }
   return results;
 }
@@ -100,8 +103,14 @@ absl::StatusOr<Results> RunReduces(Lane& lane, absl::Span<const ReduceOperation*
   StagedRun run(lane, deadline);
   const StagedRun::Slice input = run.Input(data);
   const StagedRun::Slice starts = run.Input(starts_input);
-  const StagedRun::Slice values = run.Output(num_segments * element);
-  const StagedRun::Slice indices = run.Output(arg ? num_segments * sizeof(int64_t) : 0);
+  // A request alone may have placed its answers (a fused batch has none in
+  // a CUDA region: TouchesDevice).
+  const bool alone = ops.size() == 1;
+  const StagedRun::Slice values =
+      run.Output(num_segments * element, alone ? first.places.values : OutputPlace{}, "values");
+  const StagedRun::Slice indices = run.Output(arg ? num_segments * sizeof(int64_t) : 0,
+                                              alone ? first.places.indices : OutputPlace{},
+                                              "indices");
   const StagedRun::Slice temp = run.Scratch(temp_bytes);
   PRIMSERVE_RETURN_IF_ERROR(run.Start());
   PRIMSERVE_RETURN_IF_ERROR(run.Launched(gpu::SegmentedReduce(
@@ -117,10 +126,12 @@ absl::StatusOr<Results> RunReduces(Lane& lane, absl::Span<const ReduceOperation*
   for (size_t i = 0; i < ops.size(); ++i) {
     const uint64_t first_segment = all.first_segment[i];
     const uint64_t count = all.segments_of(i);
-    ReduceResult result{
-        ToHostArray(dtype, run.staged(values) + first_segment * element, count * element),
-        std::nullopt};
-    if (arg) {
+    ReduceResult result{run.Answer(values, dtype, count * element, first_segment * element),
+                        std::nullopt};
+    if (arg && alone) {
+      // Alone, the kernel's indices are the caller's own.
+      result.indices = run.Answer(indices, DType::kInt64, count * sizeof(int64_t));
+    } else if (arg) {
       // The kernel indexes the whole batch; each caller wants its own indices.
       std::vector<int64_t> own(staged_indices + first_segment,
                                staged_indices + first_segment + count);

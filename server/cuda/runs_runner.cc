@@ -1,5 +1,7 @@
 // Unique and RunLengthEncode of one request: the kernel counts the runs,
-// then only that many values (and lengths) come back.
+// then only that many values (and lengths) come back, or stay where the
+// kernel wrote them in a CUDA region's place (StagedRun), the input read
+// where it lies in one.
 #include "kernels/select.h"
 #include "server/cuda/cuda_status.h"
 #include "server/cuda/io.h"
@@ -14,8 +16,8 @@ struct Runs {
   HostArray lengths;  // empty unless asked for
 };
 
-absl::StatusOr<Runs> RunRuns(Lane& lane, const ArrayView& input, bool with_lengths,
-                             absl::Time deadline) {
+absl::StatusOr<Runs> RunRuns(Lane& lane, const ArrayView& input, const OutputPlaces& places,
+                             bool with_lengths, absl::Time deadline) {
   const DType dtype = input.dtype;
   const size_t element = DTypeSize(dtype);
   const uint64_t n = input.size();
@@ -28,8 +30,9 @@ absl::StatusOr<Runs> RunRuns(Lane& lane, const ArrayView& input, bool with_lengt
   HostInput data(input.bytes);
   StagedRun run(lane, deadline);
   const StagedRun::Slice in = run.Input(data);
-  const StagedRun::Slice values = run.Output(n * element);
-  const StagedRun::Slice lengths = run.Output(with_lengths ? n * sizeof(int64_t) : 0);
+  const StagedRun::Slice values = run.Output(n * element, places.values, "values");
+  const StagedRun::Slice lengths =
+      run.Output(with_lengths ? n * sizeof(int64_t) : 0, places.lengths, "lengths");
   const StagedRun::Slice count = run.Output(sizeof(uint64_t));
   const StagedRun::Slice temp = run.Scratch(temp_bytes);
   PRIMSERVE_RETURN_IF_ERROR(run.Start());
@@ -43,27 +46,27 @@ absl::StatusOr<Runs> RunRuns(Lane& lane, const ArrayView& input, bool with_lengt
   PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(count, sizeof(uint64_t)));
   PRIMSERVE_RETURN_IF_ERROR(run.Finish());
   const uint64_t runs = *run.staged_as<uint64_t>(count);
+  PRIMSERVE_RETURN_IF_ERROR(run.CheckRoom(values, runs * element));
+  if (with_lengths) PRIMSERVE_RETURN_IF_ERROR(run.CheckRoom(lengths, runs * sizeof(int64_t)));
   PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(values, runs * element));
   if (with_lengths) PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(lengths, runs * sizeof(int64_t)));
   PRIMSERVE_RETURN_IF_ERROR(run.Finish());
-  Runs result{ToHostArray(dtype, run.staged(values), runs * element), HostArray{}};
-  if (with_lengths) {
-    result.lengths = ToHostArray(DType::kInt64, run.staged(lengths), runs * sizeof(int64_t));
-  }
+  Runs result{run.Answer(values, dtype, runs * element), HostArray{}};
+  if (with_lengths) result.lengths = run.Answer(lengths, DType::kInt64, runs * sizeof(int64_t));
   return result;
 }
 
 }  // namespace
 
 absl::StatusOr<Result> RunUnique(Lane& lane, const UniqueOperation& op, absl::Time deadline) {
-  absl::StatusOr<Runs> runs = RunRuns(lane, op.input, /*with_lengths=*/false, deadline);
+  absl::StatusOr<Runs> runs = RunRuns(lane, op.input, op.places, /*with_lengths=*/false, deadline);
   if (!runs.ok()) return runs.status();
   return UniqueResult{std::move(runs->values)};
 }
 
 absl::StatusOr<Result> RunRunLengthEncode(Lane& lane, const RunLengthEncodeOperation& op,
                                           absl::Time deadline) {
-  absl::StatusOr<Runs> runs = RunRuns(lane, op.input, /*with_lengths=*/true, deadline);
+  absl::StatusOr<Runs> runs = RunRuns(lane, op.input, op.places, /*with_lengths=*/true, deadline);
   if (!runs.ok()) return runs.status();
   return RunLengthEncodeResult{std::move(runs->values), std::move(runs->lengths)};
 }

@@ -1,10 +1,12 @@
 // Select and partition: one request alone, or a batch of selects as one
 // segmented launch in which each request is a segment compacted into its own
-// slot.
+// slot. A request alone reads its input and flags where they lie in a CUDA
+// region and writes its placed outputs there (StagedRun).
 #include <cstring>
 
 #include "kernels/select.h"
 #include "server/cuda/cuda_status.h"
+#include "server/cuda/flag_kernels.h"
 #include "server/cuda/io.h"
 #include "server/cuda/runners.h"
 #include "server/cuda/staged_run.h"
@@ -37,16 +39,20 @@ void PackFlags(char* at, const ArrayView& flags) {
 }
 
 // A select's answer: `count` kept, and the first `returned` values and
-// indices from staging, as far as the request asked for them.
+// indices from the run's output slices at element `offset`, as far as the
+// request asked for them.
 SelectResult SelectAnswer(const SelectOperation& op, uint64_t count, uint64_t returned,
-                          const char* values, const char* indices) {
+                          const StagedRun& run, const StagedRun::Slice& values,
+                          const StagedRun::Slice& indices, uint64_t offset) {
   SelectResult result;
   result.count = count;
+  const size_t element = DTypeSize(op.input.dtype);
   if (WantsValues(op.output)) {
-    result.values = ToHostArray(op.input.dtype, values, returned * DTypeSize(op.input.dtype));
+    result.values = run.Answer(values, op.input.dtype, returned * element, offset * element);
   }
   if (WantsIndices(op.output)) {
-    result.indices = ToHostArray(DType::kInt64, indices, returned * sizeof(int64_t));
+    result.indices = run.Answer(indices, DType::kInt64, returned * sizeof(int64_t),
+                                offset * sizeof(int64_t));
   }
   return result;
 }
@@ -74,16 +80,31 @@ absl::StatusOr<Result> RunSelect(Lane& lane, const SelectOperation& op, absl::Ti
                                              op.partition, nullptr, nullptr, nullptr,
                                              lane.stream()));
   HostInput data(op.input.bytes);
+  // Flags in a CUDA region are packed to bytes on the device, from where
+  // they lie (or from their copy in the block, on another device); host
+  // flags while staged.
+  const bool device_flags =
+      op.flags && DeviceOf(op.flags->bytes.data(), op.flags->bytes.size()) >= 0;
+  HostInput raw_flags(device_flags ? op.flags->bytes : absl::string_view());
   const SelectOperation* const alone[] = {&op};
-  const ComputedHostInput flag_bytes = FlagBytes(alone, op.flags ? n : 0);
+  const ComputedHostInput flag_bytes = FlagBytes(alone, op.flags && !device_flags ? n : 0);
   StagedRun run(lane, deadline);
   const StagedRun::Slice input = run.Input(data);
-  const StagedRun::Slice flags = run.Input(flag_bytes);
-  const StagedRun::Slice values = run.Output(values_wanted ? n * element : 0);
-  const StagedRun::Slice indices = run.Output(indices_wanted ? n * sizeof(int64_t) : 0);
+  const StagedRun::Slice device_flag_words = run.Input(raw_flags);
+  const StagedRun::Slice flags = device_flags ? run.Scratch(n) : run.Input(flag_bytes);
+  const StagedRun::Slice values =
+      run.Output(values_wanted ? n * element : 0, op.places.values, "values");
+  const StagedRun::Slice indices =
+      run.Output(indices_wanted ? n * sizeof(int64_t) : 0, op.places.indices, "indices");
   const StagedRun::Slice count = run.Output(sizeof(uint64_t));
   const StagedRun::Slice temp = run.Scratch(temp_bytes);
   PRIMSERVE_RETURN_IF_ERROR(run.Start());
+  if (device_flags) {
+    PRIMSERVE_RETURN_IF_ERROR(CudaStatus(
+        gpu::PackFlags(run.device(device_flag_words), static_cast<int>(DTypeSize(op.flags->dtype)),
+                       n, run.device<uint8_t>(flags), lane.stream()),
+        "kernel launch"));
+  }
   if (op.flags) keep = gpu::MakeFlagsKeep(run.device<uint8_t>(flags));
   PRIMSERVE_RETURN_IF_ERROR(run.Launched(gpu::Select(
       run.device(temp), &temp_bytes, run.device(input), dtype, n, keep, op.partition,
@@ -94,10 +115,14 @@ absl::StatusOr<Result> RunSelect(Lane& lane, const SelectOperation& op, absl::Ti
   PRIMSERVE_RETURN_IF_ERROR(run.Finish());
   const uint64_t kept = *run.staged_as<uint64_t>(count);
   const uint64_t returned = op.partition ? n : kept;
+  if (values_wanted) PRIMSERVE_RETURN_IF_ERROR(run.CheckRoom(values, returned * element));
+  if (indices_wanted) {
+    PRIMSERVE_RETURN_IF_ERROR(run.CheckRoom(indices, returned * sizeof(int64_t)));
+  }
   if (values_wanted) PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(values, returned * element));
   if (indices_wanted) PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(indices, returned * sizeof(int64_t)));
   PRIMSERVE_RETURN_IF_ERROR(run.Finish());
-  return SelectAnswer(op, kept, returned, run.staged(values), run.staged(indices));
+  return SelectAnswer(op, kept, returned, run, values, indices, 0);
 }
 
 }  // namespace
@@ -154,9 +179,7 @@ absl::StatusOr<Results> RunSelects(Lane& lane, absl::Span<const SelectOperation*
   Results results;
   for (size_t i = 0; i < ops.size(); ++i) {
     const uint64_t offset = all.offsets[i];
-    results.push_back(SelectAnswer(*ops[i], kept[i], kept[i],
-                                   run.staged(values) + offset * element,
-                                   run.staged(indices) + offset * sizeof(int64_t)));
+    results.push_back(SelectAnswer(*ops[i], kept[i], kept[i], run, values, indices, offset));
   }
   return results;
 }

@@ -2,11 +2,19 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_format.h"
+
 #include "server/cuda/cuda_status.h"
 
 namespace primserve::cuda {
 
 StagedRun::Slice StagedRun::Input(const InputSource& source) {
+  if (const char* at = source.InPlaceOn(lane_.device()); at != nullptr) {
+    read_in_place_.emplace_back(at, source.size());
+    Slice slice;
+    slice.at = const_cast<char*>(at);  // read only
+    return slice;
+  }
   const Slice slice{device_layout_.Add(source.size()), staged_inputs_.Add(source.size())};
   inputs_.emplace_back(&source, slice);
   return slice;
@@ -14,6 +22,26 @@ StagedRun::Slice StagedRun::Input(const InputSource& source) {
 
 StagedRun::Slice StagedRun::Output(size_t max_bytes) {
   return Slice{device_layout_.Add(max_bytes), staged_outputs_.Add(max_bytes)};
+}
+
+StagedRun::Slice StagedRun::Output(size_t max_bytes, const OutputPlace& place,
+                                   const char* name) {
+  const int device = place.data != nullptr ? DeviceOf(place.data, place.room) : -1;
+  if (device < 0) return Output(max_bytes);
+  bool overlaps = false;
+  for (const auto& [at, bytes] : read_in_place_) {
+    overlaps |= place.data < at + bytes && at < place.data + place.room;
+  }
+  Slice slice;
+  if (device == lane_.device() && place.room >= max_bytes && !overlaps) {
+    slice.at = place.data;
+    return slice;
+  }
+  slice.device = device_layout_.Add(max_bytes);
+  slice.place = place.data;
+  slice.room = place.room;
+  slice.name = name;
+  return slice;
 }
 
 StagedRun::Slice StagedRun::Scratch(size_t bytes) { return Slice{device_layout_.Add(bytes), 0}; }
@@ -61,11 +89,30 @@ absl::Status StagedRun::Launched(int cuda_error) {
   return lane_.Mark(Lane::kKernelDone);
 }
 
+absl::Status StagedRun::CheckRoom(const Slice& slice, size_t bytes) const {
+  if (slice.place == nullptr || bytes <= slice.room) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "output_location.%s has room for %d bytes but the answer takes %d; nothing was written",
+      slice.name, slice.room, bytes));
+}
+
 absl::Status StagedRun::CopyBack(const Slice& slice, size_t bytes) {
-  if (bytes == 0) return absl::OkStatus();
+  if (bytes == 0 || slice.at != nullptr) return absl::OkStatus();
+  if (slice.place != nullptr) {
+    PRIMSERVE_RETURN_IF_ERROR(CheckRoom(slice, bytes));
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(
+        cudaMemcpyAsync(slice.place, device(slice), bytes, cudaMemcpyDefault, lane_.stream()));
+    RegionCopyCounters().output_bytes += bytes;
+    return absl::OkStatus();
+  }
   PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(staging_ + slice.staged, device(slice), bytes,
                                                  cudaMemcpyDeviceToHost, lane_.stream()));
   return absl::OkStatus();
+}
+
+HostArray StagedRun::Answer(const Slice& slice, DType dtype, size_t bytes, size_t offset) const {
+  if (slice.at != nullptr || slice.place != nullptr) return HostArray{dtype, {}, bytes};
+  return ToHostArray(dtype, staged(slice) + offset, bytes);
 }
 
 absl::Status StagedRun::Finish() {

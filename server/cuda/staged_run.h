@@ -3,6 +3,15 @@
 // outputs back and read them from staging. Device memory and host staging are
 // both sized by the Layouts that place their slices, so no slice can lie
 // outside its allocation.
+//
+// Memory of CUDA regions (device memory from CUDA IPC handles) takes no room
+// in either: an input that lies wholly in one on the lane's device is read
+// by the kernels where it lies, and an output placed in one is written there
+// by the kernels, with no staging and no copy (Slice::at). An output place
+// that cannot be written in place (less room than the largest answer, on
+// another device, or overlapping an input read in place) gets room in the
+// block, and the answer, once its size is known, one copy on the device into
+// the place (Slice::place); never a trip through the host.
 #ifndef PRIMSERVE_SERVER_CUDA_STAGED_RUN_H_
 #define PRIMSERVE_SERVER_CUDA_STAGED_RUN_H_
 
@@ -26,6 +35,14 @@ class StagedRun final {
   struct Slice {
     size_t device = 0;
     size_t staged = 0;
+    // Device memory outside the block that is the slice: an input read in
+    // place, or an output place written in place.
+    char* at = nullptr;
+    // An output place in a CUDA region that CopyBack copies the answer to
+    // from the slice's room in the block, if it fits `room` (OutputPlace).
+    char* place = nullptr;
+    uint64_t room = 0;
+    const char* name = nullptr;  // the OutputLocation field, for errors
   };
 
   // A batch on `lane`; a wait for device memory ends at `deadline`.
@@ -35,6 +52,11 @@ class StagedRun final {
   Slice Input(const InputSource& source);
   // Room for up to `max_bytes` of answer, on the device and in staging.
   Slice Output(size_t max_bytes);
+  // The same for an output the caller may have placed (`place`, the
+  // OutputLocation field `name`): a place in a CUDA region is written on the
+  // device (see above), a place in host memory gets the answer from staging
+  // as an unplaced output does (the service writes it there).
+  Slice Output(size_t max_bytes, const OutputPlace& place, const char* name);
   // Device memory only (temporary storage).
   Slice Scratch(size_t bytes);
 
@@ -45,17 +67,27 @@ class StagedRun final {
 
   template <typename T = void>
   T* device(const Slice& slice) const {
+    if (slice.at != nullptr) return reinterpret_cast<T*>(slice.at);
     return block_->at<T>(slice.device);
   }
   // Checks a launch's result and marks the end of the kernels.
   absl::Status Launched(int cuda_error);
   // Queues the first `bytes` of `slice` back into its staging (an input's
-  // own staging for a kernel that works in place).
+  // own staging for a kernel that works in place); for an output in a CUDA
+  // region's place, nothing (written in place) or the copy into the place
+  // on the device (after CheckRoom).
   absl::Status CopyBack(const Slice& slice, size_t bytes);
+  // INVALID_ARGUMENT, naming the field, where `bytes` of answer do not fit
+  // the slice's place in a CUDA region. A runner checks every output first,
+  // so that nothing is written where one does not fit.
+  absl::Status CheckRoom(const Slice& slice, size_t bytes) const;
   // Waits for everything queued; then staged() holds what was copied back.
   absl::Status Finish();
 
   const char* staged(const Slice& slice) const { return staging_ + slice.staged; }
+  // The answer of `bytes` at `offset` in an output slice (after Finish): in
+  // its place already (HostArray::bytes_in_place), or read from staging.
+  HostArray Answer(const Slice& slice, DType dtype, size_t bytes, size_t offset = 0) const;
   template <typename T>
   const T* staged_as(const Slice& slice) const {
     return reinterpret_cast<const T*>(staged(slice));
@@ -70,6 +102,9 @@ class StagedRun final {
   Layout staged_inputs_;
   Layout staged_outputs_;
   std::vector<std::pair<const InputSource*, Slice>> inputs_;
+  // Inputs read in place: an output place overlapping one is not written in
+  // place (a kernel would overwrite elements it has still to read).
+  std::vector<std::pair<const char*, size_t>> read_in_place_;
   std::optional<DeviceBlock> block_;
   char* staging_ = nullptr;
 };

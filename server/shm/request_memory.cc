@@ -98,6 +98,15 @@ char* RequestMemory::PlacedData(Slot slot) const {
   return p ? p->data : nullptr;
 }
 
+OutputPlaces RequestMemory::Places() const {
+  auto place = [this](Slot slot) {
+    const std::optional<Placed>& p = placed_[static_cast<int>(slot)];
+    return p ? OutputPlace{p->data, p->ref.byte_size()} : OutputPlace{};
+  };
+  return OutputPlaces{place(Slot::kValues), place(Slot::kIndices), place(Slot::kLengths),
+                      place(Slot::kKeys)};
+}
+
 absl::Status RequestMemory::Deliver(absl::Span<const Delivery> outputs) {
   for (const Delivery& d : outputs) {
     const std::optional<Placed>& p = placed_[static_cast<int>(d.slot)];

@@ -57,6 +57,8 @@ class RequestMemory final {
 
   // Where the output of `slot` goes once placed (PlaceOutputs), else null.
   char* PlacedData(Slot slot) const;
+  // Every placed output with its room (the operation's OutputPlaces).
+  OutputPlaces Places() const;
 
   // Writes placed outputs into their regions (the response's Array then
   // carries `shm` with the bytes written) and moves the others inline. Any
@@ -80,6 +82,11 @@ class RequestMemory final {
   std::vector<Lease> leases_;  // one per region used
   std::array<std::optional<Placed>, 4> placed_;  // by Slot
 };
+
+// The places of a request's outputs (none without shared memory).
+inline OutputPlaces PlacesOf(const RequestMemory* memory) {
+  return memory != nullptr ? memory->Places() : OutputPlaces{};
+}
 
 }  // namespace primserve::shm
 
