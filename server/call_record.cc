@@ -20,11 +20,12 @@ CallLabels LabelsOf(const v1::AggregateByKeyRequest& r) {
 
 CallRecord CallRecord::Start(Metrics* metrics, const CallLabels& labels,
                              const google::protobuf::Message& request) {
-  CallRecord call{metrics, labels, absl::Now(), 0};
-  if (metrics != nullptr) {
-    call.bytes_in = request.ByteSizeLong();
-    metrics->RequestStarted();
-  }
+  return Start(metrics, labels, metrics != nullptr ? request.ByteSizeLong() : 0);
+}
+
+CallRecord CallRecord::Start(Metrics* metrics, const CallLabels& labels, uint64_t bytes_in) {
+  CallRecord call{metrics, labels, absl::Now(), bytes_in};
+  if (metrics != nullptr) metrics->RequestStarted();
   return call;
 }
 

@@ -39,6 +39,8 @@ struct CallRecord {
 
   static CallRecord Start(Metrics* metrics, const CallLabels& labels,
                           const google::protobuf::Message& request);
+  // `bytes_in`: the request's size on the wire.
+  static CallRecord Start(Metrics* metrics, const CallLabels& labels, uint64_t bytes_in);
   // `response` is null unless `status` is OK; `elements` counts only then.
   void Done(const absl::Status& status, const google::protobuf::Message* response,
             uint64_t elements) const;

@@ -32,11 +32,19 @@ constexpr absl::string_view kInlineOnly =
     "for the unary RPCs and Multiplex";
 
 absl::StatusOr<ArrayView> ParseArray(const v1::Array& array, absl::string_view field,
-                                     const RequestLimits& limits, shm::RequestMemory* memory) {
+                                     const RequestLimits& limits, shm::RequestMemory* memory,
+                                     wire::ReceivedMessage* payloads) {
   absl::StatusOr<DType> dtype = ParseDType(array.dtype(), field);
   if (!dtype.ok()) return dtype.status();
   const size_t element_size = DTypeSize(*dtype);
   absl::string_view data = array.data();
+  // A payload left in gRPC's slices: checked by its size, then made
+  // contiguous (at most one copy) only once it is valid.
+  wire::Payload* payload = payloads != nullptr ? payloads->Find(data) : nullptr;
+  if (payload == nullptr && payloads != nullptr && payloads->tokens() && !data.empty()) {
+    return absl::InternalError(absl::StrCat(field, ".data is not a payload of its request"));
+  }
+  const size_t data_size = payload != nullptr ? payload->size() : data.size();
   if (array.has_shm()) {
     if (!data.empty()) {
       return Invalid(absl::StrCat(field, " has both data and shm; set one"));
@@ -46,19 +54,22 @@ absl::StatusOr<ArrayView> ParseArray(const v1::Array& array, absl::string_view f
     if (!shared.ok()) return shared.status();
     data = *shared;
   }
-  if (data.size() % element_size != 0) {
+  const size_t size = array.has_shm() ? data.size() : data_size;
+  if (size % element_size != 0) {
     return Invalid(absl::StrFormat("%s.data has %d bytes, not a multiple of the %d-byte %s element",
-                                   field, data.size(), element_size, DTypeName(*dtype)));
+                                   field, size, element_size, DTypeName(*dtype)));
   }
-  const uint64_t elements = data.size() / element_size;
+  const uint64_t elements = size / element_size;
   if (elements > limits.max_elements) {
     return absl::ResourceExhaustedError(
         absl::StrFormat("%s has %d elements, over the server's limit of %d (--max_request_elements)",
                         field, elements, limits.max_elements));
   }
+  if (payload != nullptr) data = payload->Contiguous();
   // Backends read the bytes in place as elements; protobuf's strings are heap
-  // or in-object buffers, both 8-byte aligned with libstdc++ (shared memory
-  // is checked element-aligned as it resolves).
+  // or in-object buffers, both 8-byte aligned with libstdc++, contiguous
+  // payloads are 8-byte aligned (shared memory is checked element-aligned as
+  // it resolves).
   if (reinterpret_cast<uintptr_t>(data.data()) % element_size != 0) {
     return absl::InternalError(absl::StrCat(field, " is not element-aligned in memory"));
   }
@@ -318,9 +329,10 @@ uint64_t Segments(absl::Span<const uint64_t> offsets) {
 }  // namespace
 
 absl::StatusOr<Operation> ToOperation(const v1::ScanRequest& request, const RequestLimits& limits,
-                                      shm::RequestMemory* memory) {
+                                      shm::RequestMemory* memory,
+                                      wire::ReceivedMessage* payloads) {
   ScanOperation o;
-  absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits, memory);
+  absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits, memory, payloads);
   if (!input.ok()) return input.status();
   o.input = *input;
   absl::StatusOr<Op> op = ParseOp(request.op(), /*allow_arg=*/false, /*allow_prod=*/true, "Scan");
@@ -343,9 +355,10 @@ absl::StatusOr<Operation> ToOperation(const v1::ScanRequest& request, const Requ
 
 absl::StatusOr<Operation> ToOperation(const v1::ReduceRequest& request,
                                       const RequestLimits& limits,
-                                      shm::RequestMemory* memory) {
+                                      shm::RequestMemory* memory,
+                                      wire::ReceivedMessage* payloads) {
   ReduceOperation o;
-  absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits, memory);
+  absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits, memory, payloads);
   if (!input.ok()) return input.status();
   o.input = *input;
   absl::StatusOr<Op> op = ParseOp(request.op(), /*allow_arg=*/true, /*allow_prod=*/true, "Reduce");
@@ -371,9 +384,10 @@ absl::StatusOr<Operation> ToOperation(const v1::ReduceRequest& request,
 
 absl::StatusOr<Operation> ToOperation(const v1::SelectRequest& request,
                                       const RequestLimits& limits,
-                                      shm::RequestMemory* memory) {
+                                      shm::RequestMemory* memory,
+                                      wire::ReceivedMessage* payloads) {
   SelectOperation o;
-  absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits, memory);
+  absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits, memory, payloads);
   if (!input.ok()) return input.status();
   o.input = *input;
   switch (request.criterion_case()) {
@@ -386,7 +400,7 @@ absl::StatusOr<Operation> ToOperation(const v1::SelectRequest& request,
       break;
     }
     case v1::SelectRequest::kFlags: {
-      absl::StatusOr<ArrayView> flags = ParseArray(request.flags(), "flags", limits, memory);
+      absl::StatusOr<ArrayView> flags = ParseArray(request.flags(), "flags", limits, memory, payloads);
       if (!flags.ok()) return flags.status();
       if (!IsIntegerDType(flags->dtype)) {
         return Invalid(absl::StrCat("flags.dtype is ", DTypeName(flags->dtype),
@@ -423,8 +437,9 @@ absl::StatusOr<Operation> ToOperation(const v1::SelectRequest& request,
 
 absl::StatusOr<Operation> ToOperation(const v1::UniqueRequest& request,
                                       const RequestLimits& limits,
-                                      shm::RequestMemory* memory) {
-  absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits, memory);
+                                      shm::RequestMemory* memory,
+                                      wire::ReceivedMessage* payloads) {
+  absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits, memory, payloads);
   if (!input.ok()) return input.status();
   if (absl::Status s = PlaceOutputs(request, {{shm::Slot::kValues, input->dtype, std::nullopt}},
                                     memory, "Unique");
@@ -436,8 +451,9 @@ absl::StatusOr<Operation> ToOperation(const v1::UniqueRequest& request,
 
 absl::StatusOr<Operation> ToOperation(const v1::RunLengthEncodeRequest& request,
                                       const RequestLimits& limits,
-                                      shm::RequestMemory* memory) {
-  absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits, memory);
+                                      shm::RequestMemory* memory,
+                                      wire::ReceivedMessage* payloads) {
+  absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits, memory, payloads);
   if (!input.ok()) return input.status();
   if (absl::Status s = PlaceOutputs(request,
                                     {{shm::Slot::kValues, input->dtype, std::nullopt},
@@ -451,11 +467,12 @@ absl::StatusOr<Operation> ToOperation(const v1::RunLengthEncodeRequest& request,
 
 absl::StatusOr<Operation> ToOperation(const v1::ReduceByKeyRequest& request,
                                       const RequestLimits& limits,
-                                      shm::RequestMemory* memory) {
+                                      shm::RequestMemory* memory,
+                                      wire::ReceivedMessage* payloads) {
   ReduceByKeyOperation o;
-  absl::StatusOr<ArrayView> keys = ParseArray(request.keys(), "keys", limits, memory);
+  absl::StatusOr<ArrayView> keys = ParseArray(request.keys(), "keys", limits, memory, payloads);
   if (!keys.ok()) return keys.status();
-  absl::StatusOr<ArrayView> values = ParseArray(request.values(), "values", limits, memory);
+  absl::StatusOr<ArrayView> values = ParseArray(request.values(), "values", limits, memory, payloads);
   if (!values.ok()) return values.status();
   if (absl::Status s = CheckSameLength(*keys, "keys", *values, "values"); !s.ok()) return s;
   absl::StatusOr<Op> op =
@@ -478,15 +495,16 @@ absl::StatusOr<Operation> ToOperation(const v1::ReduceByKeyRequest& request,
 
 absl::StatusOr<Operation> ToOperation(const v1::AggregateByKeyRequest& request,
                                       const RequestLimits& limits,
-                                      shm::RequestMemory* memory) {
+                                      shm::RequestMemory* memory,
+                                      wire::ReceivedMessage* payloads) {
   AggregateByKeyOperation o;
-  absl::StatusOr<ArrayView> keys = ParseArray(request.keys(), "keys", limits, memory);
+  absl::StatusOr<ArrayView> keys = ParseArray(request.keys(), "keys", limits, memory, payloads);
   if (!keys.ok()) return keys.status();
   if (!IsIntegerDType(keys->dtype)) {
     return Invalid(absl::StrCat("keys.dtype is ", DTypeName(keys->dtype),
                                 "; AggregateByKey keys must be of an integer dtype"));
   }
-  absl::StatusOr<ArrayView> values = ParseArray(request.values(), "values", limits, memory);
+  absl::StatusOr<ArrayView> values = ParseArray(request.values(), "values", limits, memory, payloads);
   if (!values.ok()) return values.status();
   if (absl::Status s = CheckSameLength(*keys, "keys", *values, "values"); !s.ok()) return s;
   absl::StatusOr<Op> op =

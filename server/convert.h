@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "proto/primserve/v1/primitives.pb.h"
 #include "server/shm/request_memory.h"
+#include "wire/received.h"
 #include "server/task.h"
 
 namespace primserve {
@@ -36,27 +37,37 @@ struct RequestLimits {
 // shared memory its Array.shm fields name: `memory` resolves those and its
 // output_location, and holds the leases that keep them mapped (it must
 // outlive the Operation too, and is the one to pass to ToResponse). Null
-// refuses both with INVALID_ARGUMENT, as the streaming RPCs do.
+// refuses both with INVALID_ARGUMENT, as the streaming RPCs do. `payloads`:
+// the request was parsed by wire::ReceivedMessage, whose tokens its
+// Array.data fields hold (it must outlive the Operation too); null: the
+// data is in the request.
 absl::StatusOr<Operation> ToOperation(const v1::ScanRequest& request, const RequestLimits& limits,
-                                      shm::RequestMemory* memory = nullptr);
+                                      shm::RequestMemory* memory = nullptr,
+                                      wire::ReceivedMessage* payloads = nullptr);
 absl::StatusOr<Operation> ToOperation(const v1::ReduceRequest& request,
                                       const RequestLimits& limits,
-                                      shm::RequestMemory* memory = nullptr);
+                                      shm::RequestMemory* memory = nullptr,
+                                      wire::ReceivedMessage* payloads = nullptr);
 absl::StatusOr<Operation> ToOperation(const v1::SelectRequest& request,
                                       const RequestLimits& limits,
-                                      shm::RequestMemory* memory = nullptr);
+                                      shm::RequestMemory* memory = nullptr,
+                                      wire::ReceivedMessage* payloads = nullptr);
 absl::StatusOr<Operation> ToOperation(const v1::UniqueRequest& request,
                                       const RequestLimits& limits,
-                                      shm::RequestMemory* memory = nullptr);
+                                      shm::RequestMemory* memory = nullptr,
+                                      wire::ReceivedMessage* payloads = nullptr);
 absl::StatusOr<Operation> ToOperation(const v1::RunLengthEncodeRequest& request,
                                       const RequestLimits& limits,
-                                      shm::RequestMemory* memory = nullptr);
+                                      shm::RequestMemory* memory = nullptr,
+                                      wire::ReceivedMessage* payloads = nullptr);
 absl::StatusOr<Operation> ToOperation(const v1::ReduceByKeyRequest& request,
                                       const RequestLimits& limits,
-                                      shm::RequestMemory* memory = nullptr);
+                                      shm::RequestMemory* memory = nullptr,
+                                      wire::ReceivedMessage* payloads = nullptr);
 absl::StatusOr<Operation> ToOperation(const v1::AggregateByKeyRequest& request,
                                       const RequestLimits& limits,
-                                      shm::RequestMemory* memory = nullptr);
+                                      shm::RequestMemory* memory = nullptr,
+                                      wire::ReceivedMessage* payloads = nullptr);
 
 // Moves the result's arrays into the response, or writes those the request
 // placed in shared memory there (see RequestMemory::Deliver; null: all

@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "grpcpp/support/slice.h"
+#include "wire/format.h"
+#include "wire/received.h"
 
 namespace primserve {
 namespace {
@@ -12,16 +16,36 @@ namespace {
 // A protobuf message must stay under 2 GiB; leave room for the framing.
 constexpr uint64_t kMaxProtobufPayloadBytes = (uint64_t{1} << 31) - 1024;
 
+void DeleteString(void* s) { delete static_cast<std::string*>(s); }
+
 }  // namespace
 
 grpc::ServerUnaryReactor* EchoService::Echo(grpc::CallbackServerContext* context,
-                                            const v1::EchoRequest* request,
-                                            v1::EchoResponse* response) {
+                                            const grpc::ByteBuffer* raw_request,
+                                            grpc::ByteBuffer* raw_response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  v1::EchoRequest request;
+  wire::ReceivedMessage received;
+  if (absl::Status parsed = received.Parse(*raw_request, &request); !parsed.ok()) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(parsed.message())));
+    return reactor;
+  }
+  // The arrays' bytes as gRPC received them: an echo costs no more than the
+  // transport does.
+  std::vector<grpc::Slice> received_bytes;
   uint64_t request_bytes = 0;
-  for (const v1::Array& array : request->arrays()) request_bytes += array.data().size();
+  for (const v1::Array& array : request.arrays()) {
+    if (const wire::Payload* payload = received.Find(array.data())) {
+      received_bytes.insert(received_bytes.end(), payload->slices().begin(),
+                            payload->slices().end());
+      request_bytes += payload->size();
+    } else if (!array.data().empty()) {  // protobuf parsed the request whole
+      received_bytes.emplace_back(array.data());
+      request_bytes += array.data().size();
+    }
+  }
   const uint64_t response_bytes =
-      request->has_response_bytes() ? request->response_bytes() : request_bytes;
+      request.has_response_bytes() ? request.response_bytes() : request_bytes;
   const uint64_t limit = std::min(max_response_bytes_, kMaxProtobufPayloadBytes);
   if (response_bytes > limit) {
     reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -30,20 +54,23 @@ grpc::ServerUnaryReactor* EchoService::Echo(grpc::CallbackServerContext* context
                                               " (--max_response_bytes)")));
     return reactor;
   }
-  // gRPC owns the request message, which is not const and is not read after
-  // this handler, so its bytes can be moved instead of copied: an echo must
-  // cost no more than the transport does.
-  auto* arrays = const_cast<v1::EchoRequest*>(request)->mutable_arrays();
-  std::string* payload = response->mutable_payload();
-  if (arrays->size() == 1) {
-    payload->swap(*arrays->Mutable(0)->mutable_data());
-  } else {
-    for (const v1::Array& array : *arrays) {
-      if (payload->size() >= response_bytes) break;
-      payload->append(array.data(), 0, response_bytes - payload->size());
-    }
+  // EchoResponse.payload: the received bytes, cut, or padded with zeros.
+  std::string header;
+  wire::AppendTag(v1::EchoResponse::kPayloadFieldNumber, wire::kLengthDelimited, &header);
+  wire::AppendVarint(response_bytes, &header);
+  std::vector<grpc::Slice> answer = {grpc::Slice(header)};
+  uint64_t left = response_bytes;
+  for (const grpc::Slice& slice : received_bytes) {
+    if (left == 0) break;
+    const size_t take = std::min<uint64_t>(left, slice.size());
+    answer.push_back(take == slice.size() ? slice : slice.sub(0, take));
+    left -= take;
   }
-  payload->resize(response_bytes);  // cuts, or pads with zeros
+  if (left > 0) {
+    auto* zeros = new std::string(left, '\0');
+    answer.emplace_back(zeros->data(), zeros->size(), DeleteString, zeros);
+  }
+  *raw_response = grpc::ByteBuffer(answer.data(), answer.size());
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -13,15 +13,17 @@
 
 namespace primserve {
 
-class EchoService final : public v1::Echo::CallbackService {
+// Over raw buffers, as the Primitives service's unary RPCs (wire/): the
+// answer's payload is sent from the request's own received bytes.
+class EchoService final : public v1::Echo::WithRawCallbackMethod_Echo<v1::Echo::CallbackService> {
  public:
   // Answers larger than max_response_bytes (and than a protobuf message can
   // hold) get RESOURCE_EXHAUSTED.
   explicit EchoService(uint64_t max_response_bytes) : max_response_bytes_(max_response_bytes) {}
 
   grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
-                                 const v1::EchoRequest* request,
-                                 v1::EchoResponse* response) override;
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
 
  private:
   const uint64_t max_response_bytes_;

@@ -9,6 +9,8 @@
 #include "server/multiplex.h"
 #include "absl/strings/str_cat.h"
 #include "server/admission.h"
+#include "wire/framing.h"
+#include "wire/received.h"
 
 namespace primserve {
 
@@ -43,29 +45,35 @@ std::unique_ptr<shm::RequestMemory> RequestMemoryOf(const shm::Registry* registr
   return std::make_unique<shm::RequestMemory>(*off);
 }
 
-namespace {
-
-// Records the call, then answers it (after which the response is gone).
-void Answer(grpc::ServerUnaryReactor* reactor, const CallRecord& call, const absl::Status& status,
-            const google::protobuf::Message* response, uint64_t elements) {
-  call.Done(status, response, elements);
-  reactor->Finish(ToGrpc(status));
-}
-
-}  // namespace
-
 template <typename Request, typename Response>
 grpc::ServerUnaryReactor* PrimitivesService::Handle(grpc::CallbackServerContext* context,
-                                                    const Request* request, Response* response) {
+                                                    const grpc::ByteBuffer* raw_request,
+                                                    grpc::ByteBuffer* raw_response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const CallRecord call = CallRecord::Start(metrics_, LabelsOf(*request), *request);
+  // The parsed request and its payloads, which the operation views, live
+  // until the answer is sent.
+  struct Received {
+    Request request;
+    wire::ReceivedMessage payloads;
+  };
+  auto received = std::make_unique<Received>();
+  if (absl::Status parsed = received->payloads.Parse(*raw_request, &received->request);
+      !parsed.ok()) {
+    RecordRefusal(metrics_, parsed);
+    reactor->Finish(ToGrpc(parsed));
+    return reactor;
+  }
+  const CallRecord call =
+      CallRecord::Start(metrics_, LabelsOf(received->request), raw_request->Length());
   // Holds the leases on the shared memory the operation views, until the
   // task (and its done callback) is destroyed after the answer.
   std::unique_ptr<shm::RequestMemory> memory = RequestMemoryOf(shared_memory_);
-  absl::StatusOr<Operation> operation = ToOperation(*request, limits_, memory.get());
+  absl::StatusOr<Operation> operation =
+      ToOperation(received->request, limits_, memory.get(), &received->payloads);
   if (!operation.ok()) {
     RecordRefusal(metrics_, operation.status());
-    Answer(reactor, call, operation.status(), nullptr, 0);
+    call.Done(operation.status(), nullptr, 0);
+    reactor->Finish(ToGrpc(operation.status()));
     return reactor;
   }
   const uint64_t elements = ItemCount(*operation);
@@ -74,60 +82,39 @@ grpc::ServerUnaryReactor* PrimitivesService::Handle(grpc::CallbackServerContext*
   task->deadline = DeadlineOf(*context);
   task->is_cancelled = [context] { return context->IsCancelled(); };
   task->peer = CallerOf(*context, caller_header_);
-  task->done = [reactor, response, call, elements,
-                memory = std::move(memory)](absl::StatusOr<Result> result) {
+  task->done = [reactor, raw_response, call, elements, memory = std::move(memory),
+                received = std::move(received)](absl::StatusOr<Result> result) {
+    Response response;
     const absl::Status status =
-        result.ok() ? ToResponse(*std::move(result), response, memory.get()) : result.status();
-    Answer(reactor, call, status, status.ok() ? response : nullptr, elements);
+        result.ok() ? ToResponse(*std::move(result), &response, memory.get()) : result.status();
+    call.Done(status, status.ok() ? &response : nullptr, elements);
+    if (status.ok()) *raw_response = wire::Frame(&response);
+    reactor->Finish(ToGrpc(status));
   };
   // On failure the scheduler recorded its own refusal (queue full).
   if (absl::Status scheduled = scheduler_->Schedule(&task); !scheduled.ok()) {
-    Answer(reactor, call, scheduled, nullptr, 0);
+    call.Done(scheduled, nullptr, 0);
+    reactor->Finish(ToGrpc(scheduled));
   }
   return reactor;
 }
 
-grpc::ServerUnaryReactor* PrimitivesService::Scan(grpc::CallbackServerContext* context,
-                                                  const v1::ScanRequest* request,
-                                                  v1::ScanResponse* response) {
-  return Handle(context, request, response);
-}
+#define PRIMSERVE_RAW_UNARY(Rpc)                                                           \
+  grpc::ServerUnaryReactor* PrimitivesService::Rpc(grpc::CallbackServerContext* context,   \
+                                                   const grpc::ByteBuffer* request,        \
+                                                   grpc::ByteBuffer* response) {           \
+    return Handle<v1::Rpc##Request, v1::Rpc##Response>(context, request, response);       \
+  }
 
-grpc::ServerUnaryReactor* PrimitivesService::Reduce(grpc::CallbackServerContext* context,
-                                                    const v1::ReduceRequest* request,
-                                                    v1::ReduceResponse* response) {
-  return Handle(context, request, response);
-}
+PRIMSERVE_RAW_UNARY(Scan)
+PRIMSERVE_RAW_UNARY(Reduce)
+PRIMSERVE_RAW_UNARY(Select)
+PRIMSERVE_RAW_UNARY(Unique)
+PRIMSERVE_RAW_UNARY(RunLengthEncode)
+PRIMSERVE_RAW_UNARY(ReduceByKey)
+PRIMSERVE_RAW_UNARY(AggregateByKey)
 
-grpc::ServerUnaryReactor* PrimitivesService::Select(grpc::CallbackServerContext* context,
-                                                    const v1::SelectRequest* request,
-                                                    v1::SelectResponse* response) {
-  return Handle(context, request, response);
-}
-
-grpc::ServerUnaryReactor* PrimitivesService::Unique(grpc::CallbackServerContext* context,
-                                                    const v1::UniqueRequest* request,
-                                                    v1::UniqueResponse* response) {
-  return Handle(context, request, response);
-}
-
-grpc::ServerUnaryReactor* PrimitivesService::RunLengthEncode(
-    grpc::CallbackServerContext* context, const v1::RunLengthEncodeRequest* request,
-    v1::RunLengthEncodeResponse* response) {
-  return Handle(context, request, response);
-}
-
-grpc::ServerUnaryReactor* PrimitivesService::ReduceByKey(grpc::CallbackServerContext* context,
-                                                         const v1::ReduceByKeyRequest* request,
-                                                         v1::ReduceByKeyResponse* response) {
-  return Handle(context, request, response);
-}
-
-grpc::ServerUnaryReactor* PrimitivesService::AggregateByKey(
-    grpc::CallbackServerContext* context, const v1::AggregateByKeyRequest* request,
-    v1::AggregateByKeyResponse* response) {
-  return Handle(context, request, response);
-}
+#undef PRIMSERVE_RAW_UNARY
 
 grpc::ServerBidiReactor<v1::MultiplexRequest, v1::MultiplexResponse>*
 PrimitivesService::Multiplex(grpc::CallbackServerContext* context) {

@@ -32,7 +32,16 @@ std::string CallerOf(const grpc::CallbackServerContext& context,
 // registry, or (null: the server runs without --shared_memory) a refusal.
 std::unique_ptr<shm::RequestMemory> RequestMemoryOf(const shm::Registry* registry);
 
-class PrimitivesService final : public v1::Primitives::CallbackService {
+// The Primitives service with its unary methods over raw buffers.
+using RawUnaryPrimitives = v1::Primitives::WithRawCallbackMethod_Scan<
+    v1::Primitives::WithRawCallbackMethod_Reduce<v1::Primitives::WithRawCallbackMethod_Select<
+        v1::Primitives::WithRawCallbackMethod_Unique<
+            v1::Primitives::WithRawCallbackMethod_RunLengthEncode<
+                v1::Primitives::WithRawCallbackMethod_ReduceByKey<
+                    v1::Primitives::WithRawCallbackMethod_AggregateByKey<
+                        v1::Primitives::CallbackService>>>>>>>;
+
+class PrimitivesService final : public RawUnaryPrimitives {
  public:
   // Records every call (count, latency, payload, refusals) into `metrics`
   // unless it is null.
@@ -51,27 +60,30 @@ class PrimitivesService final : public v1::Primitives::CallbackService {
         shared_memory_(shared_memory),
         backend_(backend) {}
 
+  // The unary RPCs take and give raw gRPC buffers: requests are parsed with
+  // their arrays left where gRPC received them, and answers are sent from the
+  // memory that holds them (wire/). The bytes are v1's messages all the same.
   grpc::ServerUnaryReactor* Scan(grpc::CallbackServerContext* context,
-                                 const v1::ScanRequest* request,
-                                 v1::ScanResponse* response) override;
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Reduce(grpc::CallbackServerContext* context,
-                                   const v1::ReduceRequest* request,
-                                   v1::ReduceResponse* response) override;
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Select(grpc::CallbackServerContext* context,
-                                   const v1::SelectRequest* request,
-                                   v1::SelectResponse* response) override;
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Unique(grpc::CallbackServerContext* context,
-                                   const v1::UniqueRequest* request,
-                                   v1::UniqueResponse* response) override;
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* RunLengthEncode(grpc::CallbackServerContext* context,
-                                            const v1::RunLengthEncodeRequest* request,
-                                            v1::RunLengthEncodeResponse* response) override;
+                                            const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ReduceByKey(grpc::CallbackServerContext* context,
-                                        const v1::ReduceByKeyRequest* request,
-                                        v1::ReduceByKeyResponse* response) override;
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* AggregateByKey(grpc::CallbackServerContext* context,
-                                           const v1::AggregateByKeyRequest* request,
-                                           v1::AggregateByKeyResponse* response) override;
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
   grpc::ServerBidiReactor<v1::MultiplexRequest, v1::MultiplexResponse>* Multiplex(
       grpc::CallbackServerContext* context) override;
   // The streaming forms: server/stream_reactor.h.
@@ -94,8 +106,8 @@ class PrimitivesService final : public v1::Primitives::CallbackService {
   StreamEnvironment StreamEnvironmentOf(const grpc::CallbackServerContext& context) const;
 
   template <typename Request, typename Response>
-  grpc::ServerUnaryReactor* Handle(grpc::CallbackServerContext* context, const Request* request,
-                                   Response* response);
+  grpc::ServerUnaryReactor* Handle(grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* request, grpc::ByteBuffer* response);
 
   Scheduler* const scheduler_;
   const RequestLimits limits_;

@@ -5,6 +5,12 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
 
 #include "google/protobuf/descriptor.h"
 
@@ -23,6 +29,50 @@ inline void AppendVarint(uint64_t value, std::string* out) {
 inline void AppendTag(int field, WireType type, std::string* out) {
   AppendVarint((static_cast<uint64_t>(field) << 3) | type, out);
 }
+
+// The bytes of a message being built: runs of small bytes and slices of
+// received or held memory, in order.
+class Pieces {
+ public:
+  size_t size() const { return size_; }
+
+  void AppendBytes(absl::string_view bytes) {
+    if (segments_.empty() || segments_.back().is_slice) segments_.push_back(Segment{});
+    segments_.back().bytes.append(bytes.data(), bytes.size());
+    size_ += bytes.size();
+  }
+  void AppendSlice(grpc::Slice slice) {
+    size_ += slice.size();
+    segments_.push_back(Segment{true, {}, std::move(slice)});
+  }
+  void Append(Pieces&& other) {
+    for (Segment& s : other.segments_) {
+      if (s.is_slice) {
+        AppendSlice(std::move(s.slice));
+      } else {
+        AppendBytes(s.bytes);
+      }
+    }
+  }
+
+  grpc::ByteBuffer ToByteBuffer() && {
+    std::vector<grpc::Slice> slices;
+    slices.reserve(segments_.size());
+    for (Segment& s : segments_) {
+      slices.push_back(s.is_slice ? std::move(s.slice) : grpc::Slice(s.bytes));
+    }
+    return grpc::ByteBuffer(slices.data(), slices.size());
+  }
+
+ private:
+  struct Segment {
+    bool is_slice = false;
+    std::string bytes;
+    grpc::Slice slice;
+  };
+  std::vector<Segment> segments_;
+  size_t size_ = 0;
+};
 
 inline constexpr char kArrayType[] = "primserve.v1.Array";
 inline constexpr int kArrayDataField = 2;

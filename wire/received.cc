@@ -19,6 +19,14 @@ constexpr size_t kHugePage = size_t{2} << 20;
 // Array-bearing messages nest this deep at most in our protos (Multiplex ->
 // request -> Array); deeper is not ours, so protobuf parses it.
 constexpr int kMaxDepth = 8;
+// Protobuf's parser rejects a tag or a length spread over more bytes than
+// these (a small value padded with 0x80 bytes), whatever its value: such
+// bytes are handed to it.
+constexpr int kMaxTagBytes = 5;
+constexpr int kMaxLengthBytes = 5;
+// Other fields' values this large (segment offsets, say) are referenced in
+// the received slices rather than copied.
+constexpr size_t kMinReferencedBytes = 4096;
 
 // A forward-only reader over a message's slices.
 class Cursor {
@@ -38,10 +46,11 @@ class Cursor {
     return true;
   }
 
-  // A varint of at most 10 bytes whose value fits in 64 bits.
-  bool ReadVarint(uint64_t* value) {
+  // A varint of at most `max_bytes` (at most 10) bytes whose value fits in
+  // 64 bits.
+  bool ReadVarint(uint64_t* value, int max_bytes = 10) {
     *value = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
+    for (int shift = 0; shift < 7 * max_bytes; shift += 7) {
       uint8_t byte;
       if (!ReadByte(&byte)) return false;
       if (shift == 63 && byte > 1) return false;
@@ -95,21 +104,28 @@ enum class Walk { kOk, kHandOver };
 // Rewrites the fields of one message of `type` in [cursor, end) into
 // `header`: fields that lead to an Array are followed, Array.data payloads
 // become tokens, everything else is copied (tags and varints re-encoded
-// canonically, which protobuf reads as the same values). kHandOver for
+// canonically, which protobuf reads as the same values; large values as
+// references to the received slices). kHandOver for
 // anything this walk does not follow: protobuf then parses the whole message.
 Walk Rewrite(Cursor& cursor, size_t end, const google::protobuf::Descriptor* type, int depth,
-             std::deque<Payload>& payloads, std::string* header) {
+             std::deque<Payload>& payloads, Pieces* header) {
+  std::string scratch;
+  const auto append_varint = [&](uint64_t value) {
+    scratch.clear();
+    AppendVarint(value, &scratch);
+    header->AppendBytes(scratch);
+  };
   const bool is_array = type->full_name() == kArrayType;
   while (cursor.position() < end) {
     uint64_t tag;
-    if (!cursor.ReadVarint(&tag) || tag > 0xffffffffu || (tag >> 3) == 0) return Walk::kHandOver;
+    if (!cursor.ReadVarint(&tag, kMaxTagBytes) || tag > 0xffffffffu || (tag >> 3) == 0) return Walk::kHandOver;
     const int number = static_cast<int>(tag >> 3);
     const uint32_t wire_type = tag & 7;
-    AppendVarint(tag, header);
+    append_varint(tag);
     if (wire_type == kVarint) {
       uint64_t value;
       if (!cursor.ReadVarint(&value) || cursor.position() > end) return Walk::kHandOver;
-      AppendVarint(value, header);
+      append_varint(value);
       continue;
     }
     uint64_t length;
@@ -118,7 +134,9 @@ Walk Rewrite(Cursor& cursor, size_t end, const google::protobuf::Descriptor* typ
     } else if (wire_type == kFixed32) {
       length = 4;
     } else if (wire_type == kLengthDelimited) {
-      if (!cursor.ReadVarint(&length) || length > 0x7fffffff) return Walk::kHandOver;
+      if (!cursor.ReadVarint(&length, kMaxLengthBytes) || length > 0x7fffffff) {
+        return Walk::kHandOver;
+      }
     } else {  // groups, and wire types protobuf rejects
       return Walk::kHandOver;
     }
@@ -127,21 +145,27 @@ Walk Rewrite(Cursor& cursor, size_t end, const google::protobuf::Descriptor* typ
     if (wire_type == kLengthDelimited && is_array && number == kArrayDataField && length > 0) {
       const uint64_t index = payloads.size();
       payloads.emplace_back(cursor.Take(length));
-      AppendVarint(sizeof(index), header);
-      header->append(reinterpret_cast<const char*>(&index), sizeof(index));
+      append_varint(sizeof(index));
+      header->AppendBytes(absl::string_view(reinterpret_cast<const char*>(&index), sizeof(index)));
     } else if (wire_type == kLengthDelimited && field != nullptr &&
                field->message_type() != nullptr && depth < kMaxDepth &&
                BearsArray(field->message_type())) {
-      std::string sub;
+      Pieces sub;
       if (Rewrite(cursor, cursor.position() + length, field->message_type(), depth + 1, payloads,
                   &sub) == Walk::kHandOver) {
         return Walk::kHandOver;
       }
-      AppendVarint(sub.size(), header);
-      header->append(sub);
+      append_varint(sub.size());
+      header->Append(std::move(sub));
     } else {
-      if (wire_type == kLengthDelimited) AppendVarint(length, header);
-      cursor.CopyTo(length, header);
+      if (wire_type == kLengthDelimited) append_varint(length);
+      if (length >= kMinReferencedBytes) {
+        for (grpc::Slice& piece : cursor.Take(length)) header->AppendSlice(std::move(piece));
+      } else {
+        scratch.clear();
+        cursor.CopyTo(length, &scratch);
+        header->AppendBytes(scratch);
+      }
     }
   }
   return Walk::kOk;
@@ -189,10 +213,12 @@ absl::Status ReceivedMessage::Parse(const grpc::ByteBuffer& buffer,
     return absl::InvalidArgumentError("the request could not be read");
   }
   Cursor cursor(slices);
-  std::string header;
+  Pieces header;
   if (Rewrite(cursor, cursor.size(), message->GetDescriptor(), 0, payloads_, &header) ==
       Walk::kOk) {
-    if (!message->ParseFromString(header)) {
+    grpc::ByteBuffer header_bytes = std::move(header).ToByteBuffer();
+    grpc::ProtoBufferReader header_reader(&header_bytes);
+    if (!message->ParseFromZeroCopyStream(&header_reader)) {
       payloads_.clear();
       return absl::InvalidArgumentError(
           absl::StrCat("the request is not a valid ", message->GetTypeName()));
