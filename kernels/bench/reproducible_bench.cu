@@ -63,7 +63,10 @@ using TreePolicy = ScanPolicy<DefaultScanPolicy::kThreads, DefaultScanPolicy::kB
                               DefaultScanPolicy::kMinBlocksPerSm,
                               LookbackPolicy<1, DefaultScanPolicy::Lookback::kFirstSleepNs,
                                              DefaultScanPolicy::Lookback::kMaxSleepNs,
-                                             DefaultScanPolicy::Lookback::kWaitAll, false>>;
+                                             DefaultScanPolicy::Lookback::kWaitAll, false,
+                                             DefaultScanPolicy::Lookback::kInitialDelayNs,
+                                             DefaultScanPolicy::Lookback::kRelaxed,
+                                             DefaultScanPolicy::Lookback::kPollNs>>;
 
 // Times call with temp storage from its size query; returns the median.
 double TimeTwoPhase(const std::function<int(void*, size_t*, cudaStream_t)>& f, int reps,

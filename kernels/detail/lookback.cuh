@@ -244,9 +244,13 @@ class TileStatus {
   template <typename Policy = DefaultLookbackPolicy, typename ScanOp>
   __device__ V TileExclusivePrefix(int64_t tile, const V& aggregate,
                                    ScanOp op) const {
-    if (LaneId() == 0) PublishAggregate(tile, aggregate);
+    if (LaneId() == 0) Publish<Policy::kRelaxed>(tile, kAggregate, aggregate);
+    if constexpr (Policy::kInitialDelayNs > 0) {
+      if (num_tiles_ >= kLookbackDelayMinTiles) __nanosleep(Policy::kInitialDelayNs);
+    }
+    if constexpr (Policy::kNearestFirst) WaitNearest<Policy>(tile - 1);
     const V prefix = WarpLookback<Policy>(tile, op);
-    if (LaneId() == 0) PublishInclusive(tile, op(prefix, aggregate));
+    if (LaneId() == 0) Publish<Policy::kRelaxed>(tile, kPrefix, op(prefix, aggregate));
     return prefix;
   }
 
@@ -256,12 +260,18 @@ class TileStatus {
   // The counter gets a 16-byte slot so that the arrays stay 16-B aligned.
   static constexpr size_t kCounterBytes = 16;
 
+  template <bool kRelaxed = false>
   __device__ void Publish(int64_t tile, TileState state, const V& value) const {
     if constexpr (kPacked) {
       uint32_t bits = 0;
       memcpy(&bits, &value, sizeof(V));
       const uint64_t word = (static_cast<uint64_t>(state) << 32) | bits;
-      *reinterpret_cast<volatile uint64_t*>(words_ + tile) = word;
+      if constexpr (kRelaxed) {
+        asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(words_ + tile), "l"(word)
+                     : "memory");
+      } else {
+        *reinterpret_cast<volatile uint64_t*>(words_ + tile) = word;
+      }
     } else if constexpr (kWide) {
       unsigned long long bits;
       memcpy(&bits, &value, sizeof(V));
@@ -281,10 +291,31 @@ class TileStatus {
   // the window (Policy::kWaitAll), or those after the window's last P.
   // Returns whether this lane holds a P; `value` gets the combination of
   // this lane's slots from its last P (or its first slot) on.
+  // Whole warp: lane 0 polls slot `pred` alone until it is no longer X.
+  template <typename Policy>
+  __device__ void WaitNearest(int64_t pred) const {
+    if (LaneId() == 0) {
+      const bool fixed = Policy::kPollNs > 0 && num_tiles_ >= kLookbackDelayMinTiles;
+      unsigned sleep_ns = fixed ? Policy::kPollNs : Policy::kFirstSleepNs;
+      for (;;) {
+        uint32_t state;
+        uint64_t bits;
+        LoadSlot<Policy::kRelaxed>(pred, state, bits);
+        if (state != kInvalid) break;
+        __nanosleep(sleep_ns);
+        if (!fixed) {
+          sleep_ns = sleep_ns * 2 < Policy::kMaxSleepNs ? sleep_ns * 2 : Policy::kMaxSleepNs;
+        }
+      }
+    }
+    __syncwarp();
+  }
+
   template <typename Policy, typename ScanOp>
   __device__ bool WaitForWindow(int64_t first, ScanOp op, V& value) const {
     constexpr int kSlots = Policy::kSlotsPerLane;
-    unsigned sleep_ns = Policy::kFirstSleepNs;
+    const bool fixed_poll = Policy::kPollNs > 0 && num_tiles_ >= kLookbackDelayMinTiles;
+    unsigned sleep_ns = fixed_poll ? Policy::kPollNs : Policy::kFirstSleepNs;
     for (;;) {
       uint32_t states[kSlots];
       uint64_t bits[kSlots];  // the value's bits where it shares the state's word
@@ -293,7 +324,7 @@ class TileStatus {
         const int64_t pred = first + s;
         states[s] = kPrefix;
         bits[s] = 0;
-        if (pred >= 0) LoadSlot(pred, states[s], bits[s]);
+        if (pred >= 0) LoadSlot<Policy::kRelaxed>(pred, states[s], bits[s]);
       }
       // This lane's last P slot (-1: none) and whether an X follows it.
       int last_prefix = -1;
@@ -341,14 +372,23 @@ class TileStatus {
         return last_prefix >= 0;
       }
       __nanosleep(sleep_ns);
-      sleep_ns = sleep_ns * 2 < Policy::kMaxSleepNs ? sleep_ns * 2 : Policy::kMaxSleepNs;
+      if (!fixed_poll) {
+        sleep_ns = sleep_ns * 2 < Policy::kMaxSleepNs ? sleep_ns * 2 : Policy::kMaxSleepNs;
+      }
     }
   }
 
   // One slot's state and, where they share its word, the value's bits.
+  template <bool kRelaxed = false>
   __device__ void LoadSlot(int64_t tile, uint32_t& state, uint64_t& bits) const {
     if constexpr (kPacked) {
-      const uint64_t word = *reinterpret_cast<volatile uint64_t*>(words_ + tile);
+      uint64_t word;
+      if constexpr (kRelaxed) {
+        asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(word) : "l"(words_ + tile)
+                     : "memory");
+      } else {
+        word = *reinterpret_cast<volatile uint64_t*>(words_ + tile);
+      }
       state = static_cast<uint32_t>(word >> 32);
       bits = word & 0xffffffffu;
     } else if constexpr (kWide) {

@@ -71,7 +71,12 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
   __shared__ uint8_t heads[kSegmented ? kTileItems : 1];
 
   int64_t tile = 0;
-  if (p.num_tiles > 1) {
+  if constexpr (Policy::kBlockIdxOrder) {
+    // As CUB: relies on the hardware starting a grid's blocks in blockIdx
+    // order, so that every predecessor of a running tile has started.
+    (void)tile_slot;
+    tile = blockIdx.x;
+  } else if (p.num_tiles > 1) {
     if (threadIdx.x == 0) tile_slot = p.status.AcquireTileIndex();
     __syncthreads();
     tile = tile_slot;

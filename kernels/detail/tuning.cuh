@@ -61,31 +61,51 @@ inline constexpr bool kLookbackWaitAll = true;
 // combine tile aggregates in tile order (lookback.cuh: reproducible
 // results); false keeps the timing-dependent tree, for the benchmark's
 // comparison only.
+// In launches of at least kLookbackDelayMinTiles tiles (large inputs):
+//   kInitialDelayNs: after publishing A, the looking-back warp sleeps this
+//   long before its first poll (CUB's "L2 write latency" delay); 0: none.
+//   kPollNs: a fixed sleep between polls instead of the kFirstSleepNs..
+//   kMaxSleepNs doubling; 0: the doubling (smaller launches always double).
+// kRelaxed: packed status words are read and written with ld/st.relaxed.gpu
+// instead of volatile (system-scope) accesses.
+// kNearestFirst: before reading its first window, the warp polls only the
+// nearest predecessor's slot (one lane) until it is no longer X.
 template <int kSlotsPerLane_ = kLookbackSlotsPerLane,
           unsigned kFirstSleepNs_ = kLookbackFirstSleepNs,
           unsigned kMaxSleepNs_ = kLookbackMaxSleepNs, bool kWaitAll_ = kLookbackWaitAll,
-          bool kFixedOrder_ = true>
+          bool kFixedOrder_ = true, unsigned kInitialDelayNs_ = 0, bool kRelaxed_ = false,
+          unsigned kPollNs_ = 0, bool kNearestFirst_ = false>
 struct LookbackPolicy {
   static constexpr int kSlotsPerLane = kSlotsPerLane_;
   static constexpr unsigned kFirstSleepNs = kFirstSleepNs_;
   static constexpr unsigned kMaxSleepNs = kMaxSleepNs_;
   static constexpr bool kWaitAll = kWaitAll_;
   static constexpr bool kFixedOrder = kFixedOrder_;
+  static constexpr unsigned kInitialDelayNs = kInitialDelayNs_;
+  static constexpr bool kRelaxed = kRelaxed_;
+  static constexpr unsigned kPollNs = kPollNs_;
+  static constexpr bool kNearestFirst = kNearestFirst_;
 };
+// Launches of fewer tiles than this never sleep before their first poll
+// (small inputs: every tile is resident at once; CUB's threshold is 500 blocks).
+inline constexpr int64_t kLookbackDelayMinTiles = 512;
 using DefaultLookbackPolicy = LookbackPolicy<>;
 
 // Scan tiles: threads per block, input bytes per thread (a multiple of 16),
 // register budget for the scanned values, the minimum resident blocks per
 // SM asked of the compiler (__launch_bounds__; caps registers), and the
 // look-back.
+// kBlockIdxOrder: tile = blockIdx.x instead of an index from the atomic
+// counter (see scan_kernel.cuh).
 template <int kThreads_, int kBytesPerThread_, int kValueBytesPerThread_, int kMinBlocksPerSm_,
-          typename Lookback_ = DefaultLookbackPolicy>
+          typename Lookback_ = DefaultLookbackPolicy, bool kBlockIdxOrder_ = false>
 struct ScanPolicy {
   static constexpr int kThreads = kThreads_;
   static constexpr int kBytesPerThread = kBytesPerThread_;
   static constexpr int kValueBytesPerThread = kValueBytesPerThread_;
   static constexpr int kMinBlocksPerSm = kMinBlocksPerSm_;
   using Lookback = Lookback_;
+  static constexpr bool kBlockIdxOrder = kBlockIdxOrder_;
 };
 // The scan's policy, tuned on an H200 (kernels/NOTES.md): 32 int32
 // items per thread (8192-item tiles: half as many look-backs as 16 items,
