@@ -5,11 +5,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
 #include "grpc/grpc.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
+#include "grpcpp/impl/rpc_method.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "grpcpp/support/stub_options.h"
+#include "grpcpp/support/sync_stream.h"
 #include "proto/grpc/health/v1/health.grpc.pb.h"
 
 namespace primserve {
@@ -22,6 +26,11 @@ absl::Status ToAbsl(const grpc::Status& status) {
 // "0.05s": the service config's duration format.
 std::string JsonDuration(absl::Duration duration) {
   return absl::StrFormat("%.3fs", absl::ToDoubleSeconds(duration));
+}
+
+// "/primserve.v1.Primitives/Scan": the method path gRPC calls go to.
+std::string MethodPath(absl::string_view rpc) {
+  return absl::StrCat("/", v1::Primitives::service_full_name(), "/", rpc);
 }
 
 }  // namespace
@@ -75,7 +84,92 @@ std::shared_ptr<grpc::Channel> PrimitivesClient::ConnectTls(const std::string& t
 }
 
 PrimitivesClient::PrimitivesClient(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout)
-    : channel_(std::move(channel)), stub_(v1::Primitives::NewStub(channel_)), timeout_(timeout) {}
+    : channel_(std::move(channel)),
+      stub_(v1::Primitives::NewStub(channel_)),
+      generic_(std::make_unique<grpc::GenericStub>(channel_)),
+      timeout_(timeout) {}
+
+bool PrimitivesClient::Payloads::Lookup(absl::string_view token, absl::string_view* bytes) const {
+  uint64_t index;
+  if (token.size() != sizeof(index)) return false;
+  std::memcpy(&index, token.data(), sizeof(index));
+  if (index >= bytes_.size()) return false;
+  *bytes = bytes_[index];
+  return true;
+}
+
+grpc::ByteBuffer PrimitivesClient::Payloads::Frame(google::protobuf::Message* request) const {
+  return wire::Frame(request, [this](absl::string_view token, absl::string_view* bytes) {
+    return Lookup(token, bytes);
+  });
+}
+
+absl::Status PrimitivesClient::ParseAnswer(const grpc::ByteBuffer& buffer,
+                                           google::protobuf::Message* answer,
+                                           wire::ReceivedMessage* received) {
+  if (absl::Status s = received->Parse(buffer, answer); !s.ok()) {
+    return absl::InternalError(
+        absl::StrCat("the server's answer is not a valid ", answer->GetTypeName()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PrimitivesClient::CallFramed(absl::string_view rpc,
+                                          google::protobuf::Message* request,
+                                          const Payloads& payloads,
+                                          google::protobuf::Message* response,
+                                          wire::ReceivedMessage* received) {
+  const std::string method = MethodPath(rpc);
+  // Slices over the caller's arrays: valid until this returns, after the
+  // call (and any retry of it, which resends these slices) is done.
+  const grpc::ByteBuffer sent = payloads.Frame(request);
+  grpc::ByteBuffer answer;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  absl::Notification done;
+  grpc::Status status;
+  generic_->UnaryCall(&context, method, grpc::StubOptions(), &sent, &answer,
+                      [&](grpc::Status s) {
+                        status = std::move(s);
+                        done.Notify();
+                      });
+  done.WaitForNotification();
+  if (!status.ok()) return ToAbsl(status);
+  return ParseAnswer(answer, response, received);
+}
+
+absl::Status PrimitivesClient::StreamFramed(
+    absl::string_view rpc, const std::function<bool(grpc::ByteBuffer*)>& next,
+    const std::function<absl::Status(const grpc::ByteBuffer&)>& on_answer) {
+  const std::string method = MethodPath(rpc);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  // What the generated stub's streaming calls do, over ByteBuffers.
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+          channel_.get(),
+          grpc::internal::RpcMethod(method.c_str(), grpc::internal::RpcMethod::BIDI_STREAMING),
+          &context));
+  std::thread writer([&] {
+    grpc::ByteBuffer piece;
+    while (next(&piece)) {
+      if (!stream->Write(piece)) break;
+      piece.Clear();
+    }
+    stream->WritesDone();
+  });
+  absl::Status answers_ok;
+  grpc::ByteBuffer answer;
+  while (stream->Read(&answer)) {
+    if (!answers_ok.ok()) continue;
+    answers_ok = on_answer(answer);
+    if (!answers_ok.ok()) context.TryCancel();
+  }
+  writer.join();
+  const grpc::Status status = stream->Finish();
+  if (!answers_ok.ok()) return answers_ok;
+  return ToAbsl(status);
+}
 
 bool PrimitivesClient::IsServing() {
   auto health = grpc::health::v1::Health::NewStub(channel_);

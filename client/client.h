@@ -2,6 +2,12 @@
 // inputs into requests and unpack responses, plus raw calls that take any
 // request. Errors come back as absl::Status with the server's code and message.
 //
+// The typed helpers copy each array once at most: inputs are sent as gRPC
+// slices over the caller's memory (wire/framing.h; the caller's span is read
+// while the call runs, never copied into a protobuf string), and each output
+// is copied from the slices gRPC received it in straight into the returned
+// std::vector (wire/received.h). The bytes on the wire are the v1 proto's.
+//
 //   auto channel = primserve::PrimitivesClient::Connect("localhost:50051");
 //   // or several replicas: "ipv4:10.0.0.1:50051,10.0.0.2:50051",
 //   // "dns:///primserve-headless.default.svc.cluster.local:50051"
@@ -20,13 +26,20 @@
 #include <type_traits>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "google/protobuf/message.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "core/primitives.h"
 #include "proto/primserve/v1/primitives.grpc.pb.h"
+#include "wire/framing.h"
+#include "wire/received.h"
 
 namespace primserve {
 
@@ -212,15 +225,21 @@ class PrimitivesClient final {
       return ScanStream(input, op, exclusive, std::max<size_t>(1, stream_piece_bytes_ / sizeof(T)),
                         segment_offsets);
     }
+    Payloads payloads;
     v1::ScanRequest request;
-    *request.mutable_input() = PackArray(input);
+    payloads.Set(input, request.mutable_input());
     request.set_op(static_cast<v1::Op>(op));
     request.set_exclusive(exclusive);
     request.mutable_segment_offsets()->Add(segment_offsets.begin(), segment_offsets.end());
     request.set_reproducible(reproducible_);
-    absl::StatusOr<v1::ScanResponse> response = Call(request);
-    if (!response.ok()) return response.status();
-    return UnpackArray<T>(response->output());
+    v1::ScanResponse response;
+    wire::ReceivedMessage received;
+    if (absl::Status s = CallFramed("Scan", &request, payloads, &response, &received); !s.ok()) {
+      return s;
+    }
+    std::vector<T> output;
+    if (absl::Status s = AppendReceived(received, response.output(), &output); !s.ok()) return s;
+    return output;
   }
 
   // Scan through ScanStream, `piece_elements` (at least 1) elements a
@@ -235,41 +254,57 @@ class PrimitivesClient final {
     output.reserve(input.size());
     size_t start = 0;
     bool first = true;
-    const auto next = [&](v1::ScanRequest* request) {
+    // Each piece is framed over the caller's memory, which outlives the call.
+    const auto next = [&](grpc::ByteBuffer* piece) {
       if (!first && start >= input.size()) return false;
       const size_t size = std::min(piece_elements, input.size() - start);
-      *request->mutable_input() = PackArray(input.subspan(start, size));
+      Payloads payloads;
+      v1::ScanRequest request;
+      payloads.Set(input.subspan(start, size), request.mutable_input());
       if (first) {
-        request->set_op(static_cast<v1::Op>(op));
-        request->set_exclusive(exclusive);
-        request->mutable_segment_offsets()->Add(segment_offsets.begin(), segment_offsets.end());
-        request->set_reproducible(reproducible_);
+        request.set_op(static_cast<v1::Op>(op));
+        request.set_exclusive(exclusive);
+        request.mutable_segment_offsets()->Add(segment_offsets.begin(), segment_offsets.end());
+        request.set_reproducible(reproducible_);
       }
+      *piece = payloads.Frame(&request);
       first = false;
       start += size;
       return true;
     };
-    const auto on_answer = [&](const v1::ScanResponse& answer) {
-      return AppendArray(answer.output(), &output);
+    const auto on_answer = [&](const grpc::ByteBuffer& buffer) {
+      v1::ScanResponse answer;
+      wire::ReceivedMessage received;
+      if (absl::Status s = ParseAnswer(buffer, &answer, &received); !s.ok()) return s;
+      return AppendReceived(received, answer.output(), &output);
     };
-    if (absl::Status s = CallStream(next, on_answer); !s.ok()) return s;
+    if (absl::Status s = StreamFramed("ScanStream", next, on_answer); !s.ok()) return s;
     return output;
   }
 
   template <typename T>
   absl::StatusOr<Reduction<T>> Reduce(absl::Span<const T> input, Op op,
                                       absl::Span<const uint64_t> segment_offsets = {}) {
+    Payloads payloads;
     v1::ReduceRequest request;
-    *request.mutable_input() = PackArray(input);
+    payloads.Set(input, request.mutable_input());
     request.set_op(static_cast<v1::Op>(op));
     request.mutable_segment_offsets()->Add(segment_offsets.begin(), segment_offsets.end());
     request.set_reproducible(reproducible_);
-    absl::StatusOr<v1::ReduceResponse> response = Call(request);
-    if (!response.ok()) return response.status();
+    v1::ReduceResponse response;
+    wire::ReceivedMessage received;
+    if (absl::Status s = CallFramed("Reduce", &request, payloads, &response, &received); !s.ok()) {
+      return s;
+    }
     Reduction<T> result;
-    if (absl::Status s = Unpack(response->values(), &result.values); !s.ok()) return s;
-    if (response->has_indices()) {
-      if (absl::Status s = Unpack(response->indices(), &result.indices); !s.ok()) return s;
+    if (absl::Status s = AppendReceived(received, response.values(), &result.values); !s.ok()) {
+      return s;
+    }
+    if (response.has_indices()) {
+      if (absl::Status s = AppendReceived(received, response.indices(), &result.indices);
+          !s.ok()) {
+        return s;
+      }
     }
     return result;
   }
@@ -278,13 +313,14 @@ class PrimitivesClient final {
   absl::StatusOr<Selection<T>> Select(
       absl::Span<const T> input, const Predicate<T>& predicate,
       v1::SelectRequest::Output output = v1::SelectRequest::VALUES, bool partition = false) {
+    Payloads payloads;
     v1::SelectRequest request;
-    *request.mutable_input() = PackArray(input);
+    payloads.Set(input, request.mutable_input());
     v1::Predicate* p = request.mutable_predicate();
     p->set_kind(static_cast<v1::Predicate::Kind>(predicate.kind));
     *p->mutable_operand() = ScalarOf(predicate.operand);
     *p->mutable_upper() = ScalarOf(predicate.upper);
-    return Select<T>(std::move(request), output, partition);
+    return Select<T>(&request, payloads, output, partition);
   }
 
   // Select through SelectStream, `piece_elements` (at least 1) elements a
@@ -297,32 +333,43 @@ class PrimitivesClient final {
     Selection<T> result;
     size_t start = 0;
     bool first = true;
-    const auto next = [&](v1::SelectRequest* request) {
+    const auto next = [&](grpc::ByteBuffer* piece) {
       if (!first && start >= input.size()) return false;
       const size_t size = std::min(piece_elements, input.size() - start);
-      *request->mutable_input() = PackArray(input.subspan(start, size));
+      Payloads payloads;
+      v1::SelectRequest request;
+      payloads.Set(input.subspan(start, size), request.mutable_input());
       if (first) {
-        v1::Predicate* p = request->mutable_predicate();
+        v1::Predicate* p = request.mutable_predicate();
         p->set_kind(static_cast<v1::Predicate::Kind>(predicate.kind));
         *p->mutable_operand() = ScalarOf(predicate.operand);
         *p->mutable_upper() = ScalarOf(predicate.upper);
-        request->set_output(output);
+        request.set_output(output);
       }
+      *piece = payloads.Frame(&request);
       first = false;
       start += size;
       return true;
     };
-    const auto on_answer = [&](const v1::SelectResponse& answer) {
+    const auto on_answer = [&](const grpc::ByteBuffer& buffer) {
+      v1::SelectResponse answer;
+      wire::ReceivedMessage received;
+      if (absl::Status s = ParseAnswer(buffer, &answer, &received); !s.ok()) return s;
       result.count = answer.count();
       if (answer.has_values()) {
-        if (absl::Status s = AppendArray(answer.values(), &result.values); !s.ok()) return s;
+        if (absl::Status s = AppendReceived(received, answer.values(), &result.values); !s.ok()) {
+          return s;
+        }
       }
       if (answer.has_indices()) {
-        if (absl::Status s = AppendArray(answer.indices(), &result.indices); !s.ok()) return s;
+        if (absl::Status s = AppendReceived(received, answer.indices(), &result.indices);
+            !s.ok()) {
+          return s;
+        }
       }
       return absl::OkStatus();
     };
-    if (absl::Status s = CallStream(next, on_answer); !s.ok()) return s;
+    if (absl::Status s = StreamFramed("SelectStream", next, on_answer); !s.ok()) return s;
     return result;
   }
 
@@ -330,46 +377,71 @@ class PrimitivesClient final {
   absl::StatusOr<Selection<T>> SelectFlagged(
       absl::Span<const T> input, absl::Span<const F> flags,
       v1::SelectRequest::Output output = v1::SelectRequest::VALUES, bool partition = false) {
+    Payloads payloads;
     v1::SelectRequest request;
-    *request.mutable_input() = PackArray(input);
-    *request.mutable_flags() = PackArray(flags);
-    return Select<T>(std::move(request), output, partition);
+    payloads.Set(input, request.mutable_input());
+    payloads.Set(flags, request.mutable_flags());
+    return Select<T>(&request, payloads, output, partition);
   }
 
   template <typename T>
   absl::StatusOr<std::vector<T>> Unique(absl::Span<const T> input) {
+    Payloads payloads;
     v1::UniqueRequest request;
-    *request.mutable_input() = PackArray(input);
-    absl::StatusOr<v1::UniqueResponse> response = Call(request);
-    if (!response.ok()) return response.status();
-    return UnpackArray<T>(response->values());
+    payloads.Set(input, request.mutable_input());
+    v1::UniqueResponse response;
+    wire::ReceivedMessage received;
+    if (absl::Status s = CallFramed("Unique", &request, payloads, &response, &received); !s.ok()) {
+      return s;
+    }
+    std::vector<T> values;
+    if (absl::Status s = AppendReceived(received, response.values(), &values); !s.ok()) return s;
+    return values;
   }
 
   template <typename T>
   absl::StatusOr<RunLengths<T>> RunLengthEncode(absl::Span<const T> input) {
+    Payloads payloads;
     v1::RunLengthEncodeRequest request;
-    *request.mutable_input() = PackArray(input);
-    absl::StatusOr<v1::RunLengthEncodeResponse> response = Call(request);
-    if (!response.ok()) return response.status();
+    payloads.Set(input, request.mutable_input());
+    v1::RunLengthEncodeResponse response;
+    wire::ReceivedMessage received;
+    if (absl::Status s = CallFramed("RunLengthEncode", &request, payloads, &response, &received);
+        !s.ok()) {
+      return s;
+    }
     RunLengths<T> result;
-    if (absl::Status s = Unpack(response->values(), &result.values); !s.ok()) return s;
-    if (absl::Status s = Unpack(response->lengths(), &result.lengths); !s.ok()) return s;
+    if (absl::Status s = AppendReceived(received, response.values(), &result.values); !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = AppendReceived(received, response.lengths(), &result.lengths); !s.ok()) {
+      return s;
+    }
     return result;
   }
 
   template <typename K, typename V>
   absl::StatusOr<KeyedReduction<K, V>> ReduceByKey(absl::Span<const K> keys,
                                                    absl::Span<const V> values, Op op) {
+    Payloads payloads;
     v1::ReduceByKeyRequest request;
-    *request.mutable_keys() = PackArray(keys);
-    *request.mutable_values() = PackArray(values);
+    payloads.Set(keys, request.mutable_keys());
+    payloads.Set(values, request.mutable_values());
     request.set_op(static_cast<v1::Op>(op));
     request.set_reproducible(reproducible_);
-    absl::StatusOr<v1::ReduceByKeyResponse> response = Call(request);
-    if (!response.ok()) return response.status();
+    v1::ReduceByKeyResponse response;
+    wire::ReceivedMessage received;
+    if (absl::Status s = CallFramed("ReduceByKey", &request, payloads, &response, &received);
+        !s.ok()) {
+      return s;
+    }
     KeyedReduction<K, V> result;
-    if (absl::Status s = Unpack(response->keys(), &result.keys); !s.ok()) return s;
-    if (absl::Status s = Unpack(response->values(), &result.values); !s.ok()) return s;
+    if (absl::Status s = AppendReceived(received, response.keys(), &result.keys); !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = AppendReceived(received, response.values(), &result.values); !s.ok()) {
+      return s;
+    }
     return result;
   }
 
@@ -377,23 +449,102 @@ class PrimitivesClient final {
   absl::StatusOr<std::vector<V>> AggregateByKey(absl::Span<const K> keys,
                                                 absl::Span<const V> values, Op op,
                                                 uint64_t num_keys) {
+    Payloads payloads;
     v1::AggregateByKeyRequest request;
-    *request.mutable_keys() = PackArray(keys);
-    *request.mutable_values() = PackArray(values);
+    payloads.Set(keys, request.mutable_keys());
+    payloads.Set(values, request.mutable_values());
     request.set_op(static_cast<v1::Op>(op));
     request.set_num_keys(num_keys);
     request.set_reproducible(reproducible_);
-    absl::StatusOr<v1::AggregateByKeyResponse> response = Call(request);
-    if (!response.ok()) return response.status();
-    return UnpackArray<V>(response->values());
+    v1::AggregateByKeyResponse response;
+    wire::ReceivedMessage received;
+    if (absl::Status s = CallFramed("AggregateByKey", &request, payloads, &response, &received);
+        !s.ok()) {
+      return s;
+    }
+    std::vector<V> aggregated;
+    if (absl::Status s = AppendReceived(received, response.values(), &aggregated); !s.ok()) {
+      return s;
+    }
+    return aggregated;
   }
 
  private:
+  // The caller's arrays a typed request sends: each Array.data of the request
+  // holds a token naming one of them, and Frame sends the bytes the token
+  // names as slices over the caller's memory (no copy), which must stay valid
+  // until the call is done. An empty array sends no data.
+  class Payloads {
+   public:
+    template <typename T>
+    void Set(absl::Span<const T> values, v1::Array* array) {
+      array->set_dtype(static_cast<v1::DType>(DTypeOf<T>()));
+      array->clear_data();
+      if (values.empty()) return;
+      const uint64_t index = bytes_.size();
+      bytes_.emplace_back(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+      array->set_data(&index, sizeof(index));
+    }
+    // The bytes `token` names; false for data that is not one of this one's.
+    bool Lookup(absl::string_view token, absl::string_view* bytes) const;
+    // `request` serialized with the bytes its tokens name as slices.
+    grpc::ByteBuffer Frame(google::protobuf::Message* request) const;
+
+   private:
+    std::vector<absl::string_view> bytes_;
+  };
+
+  // Sends `request`, framed by `payloads`, to the unary method `rpc` of
+  // primserve.v1.Primitives (the channel's deadline, retries and service
+  // config as for the generated stub), and parses the answer into `response`
+  // with its arrays' payloads left in gRPC's slices, held by `received`.
+  absl::Status CallFramed(absl::string_view rpc, google::protobuf::Message* request,
+                          const Payloads& payloads, google::protobuf::Message* response,
+                          wire::ReceivedMessage* received);
+
+  // The streaming method `rpc` over ByteBuffers: `next` frames the next
+  // message (false: none left), written from another thread while the
+  // answers are read and handed to `on_answer`.
+  absl::Status StreamFramed(absl::string_view rpc,
+                            const std::function<bool(grpc::ByteBuffer*)>& next,
+                            const std::function<absl::Status(const grpc::ByteBuffer&)>& on_answer);
+
+  // Parses an answer as CallFramed does (INTERNAL where it is not one).
+  static absl::Status ParseAnswer(const grpc::ByteBuffer& buffer,
+                                  google::protobuf::Message* answer,
+                                  wire::ReceivedMessage* received);
+
+  // Appends the elements of `array`, an array of a message `received`
+  // parsed, to `out`: its payload slices copied straight into the vector.
+  // INTERNAL if the array holds another dtype.
   template <typename T>
-  static absl::Status AppendArray(const v1::Array& array, std::vector<T>* out) {
-    absl::StatusOr<std::vector<T>> values = UnpackArray<T>(array);
-    if (!values.ok()) return values.status();
-    out->insert(out->end(), values->begin(), values->end());
+  static absl::Status AppendReceived(wire::ReceivedMessage& received, const v1::Array& array,
+                                     std::vector<T>* out) {
+    if (array.dtype() != static_cast<v1::DType>(DTypeOf<T>())) {
+      return absl::InternalError("response array is not of the expected dtype");
+    }
+    const wire::Payload* payload = nullptr;
+    size_t size = array.data().size();
+    if (received.tokens() && !array.data().empty()) {
+      payload = received.Find(array.data());
+      if (payload == nullptr) return absl::InternalError("a response array's data is not a payload");
+      size = payload->size();
+    }
+    if (size % sizeof(T) != 0) {
+      return absl::InternalError("response array is not of the expected dtype");
+    }
+    if (size == 0) return absl::OkStatus();
+    const size_t old_size = out->size();
+    out->resize(old_size + size / sizeof(T));
+    char* to = reinterpret_cast<char*>(out->data() + old_size);
+    if (payload == nullptr) {
+      std::memcpy(to, array.data().data(), size);
+      return absl::OkStatus();
+    }
+    for (const grpc::Slice& slice : payload->slices()) {
+      std::memcpy(to, slice.begin(), slice.size());
+      to += slice.size();
+    }
     return absl::OkStatus();
   }
 
@@ -405,33 +556,34 @@ class PrimitivesClient final {
       const std::function<absl::Status(const Response&)>& on_answer);
 
   template <typename T>
-  static absl::Status Unpack(const v1::Array& array, std::vector<T>* out) {
-    absl::StatusOr<std::vector<T>> values = UnpackArray<T>(array);
-    if (!values.ok()) return values.status();
-    *out = *std::move(values);
-    return absl::OkStatus();
-  }
-
-  template <typename T>
-  absl::StatusOr<Selection<T>> Select(v1::SelectRequest request,
+  absl::StatusOr<Selection<T>> Select(v1::SelectRequest* request, const Payloads& payloads,
                                       v1::SelectRequest::Output output, bool partition) {
-    request.set_output(output);
-    request.set_partition(partition);
-    absl::StatusOr<v1::SelectResponse> response = Call(request);
-    if (!response.ok()) return response.status();
-    Selection<T> result;
-    result.count = response->count();
-    if (response->has_values()) {
-      if (absl::Status s = Unpack(response->values(), &result.values); !s.ok()) return s;
+    request->set_output(output);
+    request->set_partition(partition);
+    v1::SelectResponse response;
+    wire::ReceivedMessage received;
+    if (absl::Status s = CallFramed("Select", request, payloads, &response, &received); !s.ok()) {
+      return s;
     }
-    if (response->has_indices()) {
-      if (absl::Status s = Unpack(response->indices(), &result.indices); !s.ok()) return s;
+    Selection<T> result;
+    result.count = response.count();
+    if (response.has_values()) {
+      if (absl::Status s = AppendReceived(received, response.values(), &result.values); !s.ok()) {
+        return s;
+      }
+    }
+    if (response.has_indices()) {
+      if (absl::Status s = AppendReceived(received, response.indices(), &result.indices);
+          !s.ok()) {
+        return s;
+      }
     }
     return result;
   }
 
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Primitives::Stub> stub_;
+  std::unique_ptr<grpc::GenericStub> generic_;
   absl::Duration timeout_;
   size_t stream_above_bytes_ = kStreamAboveBytes;
   size_t stream_piece_bytes_ = kStreamPieceBytes;

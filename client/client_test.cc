@@ -5,16 +5,26 @@
 // (reference/gpu_order.h), so a float SUM scan or reduce of mixed magnitudes
 // gets those bits, not the plain sequential ones, and a streamed scan gets
 // the unary one's bits in any piece sizes.
+//
+// Every typed helper against the CPU reference on random data (integers,
+// exact), at lengths around and well past wire::kMinSlicePayload (16 KiB:
+// payloads from there on go as slices of their own, over the caller's memory
+// on the way out and left in gRPC's slices on the way back), none of them
+// round, and empty; errors come back with the server's code and message.
 #include "client/client.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "reference/gpu_order.h"
+#include "reference/reference.h"
+#include "wire/framing.h"
 #include "server/cpu_backend.h"
 #include "server/server.h"
 
@@ -160,6 +170,289 @@ TEST_F(ClientTest, ReproducibleLeavesIntegersExact) {
   absl::StatusOr<Reduction<int64_t>> sum = client.Reduce<int64_t>(input, Op::kSum);
   ASSERT_TRUE(sum.ok()) << sum.status();
   EXPECT_EQ(sum->values[0], want->back());
+}
+
+// Lengths in elements: empty, tiny, either side of 16 KiB for 4- and 8-byte
+// elements, and large; none a multiple of anything nice but the boundaries.
+const size_t kLengths[] = {0, 1, 3, 2047, 2049, 4095, 4096, 4097, 100003, 1048583};
+
+static_assert(wire::kMinSlicePayload == 16 * 1024, "kLengths straddle 16 KiB");
+
+// Random elements in [lo, hi].
+template <typename T>
+std::vector<T> RandomValues(size_t n, uint64_t seed, int64_t lo, int64_t hi) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> pick(lo, hi);
+  std::vector<T> values(n);
+  for (T& x : values) x = static_cast<T>(pick(rng));
+  return values;
+}
+
+// Sorted segment starts over n elements: 0, then random points (repeats and
+// n itself allowed, i.e. empty segments).
+std::vector<uint64_t> RandomSegments(size_t n, size_t count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint64_t> starts = {0};
+  for (size_t i = 1; i < count; ++i) starts.push_back(n == 0 ? 0 : rng() % (n + 1));
+  std::sort(starts.begin(), starts.end());
+  return starts;
+}
+
+template <typename T>
+class TypedClientTest : public ClientTest {};
+
+using ElementTypes = ::testing::Types<int32_t, int64_t, uint32_t, uint64_t>;
+TYPED_TEST_SUITE(TypedClientTest, ElementTypes);
+
+TYPED_TEST(TypedClientTest, ScanEqualsTheReference) {
+  using T = TypeParam;
+  PrimitivesClient client(this->channel_);
+  for (size_t n : kLengths) {
+    const std::vector<T> input = RandomValues<T>(n, n + 1, 0, 1000);
+    for (Op op : {Op::kSum, Op::kMin, Op::kMax}) {
+      for (bool exclusive : {false, true}) {
+        absl::StatusOr<std::vector<T>> got = client.Scan<T>(input, op, exclusive);
+        ASSERT_TRUE(got.ok()) << got.status();
+        EXPECT_EQ(*got, reference::Scan<T>(input, op, exclusive))
+            << "n " << n << " op " << static_cast<int>(op) << " exclusive " << exclusive;
+      }
+    }
+    const std::vector<uint64_t> segments = RandomSegments(n, 7, n + 2);
+    absl::StatusOr<std::vector<T>> got = client.Scan<T>(input, Op::kSum, false, segments);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, reference::Scan<T>(input, Op::kSum, false, segments)) << "n " << n;
+  }
+}
+
+TYPED_TEST(TypedClientTest, ScanStreamEqualsTheReference) {
+  using T = TypeParam;
+  PrimitivesClient client(this->channel_);
+  for (size_t n : kLengths) {
+    const std::vector<T> input = RandomValues<T>(n, n + 3, 0, 1000);
+    const std::vector<T> want = reference::Scan<T>(input, Op::kSum, false);
+    for (size_t piece : {size_t{4099}, size_t{65537}, n + 1}) {
+      absl::StatusOr<std::vector<T>> got = client.ScanStream<T>(input, Op::kSum, false, piece);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(*got, want) << "n " << n << " piece " << piece;
+    }
+  }
+  // Scan itself streams above its threshold.
+  const std::vector<T> input = RandomValues<T>(300007, 5, 0, 1000);
+  client.SetStreaming(100000 * sizeof(T), 33333 * sizeof(T));
+  absl::StatusOr<std::vector<T>> got = client.Scan<T>(input, Op::kMax, true);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, reference::Scan<T>(input, Op::kMax, true));
+}
+
+TYPED_TEST(TypedClientTest, ReduceEqualsTheReference) {
+  using T = TypeParam;
+  PrimitivesClient client(this->channel_);
+  for (size_t n : kLengths) {
+    const std::vector<T> input = RandomValues<T>(n, n + 4, 0, 1000);
+    for (Op op : {Op::kSum, Op::kMin, Op::kMax, Op::kArgMin, Op::kArgMax}) {
+      for (size_t segments : {size_t{0}, size_t{5}}) {
+        const std::vector<uint64_t> starts =
+            segments == 0 ? std::vector<uint64_t>{} : RandomSegments(n, segments, n + 5);
+        absl::StatusOr<Reduction<T>> got = client.Reduce<T>(input, op, starts);
+        ASSERT_TRUE(got.ok()) << got.status();
+        const reference::ReduceResult<T> want = reference::Reduce<T>(input, op, starts);
+        EXPECT_EQ(got->values, want.values) << "n " << n << " op " << static_cast<int>(op);
+        EXPECT_EQ(got->indices, want.indices) << "n " << n << " op " << static_cast<int>(op);
+      }
+    }
+  }
+}
+
+TYPED_TEST(TypedClientTest, SelectEqualsTheReference) {
+  using T = TypeParam;
+  PrimitivesClient client(this->channel_);
+  for (size_t n : kLengths) {
+    const std::vector<T> input = RandomValues<T>(n, n + 6, 0, 1000);
+    Predicate<T> predicate;
+    predicate.kind = PredicateKind::kInRange;
+    predicate.operand = 100;
+    predicate.upper = 700;
+    const std::vector<bool> keep = reference::EvaluatePredicate<T>(input, predicate);
+    const std::vector<int32_t> flags = RandomValues<int32_t>(n, n + 7, 0, 2);
+    const std::vector<bool> flagged = reference::EvaluateFlags<int32_t>(flags);
+    for (bool partition : {false, true}) {
+      const reference::SelectResult<T> want = reference::Select<T>(input, keep, partition);
+      absl::StatusOr<Selection<T>> got = client.Select<T>(
+          input, predicate, v1::SelectRequest::VALUES_AND_INDICES, partition);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(got->values, want.values) << "n " << n;
+      EXPECT_EQ(got->indices, want.indices) << "n " << n;
+      EXPECT_EQ(got->count, want.count) << "n " << n;
+
+      absl::StatusOr<Selection<T>> values_only =
+          client.Select<T>(input, predicate, v1::SelectRequest::VALUES, partition);
+      ASSERT_TRUE(values_only.ok()) << values_only.status();
+      EXPECT_EQ(values_only->values, want.values) << "n " << n;
+      EXPECT_TRUE(values_only->indices.empty());
+
+      const reference::SelectResult<T> want_flagged =
+          reference::Select<T>(input, flagged, partition);
+      absl::StatusOr<Selection<T>> by_flags = client.SelectFlagged<T, int32_t>(
+          input, flags, v1::SelectRequest::VALUES_AND_INDICES, partition);
+      ASSERT_TRUE(by_flags.ok()) << by_flags.status();
+      EXPECT_EQ(by_flags->values, want_flagged.values) << "n " << n;
+      EXPECT_EQ(by_flags->indices, want_flagged.indices) << "n " << n;
+      EXPECT_EQ(by_flags->count, want_flagged.count) << "n " << n;
+    }
+    absl::StatusOr<Selection<T>> count =
+        client.Select<T>(input, predicate, v1::SelectRequest::COUNT);
+    ASSERT_TRUE(count.ok()) << count.status();
+    EXPECT_EQ(count->count, std::count(keep.begin(), keep.end(), true));
+    EXPECT_TRUE(count->values.empty() && count->indices.empty());
+  }
+}
+
+TYPED_TEST(TypedClientTest, SelectStreamEqualsTheReference) {
+  using T = TypeParam;
+  PrimitivesClient client(this->channel_);
+  for (size_t n : kLengths) {
+    const std::vector<T> input = RandomValues<T>(n, n + 8, 0, 1000);
+    Predicate<T> predicate;
+    predicate.kind = PredicateKind::kGe;
+    predicate.operand = 500;
+    const reference::SelectResult<T> want = reference::Select<T>(
+        input, reference::EvaluatePredicate<T>(input, predicate), false);
+    for (size_t piece : {size_t{4097}, n + 1}) {
+      absl::StatusOr<Selection<T>> got = client.SelectStream<T>(
+          input, predicate, piece, v1::SelectRequest::VALUES_AND_INDICES);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(got->values, want.values) << "n " << n << " piece " << piece;
+      EXPECT_EQ(got->indices, want.indices) << "n " << n << " piece " << piece;
+      EXPECT_EQ(got->count, want.count) << "n " << n << " piece " << piece;
+    }
+  }
+}
+
+TYPED_TEST(TypedClientTest, UniqueAndRunLengthEncodeEqualTheReference) {
+  using T = TypeParam;
+  PrimitivesClient client(this->channel_);
+  for (size_t n : kLengths) {
+    // Few distinct values: runs of every length.
+    const std::vector<T> input = RandomValues<T>(n, n + 9, 0, 2);
+    absl::StatusOr<std::vector<T>> unique = client.Unique<T>(input);
+    ASSERT_TRUE(unique.ok()) << unique.status();
+    EXPECT_EQ(*unique, reference::Unique<T>(input)) << "n " << n;
+
+    absl::StatusOr<RunLengths<T>> runs = client.RunLengthEncode<T>(input);
+    ASSERT_TRUE(runs.ok()) << runs.status();
+    const reference::Runs<T> want = reference::RunLengthEncode<T>(input);
+    EXPECT_EQ(runs->values, want.values) << "n " << n;
+    EXPECT_EQ(runs->lengths, want.lengths) << "n " << n;
+  }
+}
+
+TYPED_TEST(TypedClientTest, KeyedCallsEqualTheReference) {
+  using V = TypeParam;
+  PrimitivesClient client(this->channel_);
+  for (size_t n : kLengths) {
+    const std::vector<V> values = RandomValues<V>(n, n + 10, 0, 1000);
+    // Runs of equal keys (ReduceByKey) and keys in [0, 37) (AggregateByKey).
+    std::vector<int64_t> sorted_keys = RandomValues<int64_t>(n, n + 11, 0, n / 3);
+    std::sort(sorted_keys.begin(), sorted_keys.end());
+    const std::vector<uint32_t> keys = RandomValues<uint32_t>(n, n + 12, 0, 36);
+    for (Op op : {Op::kSum, Op::kMin, Op::kMax}) {
+      absl::StatusOr<KeyedReduction<int64_t, V>> reduced =
+          client.ReduceByKey<int64_t, V>(sorted_keys, values, op);
+      ASSERT_TRUE(reduced.ok()) << reduced.status();
+      const reference::KeyedValues<int64_t, V> want =
+          reference::ReduceByKey<int64_t, V>(sorted_keys, values, op);
+      EXPECT_EQ(reduced->keys, want.keys) << "n " << n;
+      EXPECT_EQ(reduced->values, want.values) << "n " << n;
+
+      absl::StatusOr<std::vector<V>> aggregated =
+          client.AggregateByKey<uint32_t, V>(keys, values, op, 37);
+      ASSERT_TRUE(aggregated.ok()) << aggregated.status();
+      const std::vector<V> want_aggregated =
+          reference::AggregateByKey<uint32_t, V>(keys, values, op, 37).value();
+      EXPECT_EQ(*aggregated, want_aggregated) << "n " << n;
+    }
+  }
+}
+
+// A typed call's error is the raw call's: the server's code and message.
+void ExpectSameError(const absl::Status& typed, const absl::Status& raw) {
+  EXPECT_FALSE(raw.ok());
+  EXPECT_EQ(typed.code(), raw.code()) << typed;
+  EXPECT_EQ(typed.message(), raw.message());
+}
+
+TEST_F(ClientTest, ErrorsKeepTheServersCodeAndMessage) {
+  PrimitivesClient client(channel_);
+  for (size_t n : {size_t{5}, size_t{100003}}) {
+    const std::vector<int32_t> input = RandomValues<int32_t>(n, n, 0, 1000);
+
+    // Scan refuses ARGMIN.
+    v1::ScanRequest scan;
+    *scan.mutable_input() = PackArray<int32_t>(input);
+    scan.set_op(v1::ARGMIN);
+    absl::Status typed = client.Scan<int32_t>(input, Op::kArgMin).status();
+    EXPECT_EQ(typed.code(), absl::StatusCode::kInvalidArgument) << typed;
+    ExpectSameError(typed, client.Call(scan).status());
+    // A stream's error names the message it is about, then says the same.
+    const absl::Status streamed =
+        client.ScanStream<int32_t>(input, Op::kArgMin, false, 1000).status();
+    EXPECT_EQ(streamed.code(), absl::StatusCode::kInvalidArgument) << streamed;
+    EXPECT_TRUE(absl::StrContains(streamed.message(), client.Call(scan).status().message()))
+        << streamed;
+
+    // Keys and values of different lengths.
+    const std::vector<int32_t> shorter(input.begin(), input.end() - 1);
+    v1::ReduceByKeyRequest by_key;
+    *by_key.mutable_keys() = PackArray<int32_t>(input);
+    *by_key.mutable_values() = PackArray<int32_t>(shorter);
+    by_key.set_op(v1::SUM);
+    ExpectSameError(client.ReduceByKey<int32_t, int32_t>(input, shorter, Op::kSum).status(),
+                    client.Call(by_key).status());
+
+    // A key out of range, near the end.
+    std::vector<int32_t> keys = RandomValues<int32_t>(n, n + 1, 0, 9);
+    keys[n - 2] = 10;
+    v1::AggregateByKeyRequest aggregate;
+    *aggregate.mutable_keys() = PackArray<int32_t>(keys);
+    *aggregate.mutable_values() = PackArray<int32_t>(input);
+    aggregate.set_op(v1::SUM);
+    aggregate.set_num_keys(10);
+    typed = client.AggregateByKey<int32_t, int32_t>(keys, input, Op::kSum, 10).status();
+    EXPECT_EQ(typed.code(), absl::StatusCode::kInvalidArgument) << typed;
+    ExpectSameError(typed, client.Call(aggregate).status());
+
+    // Flags of another length.
+    v1::SelectRequest select;
+    *select.mutable_input() = PackArray<int32_t>(input);
+    *select.mutable_flags() = PackArray<int32_t>(shorter);
+    select.set_output(v1::SelectRequest::VALUES);
+    ExpectSameError(client.SelectFlagged<int32_t, int32_t>(input, shorter).status(),
+                    client.Call(select).status());
+  }
+  // The deadline holds.
+  PrimitivesClient hurried(channel_, absl::Nanoseconds(1));
+  const std::vector<int32_t> input(100003, 1);
+  EXPECT_EQ(hurried.Scan<int32_t>(input, Op::kSum).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(hurried.ScanStream<int32_t>(input, Op::kSum, false, 1000).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+}
+
+// Floats travel as bytes: the bits come back as the reference makes them.
+TEST_F(ClientTest, FloatsComeBackBitForBit) {
+  PrimitivesClient client(channel_);
+  for (size_t n : kLengths) {
+    const std::vector<double> input = [&] {
+      std::vector<float> f = MixedMagnitudes(n, static_cast<uint32_t>(n));
+      return std::vector<double>(f.begin(), f.end());
+    }();
+    absl::StatusOr<std::vector<double>> got = client.Scan<double>(input, Op::kMin);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_TRUE(SameBits(*got, reference::Scan<double>(input, Op::kMin, false))) << "n " << n;
+    absl::StatusOr<std::vector<double>> unique = client.Unique<double>(input);
+    ASSERT_TRUE(unique.ok()) << unique.status();
+    EXPECT_TRUE(SameBits(*unique, reference::Unique<double>(input))) << "n " << n;
+  }
 }
 
 }  // namespace
