@@ -6,8 +6,19 @@
 #include <cstring>
 #include <utility>
 
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "google/protobuf/util/field_comparator.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
+#include "proto/primserve/v1/echo.pb.h"
 #include "proto/primserve/v1/primitives.pb.h"
 #include "server/cpu_backend.h"
+#include "wire/framing.h"
+#include "wire/received.h"
 
 namespace primserve::fuzz {
 namespace {
@@ -103,6 +114,174 @@ void CheckShape(const v1::AggregateByKeyRequest& request,
 
 #undef PRIMSERVE_CHECK
 
+// --- The raw-buffer parser and the framer against protobuf --------------------
+
+// A 64-bit hash of the input, and a stream of numbers from it: where the
+// bytes are cut into slices, and whether frames use external payloads.
+class Derived {
+ public:
+  explicit Derived(absl::Span<const uint8_t> bytes) {
+    for (uint8_t b : bytes) state_ = (state_ ^ b) * 0x100000001b3ull;  // FNV-1a
+  }
+  uint64_t Next() {  // splitmix64
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+
+ private:
+  uint64_t state_ = 0xcbf29ce484222325ull;
+};
+
+// `bytes` in 1 to 4 slices (empty ones possible), cut where `derived` says.
+grpc::ByteBuffer CutIntoSlices(absl::Span<const uint8_t> bytes, Derived& derived,
+                               size_t* count) {
+  std::vector<size_t> cuts(derived.Next() % 4);
+  for (size_t& cut : cuts) cut = derived.Next() % (bytes.size() + 1);
+  std::sort(cuts.begin(), cuts.end());
+  cuts.push_back(bytes.size());
+  std::vector<grpc::Slice> slices;
+  size_t previous = 0;
+  for (size_t cut : cuts) {
+    slices.emplace_back(bytes.data() + previous, cut - previous);
+    previous = cut;
+  }
+  *count = slices.size();
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+// Whether `a` and `b` hold the same fields (NaNs equal: a Scalar may hold
+// one) and serialize to the same bytes (NaNs' bits too).
+bool SameFields(const google::protobuf::Message& a, const google::protobuf::Message& b,
+                std::string* report) {
+  google::protobuf::util::DefaultFieldComparator comparator;
+  comparator.set_treat_nan_as_equal(true);
+  google::protobuf::util::MessageDifferencer differencer;
+  differencer.set_field_comparator(&comparator);
+  differencer.ReportDifferencesToString(report);
+  if (!differencer.Compare(a, b)) return false;
+  if (a.SerializeAsString() != b.SerializeAsString()) {
+    *report += "(serialized bytes differ)";
+    return false;
+  }
+  return true;
+}
+
+// Replaces each non-empty Array.data of `message` (any depth) with the bytes
+// `received` resolves it to; false (with `why`) where one is not a token of
+// this parse or resolves to bytes not aligned to 8.
+bool ResolveTokens(wire::ReceivedMessage& received, google::protobuf::Message* message,
+                   std::string* why) {
+  if (auto* array = dynamic_cast<v1::Array*>(message)) {
+    if (array->data().empty()) return true;
+    if (received.tokens() &&
+        (array->data().size() != 8 || received.Find(array->data()) == nullptr)) {
+      *why = "an Array.data is not a payload token";
+      return false;
+    }
+    absl::StatusOr<absl::string_view> bytes = received.Resolve(array->data());
+    if (!bytes.ok()) {
+      *why = bytes.status().ToString();
+      return false;
+    }
+    if (received.tokens() && reinterpret_cast<uintptr_t>(bytes->data()) % 8 != 0) {
+      *why = "a payload resolved to bytes not aligned to 8";
+      return false;
+    }
+    array->set_data(std::string(*bytes));
+    return true;
+  }
+  const google::protobuf::Reflection* reflection = message->GetReflection();
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  reflection->ListFields(*message, &fields);
+  for (const google::protobuf::FieldDescriptor* field : fields) {
+    if (field->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) continue;
+    if (field->is_repeated()) {
+      for (int i = 0; i < reflection->FieldSize(*message, field); ++i) {
+        if (!ResolveTokens(received, reflection->MutableRepeatedMessage(message, field, i), why)) {
+          return false;
+        }
+      }
+    } else if (!ResolveTokens(received, reflection->MutableMessage(message, field), why)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Frames a copy of `message` (every non-empty Array.data sent as external
+// bytes, or only the large ones moved, as `derived` says) and checks that
+// the bytes parse back to `message`, by protobuf and by ReceivedMessage.
+void CheckFrame(const char* name, const google::protobuf::Message& message, Derived& derived) {
+  std::unique_ptr<google::protobuf::Message> framed(message.New());
+  framed->CopyFrom(message);
+  std::deque<std::string> held;  // the external payloads' bytes; addresses stay put
+  wire::ExternalPayload external;
+  if (derived.Next() % 2 == 0) {
+    external = [&held](absl::string_view data, absl::string_view* bytes) {
+      held.emplace_back(data);
+      *bytes = held.back();
+      return true;
+    };
+  }
+  const grpc::ByteBuffer buffer = wire::Frame(framed.get(), external);
+  std::vector<grpc::Slice> slices;
+  if (!buffer.Dump(&slices).ok()) Fail(name, "a framed buffer cannot be read");
+  std::string flat;
+  for (const grpc::Slice& s : slices) flat.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  if (flat.size() != message.ByteSizeLong()) {
+    Fail(name, "framed size differs from protobuf's:",
+         std::to_string(flat.size()) + " vs " + std::to_string(message.ByteSizeLong()));
+  }
+  std::unique_ptr<google::protobuf::Message> parsed(message.New());
+  std::string report;
+  if (!parsed->ParseFromString(flat)) Fail(name, "framed bytes rejected by protobuf");
+  if (!SameFields(message, *parsed, &report)) Fail(name, "framed bytes parse to other fields:", report);
+  wire::ReceivedMessage received;
+  std::unique_ptr<google::protobuf::Message> got(message.New());
+  if (!received.Parse(buffer, got.get()).ok()) Fail(name, "framed bytes rejected by the wire parser");
+  if (!ResolveTokens(received, got.get(), &report)) Fail(name, "framed:", report);
+  if (!SameFields(message, *got, &report)) Fail(name, "framed bytes wire-parse to other fields:", report);
+}
+
+// Parses `payload` as a `prototype` with protobuf and with ReceivedMessage
+// (from slices cut where `derived` says) and aborts unless they agree.
+WireOutcome CheckWire(const char* name, const google::protobuf::Message& prototype,
+                      absl::Span<const uint8_t> payload, Derived& derived) {
+  WireOutcome outcome;
+  std::unique_ptr<google::protobuf::Message> expected(prototype.New());
+  const bool protobuf_ok =
+      expected->ParseFromArray(payload.data(), static_cast<int>(payload.size()));
+  const grpc::ByteBuffer buffer = CutIntoSlices(payload, derived, &outcome.slices);
+  wire::ReceivedMessage received;
+  std::unique_ptr<google::protobuf::Message> got(prototype.New());
+  const absl::Status status = received.Parse(buffer, got.get());
+  outcome.accepted = status.ok();
+  outcome.tokens = received.tokens();
+  outcome.payloads = received.num_payloads();
+  const std::string what = std::string(prototype.GetTypeName()) + " in " +
+                           std::to_string(outcome.slices) + " slices:";
+  if (status.ok() != protobuf_ok) {
+    Fail(name, protobuf_ok ? "the wire parser rejects what protobuf accepts"
+                           : "the wire parser accepts what protobuf rejects",
+         what + " " + status.ToString());
+  }
+  if (!protobuf_ok) {
+    if (status.code() != absl::StatusCode::kInvalidArgument || status.message().empty()) {
+      Fail(name, "the wire parser rejects with an unexpected status:", status.ToString());
+    }
+    return outcome;
+  }
+  std::string report;
+  if (!ResolveTokens(received, got.get(), &report)) Fail(name, what.c_str(), report);
+  if (!SameFields(*expected, *got, &report)) {
+    Fail(name, "the wire parser's fields differ from protobuf's:", what + " " + report);
+  }
+  CheckFrame(name, *expected, derived);
+  return outcome;
+}
+
 void CheckRejection(const char* rpc, const absl::Status& status) {
   if (status.code() != absl::StatusCode::kInvalidArgument &&
       status.code() != absl::StatusCode::kResourceExhausted) {
@@ -140,12 +319,21 @@ Outcome Run(Rpc rpc, absl::Span<const uint8_t> payload) {
   return outcome;
 }
 
-}  // namespace
+// The request message type of each RPC.
+const google::protobuf::Message& RequestPrototype(Rpc rpc) {
+  switch (rpc) {
+    case Rpc::kScan: return v1::ScanRequest::default_instance();
+    case Rpc::kReduce: return v1::ReduceRequest::default_instance();
+    case Rpc::kSelect: return v1::SelectRequest::default_instance();
+    case Rpc::kUnique: return v1::UniqueRequest::default_instance();
+    case Rpc::kRunLengthEncode: return v1::RunLengthEncodeRequest::default_instance();
+    case Rpc::kReduceByKey: return v1::ReduceByKeyRequest::default_instance();
+    case Rpc::kAggregateByKey: return v1::AggregateByKeyRequest::default_instance();
+  }
+  std::abort();  // kAllRpcs holds only the cases above
+}
 
-Outcome RunRequestBytes(absl::Span<const uint8_t> bytes) {
-  if (bytes.empty()) return Outcome{};
-  const Rpc rpc = kAllRpcs[bytes[0] % kNumRpcs];
-  const absl::Span<const uint8_t> payload = bytes.subspan(1);
+Outcome RunPath(Rpc rpc, absl::Span<const uint8_t> payload) {
   switch (rpc) {
     case Rpc::kScan: return Run<v1::ScanRequest, v1::ScanResponse>(rpc, payload);
     case Rpc::kReduce: return Run<v1::ReduceRequest, v1::ReduceResponse>(rpc, payload);
@@ -159,6 +347,25 @@ Outcome RunRequestBytes(absl::Span<const uint8_t> bytes) {
       return Run<v1::AggregateByKeyRequest, v1::AggregateByKeyResponse>(rpc, payload);
   }
   std::abort();  // kAllRpcs holds only the cases above
+}
+
+}  // namespace
+
+Outcome RunRequestBytes(absl::Span<const uint8_t> bytes) {
+  if (bytes.empty()) return Outcome{};
+  const Rpc rpc = kAllRpcs[bytes[0] % kNumRpcs];
+  const absl::Span<const uint8_t> payload = bytes.subspan(1);
+  Derived derived(bytes);
+  const char* name = RpcName(rpc);
+  const WireOutcome request = CheckWire(name, RequestPrototype(rpc), payload, derived);
+  const WireOutcome multiplex =
+      CheckWire(name, v1::MultiplexRequest::default_instance(), payload, derived);
+  const WireOutcome echo = CheckWire(name, v1::EchoRequest::default_instance(), payload, derived);
+  Outcome outcome = RunPath(rpc, payload);
+  outcome.wire_request = request;
+  outcome.wire_multiplex = multiplex;
+  outcome.wire_echo = echo;
+  return outcome;
 }
 
 std::string EncodeRequest(Rpc rpc, const google::protobuf::Message& request) {
