@@ -9,10 +9,15 @@
 // A tile publishes A as soon as it knows its own aggregate, then looks back
 // over its predecessors, one warp reading a window of 32 * kSlotsPerLane
 // slots at a time (tuning.cuh: kLookbackSlotsPerLane),
-// combining A values until it meets a P; it then publishes P. Tiles take
+// combining A values until it meets a P; it then publishes P. How often it
+// polls is the policy's (tuning.cuh LookbackPolicy: an optional sleep after
+// publishing A and a fixed poll interval in large launches, which the scan
+// uses: kernels/NOTES.md, issue 13). Tiles take
 // their index from an atomic counter in the order blocks start running, so
 // every predecessor of a running tile has already started: the look-back
-// cannot deadlock whatever order the hardware schedules blocks in.
+// cannot deadlock whatever order the hardware schedules blocks in. (A
+// ScanPolicy may take tile = blockIdx.x instead, as CUB does, which relies
+// on blocks starting in blockIdx order; no shipped policy does.)
 //
 // Status and value share one word where they fit, so a single store
 // publishes both and readers need no fence: a 64-bit word when

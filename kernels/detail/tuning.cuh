@@ -107,13 +107,23 @@ struct ScanPolicy {
   using Lookback = Lookback_;
   static constexpr bool kBlockIdxOrder = kBlockIdxOrder_;
 };
-// The scan's policy, tuned on an H200 (kernels/NOTES.md): 32 int32
-// items per thread (8192-item tiles: half as many look-backs as 16 items,
-// ~17% faster at 2^28; 3 blocks per SM at 80 registers, no spills; a cap
-// for 4 blocks measured ~3% faster for int32 but spills 50..250 bytes in
-// every dtype, so it is not taken), and a shorter polling back-off than the
-// shared default above (~1% at 2^28).
-using DefaultScanPolicy = ScanPolicy<256, 128, 128, 1, LookbackPolicy<1, 8, 64>>;
+// The scan's look-back (issue 13, kernels/NOTES.md, measured on an H100):
+// in launches of >= kLookbackDelayMinTiles tiles the looking-back warp
+// sleeps 1500 ns after publishing A, then polls every 800 ns (CUB's
+// fixed-delay scheme; its sm_90 tunings use about 1.1-1.3 us then
+// 0.6-0.7 us). The polling of hundreds of resident look-back warps was
+// what slowed the scan: 2^28 int32 910 -> 835 us, float32 905 -> 832,
+// and 2000/1000 ns was no faster. Smaller launches keep the 8..64 ns
+// doubling (a 1.5 us sleep is most of a 2^20 scan).
+using ScanLookbackPolicy = LookbackPolicy<1, 8, 64, true, true, 1500, false, 800>;
+// The scan's policy: 256 threads, 128 input bytes per thread (8192-item
+// tiles for 4-byte values, 4096 for 8-byte: half as many look-backs as 16
+// 4-byte items, ~17% faster at 2^28 on an H200), and 4 blocks per SM asked
+// of the compiler: a 64-register cap, which the 4-byte scans meet anyway
+// and which takes the 8-byte ones from 70 (SUM) and 90 (MAX) registers, 3
+// and 2 blocks per SM, to 4 without spills (int64 SUM 1790 -> 1657 us at
+// 2^28 by itself, int64 MAX 2040 -> 1616 with the look-back above).
+using DefaultScanPolicy = ScanPolicy<256, 128, 128, 4, ScanLookbackPolicy>;
 
 // Reduce: resident blocks per SM of the grid-stride kernel, and the input
 // size up to which one block does the whole reduction (one launch, no
