@@ -18,18 +18,17 @@ constexpr uint64_t kMaxProtobufPayloadBytes = (uint64_t{1} << 31) - 1024;
 
 void DeleteString(void* s) { delete static_cast<std::string*>(s); }
 
+grpc::Status GrpcStatusOf(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
 }  // namespace
 
-grpc::ServerUnaryReactor* EchoService::Echo(grpc::CallbackServerContext* context,
-                                            const grpc::ByteBuffer* raw_request,
-                                            grpc::ByteBuffer* raw_response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+absl::StatusOr<grpc::ByteBuffer> EchoService::Answer(const grpc::ByteBuffer& raw_request) const {
   v1::EchoRequest request;
   wire::ReceivedMessage received;
-  if (absl::Status parsed = received.Parse(*raw_request, &request); !parsed.ok()) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(parsed.message())));
-    return reactor;
-  }
+  if (absl::Status parsed = received.Parse(raw_request, &request); !parsed.ok()) return parsed;
   // The arrays' bytes as gRPC received them: an echo costs no more than the
   // transport does.
   std::vector<grpc::Slice> received_bytes;
@@ -48,11 +47,9 @@ grpc::ServerUnaryReactor* EchoService::Echo(grpc::CallbackServerContext* context
       request.has_response_bytes() ? request.response_bytes() : request_bytes;
   const uint64_t limit = std::min(max_response_bytes_, kMaxProtobufPayloadBytes);
   if (response_bytes > limit) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                 absl::StrCat("response_bytes = ", response_bytes,
-                                              " is over the server's limit of ", limit,
-                                              " (--max_response_bytes)")));
-    return reactor;
+    return absl::ResourceExhaustedError(absl::StrCat("response_bytes = ", response_bytes,
+                                                     " is over the server's limit of ", limit,
+                                                     " (--max_response_bytes)"));
   }
   // EchoResponse.payload: the received bytes, cut, or padded with zeros.
   std::string header;
@@ -70,9 +67,66 @@ grpc::ServerUnaryReactor* EchoService::Echo(grpc::CallbackServerContext* context
     auto* zeros = new std::string(left, '\0');
     answer.emplace_back(zeros->data(), zeros->size(), DeleteString, zeros);
   }
-  *raw_response = grpc::ByteBuffer(answer.data(), answer.size());
-  reactor->Finish(grpc::Status::OK);
+  return grpc::ByteBuffer(answer.data(), answer.size());
+}
+
+grpc::ServerUnaryReactor* EchoService::Echo(grpc::CallbackServerContext* context,
+                                            const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<grpc::ByteBuffer> answer = Answer(*request);
+  if (answer.ok()) *response = *std::move(answer);
+  reactor->Finish(GrpcStatusOf(answer.status()));
   return reactor;
+}
+
+namespace {
+
+// Reads a message, writes its answer, reads the next: one message in flight
+// each way, so a client that stops reading stalls only its own stream.
+class EchoStreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  explicit EchoStreamReactor(const EchoService* service) : service_(service) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client half-closed (or went away)
+      Finish(grpc::Status::OK);
+      return;
+    }
+    absl::StatusOr<grpc::ByteBuffer> answer = service_->Answer(request_);
+    request_.Clear();
+    if (!answer.ok()) {
+      Finish(GrpcStatusOf(answer.status()));
+      return;
+    }
+    response_ = *std::move(answer);
+    StartWrite(&response_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    response_.Clear();
+    if (!ok) {
+      Finish(grpc::Status::CANCELLED);
+      return;
+    }
+    StartRead(&request_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  const EchoService* const service_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* EchoService::EchoStream(
+    grpc::CallbackServerContext* /*context*/) {
+  return new EchoStreamReactor(this);
 }
 
 }  // namespace primserve

@@ -9,13 +9,18 @@
 
 #include <cstdint>
 
+#include "absl/status/statusor.h"
+#include "grpcpp/support/byte_buffer.h"
+
 #include "proto/primserve/v1/echo.grpc.pb.h"
 
 namespace primserve {
 
 // Over raw buffers, as the Primitives service's unary RPCs (wire/): the
 // answer's payload is sent from the request's own received bytes.
-class EchoService final : public v1::Echo::WithRawCallbackMethod_Echo<v1::Echo::CallbackService> {
+class EchoService final
+    : public v1::Echo::WithRawCallbackMethod_Echo<
+          v1::Echo::WithRawCallbackMethod_EchoStream<v1::Echo::Service>> {
  public:
   // Answers larger than max_response_bytes (and than a protobuf message can
   // hold) get RESOURCE_EXHAUSTED.
@@ -24,6 +29,11 @@ class EchoService final : public v1::Echo::WithRawCallbackMethod_Echo<v1::Echo::
   grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
                                  const grpc::ByteBuffer* request,
                                  grpc::ByteBuffer* response) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* EchoStream(
+      grpc::CallbackServerContext* context) override;
+
+  // The answer to one EchoRequest's bytes, or why there is none.
+  absl::StatusOr<grpc::ByteBuffer> Answer(const grpc::ByteBuffer& request) const;
 
  private:
   const uint64_t max_response_bytes_;

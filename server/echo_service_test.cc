@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
@@ -122,6 +123,41 @@ TEST_F(EchoServiceTest, RefusesAnEchoedPayloadOverTheResponseLimit) {
   *request.add_arrays() = Int32Array(Pattern(kMaxResponseBytes + 4, 3));
   v1::EchoResponse response;
   EXPECT_EQ(Echo(request, &response).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+// EchoStream answers each message as Echo would, in order; a message over
+// the limit ends the stream with RESOURCE_EXHAUSTED.
+TEST_F(EchoServiceTest, EchoStreamAnswersEachMessageInOrder) {
+  grpc::ClientContext context;
+  auto stream = stub_->EchoStream(&context);
+  std::vector<std::string> expected;
+  for (int i = 0; i < 6; ++i) {
+    v1::EchoRequest request;
+    const std::string data = Pattern(size_t{1} << (2 * i + 4), static_cast<char>(i));
+    *request.add_arrays() = Int32Array(data);
+    *request.add_arrays() = Int32Array(Pattern(12, 'a'));
+    std::string answer = data + Pattern(12, 'a');
+    if (i % 2 == 1) {
+      request.set_response_bytes(answer.size() / 2 + 4 * i);
+      answer.resize(request.response_bytes());
+    }
+    ASSERT_TRUE(stream->Write(request));
+    v1::EchoResponse response;
+    ASSERT_TRUE(stream->Read(&response));
+    EXPECT_EQ(response.payload(), answer) << "message " << i;
+  }
+  v1::EchoRequest over;
+  over.set_response_bytes(kMaxResponseBytes + 1);
+  ASSERT_TRUE(stream->Write(over));
+  v1::EchoResponse response;
+  EXPECT_FALSE(stream->Read(&response));
+  stream->WritesDone();
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // The service goes on.
+  v1::EchoRequest small;
+  *small.add_arrays() = Int32Array(Pattern(8, 'z'));
+  ASSERT_TRUE(Echo(small, &response).ok());
+  EXPECT_EQ(response.payload(), Pattern(8, 'z'));
 }
 
 }  // namespace
