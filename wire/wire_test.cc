@@ -787,6 +787,60 @@ TEST(ParseTest, MalformedBytesGetProtobufsVerdict) {
   }
 }
 
+// Fields passed through as they are, large enough (over 4 KiB) to be
+// referenced in the received slices rather than copied, cut anywhere.
+TEST(ParseTest, LargePassThroughFieldsCutAnywhere) {
+  std::string offsets;
+  for (uint64_t i = 0; i < 900; ++i) Varint(uint64_t{1} << 35 | i, &offsets);  // 5400 bytes
+  const std::string region(5000, 'r');
+  std::string bad_region = region;
+  bad_region[4000] = '\xff';  // invalid UTF-8 in a proto3 string
+  const std::string payload = Bytes(40, 70);
+  const std::string array = VarintField(1, v1::INT32) + Field(2, payload);
+  const std::string big_unknown = Field(900, Bytes(6000, 71));
+  struct Case {
+    std::string bytes;
+    bool accepted;
+  };
+  const Case cases[] = {
+      {Field(1, array) + Field(4, offsets) + VarintField(16, 1), true},
+      {Field(4, offsets) + Field(1, array) + Field(4, offsets), true},  // packed pieces append
+      {Field(1, array + big_unknown) + big_unknown + VarintField(2, v1::SUM), true},
+      {Field(1, array + Field(3, Field(1, region))) + Field(15, Field(1, Field(1, region))), true},
+      {Field(1, array) + Field(15, Field(1, Field(1, bad_region))), false},
+      {Field(1, array + Field(3, Field(1, bad_region))), false},
+      // A large field whose length runs past the end.
+      {Field(1, array) + Tag(4, 2) + (Field(4, offsets).substr(1, 2)) + offsets.substr(100), false},
+  };
+  for (const Case& c : cases) {
+    Parsed parsed;
+    ASSERT_TRUE(SameAsProtobuf(v1::ScanRequest(), c.bytes, &parsed));
+    EXPECT_EQ(parsed.accepted, c.accepted);
+    if (c.accepted) {
+      EXPECT_TRUE(parsed.tokens);
+      EXPECT_EQ(parsed.payloads, 1u);
+    }
+    ExpectSameForRandomCuts(v1::ScanRequest(), c.bytes, 200, 8, 72);
+    // Cuts at every position of the first and last 64 bytes and every
+    // 97th in between.
+    for (size_t at = 0; at <= c.bytes.size();
+         at += (at < 64 || at + 64 > c.bytes.size()) ? 1 : 97) {
+      ASSERT_TRUE(SameAsProtobuf(v1::ScanRequest(), c.bytes, Cut(c.bytes, {at}))) << at;
+    }
+    // Two levels down, in a Multiplex.
+    ASSERT_TRUE(SameAsProtobuf(v1::MultiplexRequest(), VarintField(1, 4) + Field(2, c.bytes),
+                               &parsed));
+    EXPECT_EQ(parsed.accepted, c.accepted);
+  }
+  // The referenced field after parsing is the one sent.
+  ReceivedMessage received;
+  v1::ScanRequest got;
+  ASSERT_TRUE(received.Parse(Whole(cases[0].bytes), &got).ok());
+  ASSERT_EQ(got.segment_offsets_size(), 900);
+  EXPECT_EQ(got.segment_offsets(899), uint64_t{1} << 35 | 899);
+  EXPECT_TRUE(got.reproducible());
+}
+
 TEST(ParseTest, TruncatedMessagesGetProtobufsVerdict) {
   int rejected = 0;
   for (const auto& request : AllRequests()) {
