@@ -14,6 +14,7 @@
 #include "client/client.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -21,6 +22,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "reference/gpu_order.h"
 #include "reference/reference.h"
@@ -436,6 +440,57 @@ TEST_F(ClientTest, ErrorsKeepTheServersCodeAndMessage) {
             absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(hurried.ScanStream<int32_t>(input, Op::kSum, false, 1000).status().code(),
             absl::StatusCode::kDeadlineExceeded);
+}
+
+// A Scan that answers UNAVAILABLE to its first call and then echoes its
+// input: what a retry gets.
+class FlakyScan final : public v1::Primitives::CallbackService {
+ public:
+  grpc::ServerUnaryReactor* Scan(grpc::CallbackServerContext* context,
+                                 const v1::ScanRequest* request,
+                                 v1::ScanResponse* response) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    if (calls.fetch_add(1) == 0) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "not yet"));
+    } else {
+      *response->mutable_output() = request->input();
+      reactor->Finish(grpc::Status::OK);
+    }
+    return reactor;
+  }
+  std::atomic<int> calls{0};
+};
+
+// The typed calls go through the channel's retry policy as the generated
+// stub's do, and a retry resends the caller's bytes (framed over its memory).
+TEST(ClientRetryTest, TypedCallsAreRetriedWithTheSameBytes) {
+  for (int max_attempts : {4, 1}) {
+    FlakyScan service;
+    int port = 0;
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&service);
+    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    ASSERT_NE(server, nullptr);
+    ConnectOptions options;
+    options.health_check = false;
+    options.max_attempts = max_attempts;
+    options.initial_backoff = absl::Milliseconds(1);
+    PrimitivesClient client(
+        PrimitivesClient::Connect(absl::StrCat("127.0.0.1:", port), options));
+    const std::vector<int32_t> input = RandomValues<int32_t>(100003, 9, -1000, 1000);
+    absl::StatusOr<std::vector<int32_t>> echoed = client.Scan<int32_t>(input, Op::kSum);
+    if (max_attempts > 1) {
+      ASSERT_TRUE(echoed.ok()) << echoed.status();
+      EXPECT_EQ(*echoed, input);
+      EXPECT_EQ(service.calls.load(), 2);
+    } else {
+      EXPECT_EQ(echoed.status().code(), absl::StatusCode::kUnavailable);
+      EXPECT_EQ(echoed.status().message(), "not yet");
+      EXPECT_EQ(service.calls.load(), 1);
+    }
+    server->Shutdown();
+  }
 }
 
 // Floats travel as bytes: the bits come back as the reference makes them.
