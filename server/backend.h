@@ -48,6 +48,9 @@ class ExecutionBackend {
   // is unmapped.
   virtual absl::Status PinHostMemory(void* data, size_t bytes) { return absl::OkStatus(); }
   virtual void UnpinHostMemory(void* data) {}
+  // Whether PinHostMemory does anything: host buffers this backend reads
+  // often are worth pinning (see server/pinned_payloads.h).
+  virtual bool PinsHostMemory() const { return false; }
 
   // Device memory another process exported (a CUDA shared-memory region):
   // opens the cudaIpcMemHandle_t in `raw_handle` (its 64 bytes) on `device`

@@ -95,6 +95,10 @@ ABSL_FLAG(bool, reflection, true,
 ABSL_FLAG(bool, enable_echo, false,
           "Serve the Echo service, a transport probe for load tests (primload --mode=echo). "
           "Its answers are bounded by --max_response_bytes.");
+ABSL_FLAG(uint64_t, pinned_payload_bytes, uint64_t{1} << 30,
+          "Page-locked host memory kept for large request payloads when the backend is CUDA: a "
+          "request's arrays go from gRPC's buffers into it and from it straight to the GPU. 0: "
+          "none (each goes through the lane's staging).");
 ABSL_FLAG(bool, shared_memory, false,
           "Serve the SharedMemory service: local clients register POSIX shared-memory objects "
           "and name them in requests instead of sending bytes. Any caller may then make the "
@@ -215,6 +219,7 @@ int Main() {
   options.tls_client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);
   options.reflection = absl::GetFlag(FLAGS_reflection);
   options.echo = absl::GetFlag(FLAGS_enable_echo);
+  options.pinned_payload_bytes = absl::GetFlag(FLAGS_pinned_payload_bytes);
   options.shared_memory = absl::GetFlag(FLAGS_shared_memory);
   options.shared_memory_limits.max_regions = absl::GetFlag(FLAGS_max_shared_memory_regions);
   options.shared_memory_limits.max_bytes = absl::GetFlag(FLAGS_max_shared_memory_bytes);

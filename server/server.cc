@@ -91,8 +91,13 @@ PrimServer::PrimServer(std::unique_ptr<ExecutionBackend> backend, const ServerOp
       shared_memory_service_(shared_memory_ != nullptr
                                  ? std::make_unique<shm::SharedMemoryService>(shared_memory_.get())
                                  : nullptr),
+      pinned_payloads_(backend_->PinsHostMemory() && options.pinned_payload_bytes > 0
+                           ? std::make_unique<PinnedPayloads>(backend_.get(),
+                                                              options.pinned_payload_bytes)
+                           : nullptr),
       service_(&admission_, options.limits, options.metrics, options.caller_header,
-               shared_memory_.get(), backend_.get()),
+               shared_memory_.get(), backend_.get(),
+               pinned_payloads_ != nullptr ? pinned_payloads_->Allocator() : nullptr),
       echo_service_(options.limits.max_response_bytes) {}
 
 absl::StatusOr<std::map<std::string, int>> ParseChannelArgs(absl::string_view text) {

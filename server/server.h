@@ -21,6 +21,7 @@
 #include "server/batcher.h"
 #include "server/convert.h"
 #include "server/echo_service.h"
+#include "server/pinned_payloads.h"
 #include "server/metrics.h"
 #include "server/service.h"
 #include "server/shm/registry.h"
@@ -77,6 +78,10 @@ struct ServerOptions {
   // default: it does no work, so it is the cheapest way to make the server
   // hold memory. Its answers are bounded by limits.max_response_bytes.
   bool echo = false;
+  // Page-locked host memory kept for large request payloads, where the
+  // backend copies to a GPU (server/pinned_payloads.h): a request's arrays go
+  // from gRPC's buffers into it and from it to the device. 0: none.
+  size_t pinned_payload_bytes = size_t{1} << 30;
   // Serve the SharedMemory service, and let unary and Multiplex requests
   // name registered regions (Array.shm, output_location). Off by default:
   // any caller could then make the server open and write the shm objects
@@ -108,6 +113,9 @@ class PrimServer final {
   // Outlives the services that use it; null without options.shared_memory.
   std::unique_ptr<shm::Registry> shared_memory_;
   std::unique_ptr<shm::SharedMemoryService> shared_memory_service_;
+  // Null unless the backend pins host memory and options.pinned_payload_bytes
+  // is not 0; outlives the service that allocates from it.
+  std::unique_ptr<PinnedPayloads> pinned_payloads_;
   PrimitivesService service_;
   EchoService echo_service_;  // no work: measures the transport; served when options.echo
   std::unique_ptr<grpc::Server> server_;

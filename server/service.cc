@@ -53,10 +53,11 @@ grpc::ServerUnaryReactor* PrimitivesService::Handle(grpc::CallbackServerContext*
   // The parsed request and its payloads, which the operation views, live
   // until the answer is sent.
   struct Received {
+    explicit Received(wire::PayloadAllocator allocator) : payloads(std::move(allocator)) {}
     Request request;
     wire::ReceivedMessage payloads;
   };
-  auto received = std::make_unique<Received>();
+  auto received = std::make_unique<Received>(payload_allocator_);
   if (absl::Status parsed = received->payloads.Parse(*raw_request, &received->request);
       !parsed.ok()) {
     RecordRefusal(metrics_, parsed);

@@ -13,6 +13,7 @@
 #include "server/metrics.h"
 #include "server/scheduler.h"
 #include "server/stream_reactor.h"
+#include "wire/received.h"
 
 namespace primserve {
 
@@ -48,17 +49,21 @@ class PrimitivesService final : public RawUnaryPrimitives {
   // `caller_header`: see CallerOf. `shared_memory` (not owned; null: off)
   // resolves Array.shm and output_location in unary and Multiplex requests.
   // `backend` (not owned; may be null) tells reproducible ScanStreams where
-  // to cut (ExecutionBackend::ReproducibleScanGranule).
+  // to cut (ExecutionBackend::ReproducibleScanGranule). `payload_allocator`
+  // (may be empty) is where unary requests' arrays are made contiguous
+  // (wire::ReceivedMessage).
   PrimitivesService(Scheduler* scheduler, const RequestLimits& limits,
                     Metrics* metrics = nullptr, std::string caller_header = "",
                     const shm::Registry* shared_memory = nullptr,
-                    const ExecutionBackend* backend = nullptr)
+                    const ExecutionBackend* backend = nullptr,
+                    wire::PayloadAllocator payload_allocator = nullptr)
       : scheduler_(scheduler),
         limits_(limits),
         metrics_(metrics),
         caller_header_(std::move(caller_header)),
         shared_memory_(shared_memory),
-        backend_(backend) {}
+        backend_(backend),
+        payload_allocator_(std::move(payload_allocator)) {}
 
   // The unary RPCs take and give raw gRPC buffers: requests are parsed with
   // their arrays left where gRPC received them, and answers are sent from the
@@ -115,6 +120,7 @@ class PrimitivesService final : public RawUnaryPrimitives {
   const std::string caller_header_;
   const shm::Registry* const shared_memory_;
   const ExecutionBackend* const backend_;
+  const wire::PayloadAllocator payload_allocator_;
 };
 
 }  // namespace primserve

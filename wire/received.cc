@@ -108,7 +108,7 @@ enum class Walk { kOk, kHandOver };
 // references to the received slices). kHandOver for
 // anything this walk does not follow: protobuf then parses the whole message.
 Walk Rewrite(Cursor& cursor, size_t end, const google::protobuf::Descriptor* type, int depth,
-             std::deque<Payload>& payloads, Pieces* header) {
+             const PayloadAllocator* allocator, std::deque<Payload>& payloads, Pieces* header) {
   std::string scratch;
   const auto append_varint = [&](uint64_t value) {
     scratch.clear();
@@ -118,7 +118,9 @@ Walk Rewrite(Cursor& cursor, size_t end, const google::protobuf::Descriptor* typ
   const bool is_array = type->full_name() == kArrayType;
   while (cursor.position() < end) {
     uint64_t tag;
-    if (!cursor.ReadVarint(&tag, kMaxTagBytes) || tag > 0xffffffffu || (tag >> 3) == 0) return Walk::kHandOver;
+    if (!cursor.ReadVarint(&tag, kMaxTagBytes) || tag > 0xffffffffu || (tag >> 3) == 0) {
+      return Walk::kHandOver;
+    }
     const int number = static_cast<int>(tag >> 3);
     const uint32_t wire_type = tag & 7;
     append_varint(tag);
@@ -144,15 +146,15 @@ Walk Rewrite(Cursor& cursor, size_t end, const google::protobuf::Descriptor* typ
     const google::protobuf::FieldDescriptor* field = type->FindFieldByNumber(number);
     if (wire_type == kLengthDelimited && is_array && number == kArrayDataField && length > 0) {
       const uint64_t index = payloads.size();
-      payloads.emplace_back(cursor.Take(length));
+      payloads.emplace_back(cursor.Take(length), allocator);
       append_varint(sizeof(index));
       header->AppendBytes(absl::string_view(reinterpret_cast<const char*>(&index), sizeof(index)));
     } else if (wire_type == kLengthDelimited && field != nullptr &&
                field->message_type() != nullptr && depth < kMaxDepth &&
                BearsArray(field->message_type())) {
       Pieces sub;
-      if (Rewrite(cursor, cursor.position() + length, field->message_type(), depth + 1, payloads,
-                  &sub) == Walk::kHandOver) {
+      if (Rewrite(cursor, cursor.position() + length, field->message_type(), depth + 1, allocator,
+                  payloads, &sub) == Walk::kHandOver) {
         return Walk::kHandOver;
       }
       append_varint(sub.size());
@@ -181,20 +183,22 @@ void* AllocateAligned(size_t bytes) {
 
 }  // namespace
 
-Payload::Payload(std::vector<grpc::Slice> slices) : slices_(std::move(slices)) {
+Payload::Payload(std::vector<grpc::Slice> slices, const PayloadAllocator* allocator)
+    : slices_(std::move(slices)), allocator_(allocator) {
   for (const grpc::Slice& s : slices_) size_ += s.size();
 }
-
-void Payload::FreeDeleter::operator()(char* p) const { std::free(p); }
 
 absl::string_view Payload::Contiguous() {
   if (slices_.size() == 1 && reinterpret_cast<uintptr_t>(slices_[0].begin()) % 8 == 0) {
     return absl::string_view(reinterpret_cast<const char*>(slices_[0].begin()), size_);
   }
   if (copy_ == nullptr) {
-    char* to = static_cast<char*>(AllocateAligned(size_));
-    if (to == nullptr) throw std::bad_alloc();
-    copy_.reset(to);
+    if (allocator_ != nullptr && *allocator_) copy_ = (*allocator_)(size_);
+    if (copy_ == nullptr) {
+      copy_ = PayloadBuffer(static_cast<char*>(AllocateAligned(size_)), [](char* p) { std::free(p); });
+      if (copy_ == nullptr) throw std::bad_alloc();
+    }
+    char* to = copy_.get();
     for (const grpc::Slice& s : slices_) {
       std::memcpy(to, s.begin(), s.size());
       to += s.size();
@@ -214,7 +218,8 @@ absl::Status ReceivedMessage::Parse(const grpc::ByteBuffer& buffer,
   }
   Cursor cursor(slices);
   Pieces header;
-  if (Rewrite(cursor, cursor.size(), message->GetDescriptor(), 0, payloads_, &header) ==
+  if (Rewrite(cursor, cursor.size(), message->GetDescriptor(), 0, &allocator_, payloads_,
+              &header) ==
       Walk::kOk) {
     grpc::ByteBuffer header_bytes = std::move(header).ToByteBuffer();
     grpc::ProtoBufferReader header_reader(&header_bytes);

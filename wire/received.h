@@ -14,7 +14,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -26,11 +28,17 @@
 
 namespace primserve::wire {
 
+// Memory for a payload made contiguous: `bytes` or more, 64-byte aligned,
+// freed by its deleter; null to take the default (the heap).
+using PayloadBuffer = std::unique_ptr<char, std::function<void(char*)>>;
+using PayloadAllocator = std::function<PayloadBuffer(size_t bytes)>;
+
 // The bytes of one Array.data as gRPC received them: references to one or
 // more of its slices, not a copy.
 class Payload {
  public:
-  explicit Payload(std::vector<grpc::Slice> slices);
+  // `allocator` (may be null or empty) must outlive the payload.
+  Payload(std::vector<grpc::Slice> slices, const PayloadAllocator* allocator);
 
   size_t size() const { return size_; }
   const std::vector<grpc::Slice>& slices() const { return slices_; }
@@ -39,19 +47,25 @@ class Payload {
   // a copy this payload owns, made on the first call (large ones backed by
   // 2 MB pages where the kernel allows, so that hundreds of MB take hundreds
   // of page faults, not tens of thousands).
+  // The copy comes from the ReceivedMessage's allocator where it gives one.
   absl::string_view Contiguous();
 
  private:
-  struct FreeDeleter {
-    void operator()(char* p) const;
-  };
   std::vector<grpc::Slice> slices_;
   size_t size_ = 0;
-  std::unique_ptr<char, FreeDeleter> copy_;
+  const PayloadAllocator* allocator_;
+  PayloadBuffer copy_;
 };
 
 class ReceivedMessage {
  public:
+  // `allocator`: where payloads made contiguous are copied to (e.g. memory
+  // a GPU copies from directly); empty: the heap.
+  explicit ReceivedMessage(PayloadAllocator allocator = nullptr)
+      : allocator_(std::move(allocator)) {}
+  ReceivedMessage(const ReceivedMessage&) = delete;
+  ReceivedMessage& operator=(const ReceivedMessage&) = delete;
+
   // Parses `buffer` into `message` (cleared first) as protobuf would, with
   // every non-empty Array.data, at any depth, a token standing for a Payload.
   // INVALID_ARGUMENT where protobuf's parser rejects the bytes. Bytes this
@@ -74,6 +88,7 @@ class ReceivedMessage {
   size_t num_payloads() const { return payloads_.size(); }
 
  private:
+  const PayloadAllocator allocator_;
   std::deque<Payload> payloads_;  // addresses stay put as it grows
   bool tokens_ = false;
 };

@@ -67,6 +67,7 @@ class CudaBackend final : public ExecutionBackend {
   // cudaHostRegister (portable: for every device's lanes) / cudaHostUnregister.
   absl::Status PinHostMemory(void* data, size_t bytes) override;
   void UnpinHostMemory(void* data) override;
+  bool PinsHostMemory() const override { return true; }
   // cudaIpcOpenMemHandle on `device` (one this backend serves), checked
   // against the allocation's size; the range is recorded (cuda/io.h
   // AddDeviceRange) so that requests naming it run on it in place.
