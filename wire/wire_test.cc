@@ -926,6 +926,64 @@ TEST(ParseTest, ParseAgainStartsOver) {
   EXPECT_EQ(*received.Resolve(got.values().data()), second.values().data());
 }
 
+// Payloads made contiguous go where the ReceivedMessage's allocator says
+// (null from it: the heap), and only those that need a copy.
+TEST(ParseTest, PayloadsAreCopiedIntoTheAllocatorsMemory) {
+  int allocations = 0, frees = 0;
+  bool refuse = false;
+  std::vector<std::pair<const char*, size_t>> given;
+  ReceivedMessage received([&](size_t bytes) -> PayloadBuffer {
+    if (refuse) return nullptr;
+    ++allocations;
+    char* p = static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+    given.emplace_back(p, bytes);
+    return PayloadBuffer(p, [&frees](char* q) {
+      ++frees;
+      std::free(q);
+    });
+  });
+  v1::ReduceByKeyRequest request;
+  *request.mutable_keys() = MakeArray(v1::INT32, Bytes(1000, 80));
+  *request.mutable_values() = MakeArray(v1::INT64, Bytes(2000, 81));
+  const std::string bytes = request.SerializeAsString();
+  const size_t keys_at = bytes.find(request.keys().data());
+  // keys in two slices (copied); values alone in one aligned slice (not).
+  const size_t values_at = bytes.find(request.values().data());
+  std::unique_ptr<uint64_t[]> storage(new uint64_t[bytes.size() / 8 + 4]);
+  char* base = reinterpret_cast<char*>(storage.get()) + (8 - values_at % 8) % 8;
+  std::memcpy(base, bytes.data(), bytes.size());
+  const std::string keys_tail = bytes.substr(keys_at + 500, values_at - keys_at - 500);
+  std::vector<grpc::Slice> slices;
+  slices.emplace_back(base, keys_at + 500, grpc::Slice::STATIC_SLICE);
+  slices.emplace_back(keys_tail.data(), keys_tail.size(), grpc::Slice::STATIC_SLICE);
+  slices.emplace_back(base + values_at, bytes.size() - values_at, grpc::Slice::STATIC_SLICE);
+  v1::ReduceByKeyRequest got;
+  ASSERT_TRUE(received.Parse(grpc::ByteBuffer(slices.data(), slices.size()), &got).ok());
+  absl::StatusOr<absl::string_view> keys = received.Resolve(got.keys().data());
+  ASSERT_TRUE(keys.ok());
+  EXPECT_EQ(*keys, request.keys().data());
+  ASSERT_EQ(allocations, 1);
+  EXPECT_EQ(keys->data(), given[0].first);
+  EXPECT_GE(given[0].second, request.keys().data().size());
+  absl::StatusOr<absl::string_view> values = received.Resolve(got.values().data());
+  ASSERT_TRUE(values.ok());
+  EXPECT_EQ(values->data(), base + values_at);  // in place, no copy
+  EXPECT_EQ(allocations, 1);
+  // Resolved again: the same copy.
+  EXPECT_EQ(received.Resolve(got.keys().data())->data(), keys->data());
+  EXPECT_EQ(allocations, 1);
+  // The next parse frees the copy with the allocator's deleter.
+  EXPECT_EQ(frees, 0);
+  refuse = true;  // and now the allocator gives nothing: the heap instead
+  ASSERT_TRUE(received.Parse(grpc::ByteBuffer(slices.data(), slices.size()), &got).ok());
+  EXPECT_EQ(frees, 1);
+  keys = received.Resolve(got.keys().data());
+  ASSERT_TRUE(keys.ok());
+  EXPECT_EQ(*keys, request.keys().data());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(keys->data()) % 8, 0u);
+  EXPECT_EQ(allocations, 1);
+}
+
 TEST(ParseTest, ResolveRefusesDataThatIsNoToken) {
   ReceivedMessage received;
   v1::ScanRequest got;
