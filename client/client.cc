@@ -23,6 +23,35 @@ absl::Status ToAbsl(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
+// Writes the messages `next` gives while answers are read and handed to
+// `on_answer` (the server reads only a few pieces ahead of the answers read
+// here, so writing and reading go on side by side); a failed answer cancels
+// the call.
+template <typename W, typename R>
+absl::Status Drive(grpc::ClientReaderWriter<W, R>& stream, grpc::ClientContext& context,
+                   const std::function<bool(W*)>& next,
+                   const std::function<absl::Status(const R&)>& on_answer) {
+  std::thread writer([&] {
+    W message;
+    while (next(&message)) {
+      if (!stream.Write(message)) break;
+      message.Clear();
+    }
+    stream.WritesDone();
+  });
+  absl::Status answers_ok;
+  R answer;
+  while (stream.Read(&answer)) {
+    if (!answers_ok.ok()) continue;
+    answers_ok = on_answer(answer);
+    if (!answers_ok.ok()) context.TryCancel();
+  }
+  writer.join();
+  const grpc::Status status = stream.Finish();
+  if (!answers_ok.ok()) return answers_ok;
+  return ToAbsl(status);
+}
+
 // "0.05s": the service config's duration format.
 std::string JsonDuration(absl::Duration duration) {
   return absl::StrFormat("%.3fs", absl::ToDoubleSeconds(duration));
@@ -150,25 +179,7 @@ absl::Status PrimitivesClient::StreamFramed(
           channel_.get(),
           grpc::internal::RpcMethod(method.c_str(), grpc::internal::RpcMethod::BIDI_STREAMING),
           &context));
-  std::thread writer([&] {
-    grpc::ByteBuffer piece;
-    while (next(&piece)) {
-      if (!stream->Write(piece)) break;
-      piece.Clear();
-    }
-    stream->WritesDone();
-  });
-  absl::Status answers_ok;
-  grpc::ByteBuffer answer;
-  while (stream->Read(&answer)) {
-    if (!answers_ok.ok()) continue;
-    answers_ok = on_answer(answer);
-    if (!answers_ok.ok()) context.TryCancel();
-  }
-  writer.join();
-  const grpc::Status status = stream->Finish();
-  if (!answers_ok.ok()) return answers_ok;
-  return ToAbsl(status);
+  return Drive(*stream, context, next, on_answer);
 }
 
 bool PrimitivesClient::IsServing() {
@@ -210,27 +221,7 @@ absl::Status PrimitivesClient::Stream(
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
   auto stream = ((*stub_).*method)(&context);
-  // The server reads only a few pieces ahead of the answers read here, so
-  // writing and reading go on side by side.
-  std::thread writer([&] {
-    Request request;
-    while (next(&request)) {
-      if (!stream->Write(request)) break;
-      request.Clear();
-    }
-    stream->WritesDone();
-  });
-  absl::Status answers_ok;
-  Response answer;
-  while (stream->Read(&answer)) {
-    if (!answers_ok.ok()) continue;
-    answers_ok = on_answer(answer);
-    if (!answers_ok.ok()) context.TryCancel();
-  }
-  writer.join();
-  const grpc::Status status = stream->Finish();
-  if (!answers_ok.ok()) return answers_ok;
-  return ToAbsl(status);
+  return Drive(*stream, context, next, on_answer);
 }
 
 absl::Status PrimitivesClient::CallStream(

@@ -355,19 +355,7 @@ class PrimitivesClient final {
       v1::SelectResponse answer;
       wire::ReceivedMessage received;
       if (absl::Status s = ParseAnswer(buffer, &answer, &received); !s.ok()) return s;
-      result.count = answer.count();
-      if (answer.has_values()) {
-        if (absl::Status s = AppendReceived(received, answer.values(), &result.values); !s.ok()) {
-          return s;
-        }
-      }
-      if (answer.has_indices()) {
-        if (absl::Status s = AppendReceived(received, answer.indices(), &result.indices);
-            !s.ok()) {
-          return s;
-        }
-      }
-      return absl::OkStatus();
+      return AppendSelection(received, answer, &result);
     };
     if (absl::Status s = StreamFramed("SelectStream", next, on_answer); !s.ok()) return s;
     return result;
@@ -514,6 +502,23 @@ class PrimitivesClient final {
                                   google::protobuf::Message* answer,
                                   wire::ReceivedMessage* received);
 
+  // Takes a SelectResponse's count (a running total in a stream) and appends
+  // its arrays.
+  template <typename T>
+  static absl::Status AppendSelection(wire::ReceivedMessage& received,
+                                      const v1::SelectResponse& response, Selection<T>* result) {
+    result->count = response.count();
+    if (response.has_values()) {
+      if (absl::Status s = AppendReceived(received, response.values(), &result->values); !s.ok()) {
+        return s;
+      }
+    }
+    if (response.has_indices()) {
+      return AppendReceived(received, response.indices(), &result->indices);
+    }
+    return absl::OkStatus();
+  }
+
   // Appends the elements of `array`, an array of a message `received`
   // parsed, to `out`: its payload slices copied straight into the vector.
   // INTERNAL if the array holds another dtype.
@@ -566,18 +571,7 @@ class PrimitivesClient final {
       return s;
     }
     Selection<T> result;
-    result.count = response.count();
-    if (response.has_values()) {
-      if (absl::Status s = AppendReceived(received, response.values(), &result.values); !s.ok()) {
-        return s;
-      }
-    }
-    if (response.has_indices()) {
-      if (absl::Status s = AppendReceived(received, response.indices(), &result.indices);
-          !s.ok()) {
-        return s;
-      }
-    }
+    if (absl::Status s = AppendSelection(received, response, &result); !s.ok()) return s;
     return result;
   }
 

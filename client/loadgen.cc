@@ -54,6 +54,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "wire/format.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -525,16 +526,7 @@ class UnaryTarget final : public Target {
   std::vector<Request> requests_;
 };
 
-// Bytes of a protobuf varint.
-std::string Varint(uint64_t value) {
-  std::string out;
-  while (value >= 0x80) {
-    out.push_back(static_cast<char>(value | 0x80));
-    value >>= 7;
-  }
-  out.push_back(static_cast<char>(value));
-  return out;
-}
+using wire::Varint;
 
 // One Multiplex stream: requests go out in order (one write at a time),
 // answers come back in any order and are matched to their calls by id.

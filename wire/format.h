@@ -26,6 +26,12 @@ inline void AppendVarint(uint64_t value, std::string* out) {
   out->push_back(static_cast<char>(value));
 }
 
+inline std::string Varint(uint64_t value) {
+  std::string out;
+  AppendVarint(value, &out);
+  return out;
+}
+
 inline void AppendTag(int field, WireType type, std::string* out) {
   AppendVarint((static_cast<uint64_t>(field) << 3) | type, out);
 }

@@ -11,6 +11,7 @@
 #include "client/client.h"
 #include "proto/primserve/v1/echo.pb.h"
 #include "tests/fuzz/request_path.h"
+#include "wire/format.h"
 
 namespace primserve::fuzz {
 namespace {
@@ -215,15 +216,7 @@ void AddAggregateByKey(Corpus& c) {
 }
 
 // Protobuf's wire format by hand, for the seeds of the raw-buffer parser.
-std::string Varint(uint64_t value) {
-  std::string out;
-  while (value >= 0x80) {
-    out.push_back(static_cast<char>(value | 0x80));
-    value >>= 7;
-  }
-  out.push_back(static_cast<char>(value));
-  return out;
-}
+using wire::Varint;
 std::string Tag(int field, int wire_type) { return Varint((uint64_t(field) << 3) | wire_type); }
 std::string Field(int field, const std::string& bytes) {
   return Tag(field, 2) + Varint(bytes.size()) + bytes;
