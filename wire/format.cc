@@ -1,7 +1,6 @@
 #include "wire/format.h"
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 
 namespace primserve::wire {
 namespace {
@@ -20,10 +19,10 @@ bool Bears(const google::protobuf::Descriptor* type, int depth) {
 }  // namespace
 
 bool BearsArray(const google::protobuf::Descriptor* type) {
-  static absl::Mutex mu(absl::kConstInit);
-  static auto* cache = new absl::flat_hash_map<const google::protobuf::Descriptor*, bool>;
-  absl::MutexLock lock(&mu);
-  auto [it, inserted] = cache->try_emplace(type, false);
+  // Asked for every message field of every request: one cache per thread,
+  // so that parsing takes no lock (a handful of types, a few bytes each).
+  thread_local absl::flat_hash_map<const google::protobuf::Descriptor*, bool> cache;
+  auto [it, inserted] = cache.try_emplace(type, false);
   if (inserted) it->second = Bears(type, 0);
   return it->second;
 }

@@ -20,6 +20,7 @@
 #include "proto/primserve/v1/primitives.pb.h"
 #include "wire/framing.h"
 #include "wire/received.h"
+#include "wire/testing.h"
 
 namespace primserve::wire {
 namespace {
@@ -111,43 +112,6 @@ std::string Flatten(const grpc::ByteBuffer& buffer) {
 
 // --- Comparing with protobuf ------------------------------------------------
 
-// Replaces every non-empty Array.data of `message`, at any depth, with the
-// bytes `received` resolves it to, checking on the way that each is a token
-// (where the payloads stayed in slices) and resolves to aligned bytes.
-::testing::AssertionResult ResolveAll(ReceivedMessage& received, Message* message) {
-  if (auto* array = dynamic_cast<v1::Array*>(message)) {
-    if (array->data().empty()) return ::testing::AssertionSuccess();
-    if (received.tokens()) {
-      if (array->data().size() != 8 || received.Find(array->data()) == nullptr) {
-        return ::testing::AssertionFailure() << "an Array.data is not a token";
-      }
-    }
-    absl::StatusOr<absl::string_view> bytes = received.Resolve(array->data());
-    if (!bytes.ok()) return ::testing::AssertionFailure() << bytes.status();
-    if (received.tokens() && reinterpret_cast<uintptr_t>(bytes->data()) % 8 != 0) {
-      return ::testing::AssertionFailure() << "resolved bytes not aligned to 8";
-    }
-    array->set_data(std::string(*bytes));
-    return ::testing::AssertionSuccess();
-  }
-  const google::protobuf::Reflection* reflection = message->GetReflection();
-  std::vector<const google::protobuf::FieldDescriptor*> fields;
-  reflection->ListFields(*message, &fields);
-  for (const google::protobuf::FieldDescriptor* field : fields) {
-    if (field->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) continue;
-    if (field->is_repeated()) {
-      for (int i = 0; i < reflection->FieldSize(*message, field); ++i) {
-        auto r = ResolveAll(received, reflection->MutableRepeatedMessage(message, field, i));
-        if (!r) return r;
-      }
-    } else {
-      auto r = ResolveAll(received, reflection->MutableMessage(message, field));
-      if (!r) return r;
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
-
 struct Parsed {
   bool accepted = false;
   bool tokens = false;
@@ -176,8 +140,9 @@ struct Parsed {
     }
     return ::testing::AssertionSuccess();
   }
-  auto resolved = ResolveAll(received, got.get());
-  if (!resolved) return resolved;
+  if (absl::Status resolved = ResolveAll(received, got.get()); !resolved.ok()) {
+    return ::testing::AssertionFailure() << resolved;
+  }
   MessageDifferencer differencer;
   std::string report;
   differencer.ReportDifferencesToString(&report);

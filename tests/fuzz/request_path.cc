@@ -19,6 +19,7 @@
 #include "server/cpu_backend.h"
 #include "wire/framing.h"
 #include "wire/received.h"
+#include "wire/testing.h"
 
 namespace primserve::fuzz {
 namespace {
@@ -169,45 +170,12 @@ bool SameFields(const google::protobuf::Message& a, const google::protobuf::Mess
 }
 
 // Replaces each non-empty Array.data of `message` (any depth) with the bytes
-// `received` resolves it to; false (with `why`) where one is not a token of
-// this parse or resolves to bytes not aligned to 8.
+// `received` resolves it to; false (with `why`) where that fails.
 bool ResolveTokens(wire::ReceivedMessage& received, google::protobuf::Message* message,
                    std::string* why) {
-  if (auto* array = dynamic_cast<v1::Array*>(message)) {
-    if (array->data().empty()) return true;
-    if (received.tokens() &&
-        (array->data().size() != 8 || received.Find(array->data()) == nullptr)) {
-      *why = "an Array.data is not a payload token";
-      return false;
-    }
-    absl::StatusOr<absl::string_view> bytes = received.Resolve(array->data());
-    if (!bytes.ok()) {
-      *why = bytes.status().ToString();
-      return false;
-    }
-    if (received.tokens() && reinterpret_cast<uintptr_t>(bytes->data()) % 8 != 0) {
-      *why = "a payload resolved to bytes not aligned to 8";
-      return false;
-    }
-    array->set_data(std::string(*bytes));
-    return true;
-  }
-  const google::protobuf::Reflection* reflection = message->GetReflection();
-  std::vector<const google::protobuf::FieldDescriptor*> fields;
-  reflection->ListFields(*message, &fields);
-  for (const google::protobuf::FieldDescriptor* field : fields) {
-    if (field->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) continue;
-    if (field->is_repeated()) {
-      for (int i = 0; i < reflection->FieldSize(*message, field); ++i) {
-        if (!ResolveTokens(received, reflection->MutableRepeatedMessage(message, field, i), why)) {
-          return false;
-        }
-      }
-    } else if (!ResolveTokens(received, reflection->MutableMessage(message, field), why)) {
-      return false;
-    }
-  }
-  return true;
+  const absl::Status resolved = wire::ResolveAll(received, message);
+  if (!resolved.ok()) *why = resolved.ToString();
+  return resolved.ok();
 }
 
 // Frames a copy of `message` (every non-empty Array.data sent as external
