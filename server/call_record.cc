@@ -32,9 +32,13 @@ CallRecord CallRecord::Start(Metrics* metrics, const CallLabels& labels, uint64_
 void CallRecord::Done(const absl::Status& status, const google::protobuf::Message* response,
                       uint64_t elements) const {
   if (metrics == nullptr) return;
+  Done(status, response != nullptr ? response->ByteSizeLong() : 0, elements);
+}
+
+void CallRecord::Done(const absl::Status& status, uint64_t bytes_out, uint64_t elements) const {
+  if (metrics == nullptr) return;
   metrics->RequestDone(labels.rpc, labels.op, labels.dtype, status.code(), absl::Now() - received,
-                       bytes_in, response != nullptr ? response->ByteSizeLong() : 0,
-                       status.ok() ? elements : 0);
+                       bytes_in, status.ok() ? bytes_out : 0, status.ok() ? elements : 0);
   metrics->RequestFinished();
 }
 

@@ -44,6 +44,8 @@ struct CallRecord {
   // `response` is null unless `status` is OK; `elements` counts only then.
   void Done(const absl::Status& status, const google::protobuf::Message* response,
             uint64_t elements) const;
+  // The same with the response's size on the wire (a framed response).
+  void Done(const absl::Status& status, uint64_t bytes_out, uint64_t elements) const;
 };
 
 // Counts a request refused at validation by its reason.

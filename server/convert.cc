@@ -3,15 +3,28 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "wire/framing.h"
 
 namespace primserve {
 namespace {
+
+// An inline array sent from the answer buffer that holds it: its response
+// field and the buffer's first `bytes`.
+struct HeldArray {
+  v1::Array* field;
+  std::shared_ptr<const char> buffer;
+  size_t bytes;
+};
+using HeldArrays = std::vector<HeldArray>;
 
 absl::Status Invalid(absl::string_view message) {
   return absl::InvalidArgumentError(message);
@@ -307,10 +320,32 @@ absl::Status PlaceOutputs(const Request& request, absl::Span<const shm::OutputSp
   return memory->PlaceOutputs(request.output_location(), produced, rpc);
 }
 
-// Places the outputs in shared memory or moves them inline.
-absl::Status Deliver(absl::Span<const shm::Delivery> outputs, shm::RequestMemory* memory) {
-  if (memory != nullptr) return memory->Deliver(outputs);
+// Places the outputs in shared memory or moves them inline. An array held
+// in an answer buffer (HostArray::held) that goes inline is named in `held`
+// with its response field, to be framed from where it is; without `held`, or
+// where it is placed or small, it is copied into a string first.
+absl::Status Deliver(absl::Span<const shm::Delivery> outputs, shm::RequestMemory* memory,
+                     HeldArrays* held) {
+  std::vector<shm::Delivery> rest;
+  rest.reserve(outputs.size());
   for (const shm::Delivery& d : outputs) {
+    if (d.array->held == nullptr) {
+      rest.push_back(d);
+      continue;
+    }
+    const bool placed = memory != nullptr && memory->PlacedData(d.slot) != nullptr;
+    if (held != nullptr && !placed && d.array->held_bytes >= wire::kMinSlicePayload) {
+      d.field->set_dtype(static_cast<v1::DType>(d.array->dtype));
+      held->push_back(HeldArray{d.field, std::move(d.array->held), d.array->held_bytes});
+      continue;
+    }
+    d.array->bytes.assign(d.array->held.get(), d.array->held_bytes);
+    d.array->held.reset();
+    d.array->held_bytes = 0;
+    rest.push_back(d);
+  }
+  if (memory != nullptr) return memory->Deliver(rest);
+  for (const shm::Delivery& d : rest) {
     d.field->set_dtype(static_cast<v1::DType>(d.array->dtype));
     d.field->mutable_data()->swap(d.array->bytes);
   }
@@ -324,6 +359,87 @@ bool Reproducible(bool requested, const RequestLimits& limits) {
 
 uint64_t Segments(absl::Span<const uint64_t> offsets) {
   return offsets.empty() ? 1 : offsets.size();
+}
+
+// The answer of one response, moved into it (ToResponse), with its arrays
+// held in answer buffers named in `held` (null: copied into the response).
+absl::Status Fill(ScanResult r, v1::ScanResponse* response, shm::RequestMemory* memory,
+                  HeldArrays* held) {
+  return Deliver({{shm::Slot::kValues, &r.output, response->mutable_output()}}, memory, held);
+}
+
+absl::Status Fill(ReduceResult r, v1::ReduceResponse* response, shm::RequestMemory* memory,
+                  HeldArrays* held) {
+  if (!r.indices) {
+    return Deliver({{shm::Slot::kValues, &r.values, response->mutable_values()}}, memory, held);
+  }
+  return Deliver({{shm::Slot::kValues, &r.values, response->mutable_values()},
+                  {shm::Slot::kIndices, &*r.indices, response->mutable_indices()}},
+                 memory, held);
+}
+
+absl::Status Fill(SelectResult r, v1::SelectResponse* response, shm::RequestMemory* memory,
+                  HeldArrays* held) {
+  shm::Delivery outputs[2];
+  size_t n = 0;
+  if (r.values) outputs[n++] = {shm::Slot::kValues, &*r.values, response->mutable_values()};
+  if (r.indices) outputs[n++] = {shm::Slot::kIndices, &*r.indices, response->mutable_indices()};
+  response->set_count(r.count);
+  return Deliver(absl::MakeConstSpan(outputs, n), memory, held);
+}
+
+absl::Status Fill(UniqueResult r, v1::UniqueResponse* response, shm::RequestMemory* memory,
+                  HeldArrays* held) {
+  return Deliver({{shm::Slot::kValues, &r.values, response->mutable_values()}}, memory, held);
+}
+
+absl::Status Fill(RunLengthEncodeResult r, v1::RunLengthEncodeResponse* response,
+                  shm::RequestMemory* memory, HeldArrays* held) {
+  return Deliver({{shm::Slot::kValues, &r.values, response->mutable_values()},
+                  {shm::Slot::kLengths, &r.lengths, response->mutable_lengths()}},
+                 memory, held);
+}
+
+absl::Status Fill(ReduceByKeyResult r, v1::ReduceByKeyResponse* response,
+                  shm::RequestMemory* memory, HeldArrays* held) {
+  return Deliver({{shm::Slot::kKeys, &r.keys, response->mutable_keys()},
+                  {shm::Slot::kValues, &r.values, response->mutable_values()}},
+                 memory, held);
+}
+
+absl::Status Fill(AggregateByKeyResult r, v1::AggregateByKeyResponse* response,
+                  shm::RequestMemory* memory, HeldArrays* held) {
+  return Deliver({{shm::Slot::kValues, &r.values, response->mutable_values()}}, memory, held);
+}
+
+template <typename Want, typename Response>
+absl::Status FillFrom(Result result, Response* response, shm::RequestMemory* memory,
+                      HeldArrays* held) {
+  absl::StatusOr<Want> r = Take<Want>(result);
+  if (!r.ok()) return r.status();
+  return Fill(*std::move(r), response, memory, held);
+}
+
+void ReleaseHeld(void* buffer) { delete static_cast<std::shared_ptr<const char>*>(buffer); }
+
+template <typename Want, typename Response>
+absl::StatusOr<grpc::ByteBuffer> Framed(Result result, Response* response,
+                                        shm::RequestMemory* memory) {
+  HeldArrays held;
+  if (absl::Status s = FillFrom<Want>(std::move(result), response, memory, &held); !s.ok()) {
+    return s;
+  }
+  return wire::FrameWithSlices(response, [&held](const v1::Array& array)
+                                             -> std::optional<grpc::Slice> {
+    for (HeldArray& h : held) {
+      if (h.field != &array || h.buffer == nullptr) continue;
+      // The slice's reference keeps the buffer out of its pool until gRPC is
+      // done sending it.
+      auto* reference = new std::shared_ptr<const char>(std::move(h.buffer));
+      return grpc::Slice(const_cast<char*>(reference->get()), h.bytes, ReleaseHeld, reference);
+    }
+    return std::nullopt;
+  });
 }
 
 }  // namespace
@@ -530,67 +646,67 @@ absl::StatusOr<Operation> ToOperation(const v1::AggregateByKeyRequest& request,
   return WithinAnswerLimit(o, limits);
 }
 
-absl::Status ToResponse(Result result, v1::ScanResponse* response,
-                        shm::RequestMemory* memory) {
-  absl::StatusOr<ScanResult> r = Take<ScanResult>(result);
-  if (!r.ok()) return r.status();
-  return Deliver({{shm::Slot::kValues, &r->output, response->mutable_output()}}, memory);
+absl::Status ToResponse(Result result, v1::ScanResponse* response, shm::RequestMemory* memory) {
+  return FillFrom<ScanResult>(std::move(result), response, memory, nullptr);
 }
 
-absl::Status ToResponse(Result result, v1::ReduceResponse* response,
-                        shm::RequestMemory* memory) {
-  absl::StatusOr<ReduceResult> r = Take<ReduceResult>(result);
-  if (!r.ok()) return r.status();
-  if (!r->indices) {
-    return Deliver({{shm::Slot::kValues, &r->values, response->mutable_values()}}, memory);
-  }
-  return Deliver({{shm::Slot::kValues, &r->values, response->mutable_values()},
-                  {shm::Slot::kIndices, &*r->indices, response->mutable_indices()}},
-                 memory);
+absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::ScanResponse* response,
+                                               shm::RequestMemory* memory) {
+  return Framed<ScanResult>(std::move(result), response, memory);
 }
 
-absl::Status ToResponse(Result result, v1::SelectResponse* response,
-                        shm::RequestMemory* memory) {
-  absl::StatusOr<SelectResult> r = Take<SelectResult>(result);
-  if (!r.ok()) return r.status();
-  shm::Delivery outputs[2];
-  size_t n = 0;
-  if (r->values) outputs[n++] = {shm::Slot::kValues, &*r->values, response->mutable_values()};
-  if (r->indices) outputs[n++] = {shm::Slot::kIndices, &*r->indices, response->mutable_indices()};
-  response->set_count(r->count);
-  return Deliver(absl::MakeConstSpan(outputs, n), memory);
+absl::Status ToResponse(Result result, v1::ReduceResponse* response, shm::RequestMemory* memory) {
+  return FillFrom<ReduceResult>(std::move(result), response, memory, nullptr);
 }
 
-absl::Status ToResponse(Result result, v1::UniqueResponse* response,
-                        shm::RequestMemory* memory) {
-  absl::StatusOr<UniqueResult> r = Take<UniqueResult>(result);
-  if (!r.ok()) return r.status();
-  return Deliver({{shm::Slot::kValues, &r->values, response->mutable_values()}}, memory);
+absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::ReduceResponse* response,
+                                               shm::RequestMemory* memory) {
+  return Framed<ReduceResult>(std::move(result), response, memory);
 }
 
-absl::Status ToResponse(Result result, v1::RunLengthEncodeResponse* response,
-                        shm::RequestMemory* memory) {
-  absl::StatusOr<RunLengthEncodeResult> r = Take<RunLengthEncodeResult>(result);
-  if (!r.ok()) return r.status();
-  return Deliver({{shm::Slot::kValues, &r->values, response->mutable_values()},
-                  {shm::Slot::kLengths, &r->lengths, response->mutable_lengths()}},
-                 memory);
+absl::Status ToResponse(Result result, v1::SelectResponse* response, shm::RequestMemory* memory) {
+  return FillFrom<SelectResult>(std::move(result), response, memory, nullptr);
 }
 
-absl::Status ToResponse(Result result, v1::ReduceByKeyResponse* response,
-                        shm::RequestMemory* memory) {
-  absl::StatusOr<ReduceByKeyResult> r = Take<ReduceByKeyResult>(result);
-  if (!r.ok()) return r.status();
-  return Deliver({{shm::Slot::kKeys, &r->keys, response->mutable_keys()},
-                  {shm::Slot::kValues, &r->values, response->mutable_values()}},
-                 memory);
+absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::SelectResponse* response,
+                                               shm::RequestMemory* memory) {
+  return Framed<SelectResult>(std::move(result), response, memory);
 }
 
-absl::Status ToResponse(Result result, v1::AggregateByKeyResponse* response,
-                        shm::RequestMemory* memory) {
-  absl::StatusOr<AggregateByKeyResult> r = Take<AggregateByKeyResult>(result);
-  if (!r.ok()) return r.status();
-  return Deliver({{shm::Slot::kValues, &r->values, response->mutable_values()}}, memory);
+absl::Status ToResponse(Result result, v1::UniqueResponse* response, shm::RequestMemory* memory) {
+  return FillFrom<UniqueResult>(std::move(result), response, memory, nullptr);
+}
+
+absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::UniqueResponse* response,
+                                               shm::RequestMemory* memory) {
+  return Framed<UniqueResult>(std::move(result), response, memory);
+}
+
+absl::Status ToResponse(Result result, v1::RunLengthEncodeResponse* response, shm::RequestMemory* memory) {
+  return FillFrom<RunLengthEncodeResult>(std::move(result), response, memory, nullptr);
+}
+
+absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::RunLengthEncodeResponse* response,
+                                               shm::RequestMemory* memory) {
+  return Framed<RunLengthEncodeResult>(std::move(result), response, memory);
+}
+
+absl::Status ToResponse(Result result, v1::ReduceByKeyResponse* response, shm::RequestMemory* memory) {
+  return FillFrom<ReduceByKeyResult>(std::move(result), response, memory, nullptr);
+}
+
+absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::ReduceByKeyResponse* response,
+                                               shm::RequestMemory* memory) {
+  return Framed<ReduceByKeyResult>(std::move(result), response, memory);
+}
+
+absl::Status ToResponse(Result result, v1::AggregateByKeyResponse* response, shm::RequestMemory* memory) {
+  return FillFrom<AggregateByKeyResult>(std::move(result), response, memory, nullptr);
+}
+
+absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::AggregateByKeyResponse* response,
+                                               shm::RequestMemory* memory) {
+  return Framed<AggregateByKeyResult>(std::move(result), response, memory);
 }
 
 }  // namespace primserve

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "proto/primserve/v1/primitives.pb.h"
 #include "server/shm/request_memory.h"
 #include "wire/received.h"
@@ -71,7 +72,8 @@ absl::StatusOr<Operation> ToOperation(const v1::AggregateByKeyRequest& request,
 
 // Moves the result's arrays into the response, or writes those the request
 // placed in shared memory there (see RequestMemory::Deliver; null: all
-// inline). INTERNAL if the result is not the response's kind.
+// inline). INTERNAL if the result is not the response's kind. An array held
+// in an answer buffer (HostArray::held) is copied into the response.
 absl::Status ToResponse(Result result, v1::ScanResponse* response,
                         shm::RequestMemory* memory = nullptr);
 absl::Status ToResponse(Result result, v1::ReduceResponse* response,
@@ -86,6 +88,30 @@ absl::Status ToResponse(Result result, v1::ReduceByKeyResponse* response,
                         shm::RequestMemory* memory = nullptr);
 absl::Status ToResponse(Result result, v1::AggregateByKeyResponse* response,
                         shm::RequestMemory* memory = nullptr);
+
+// The response to `result` as gRPC sends it: ToResponse's, framed by
+// wire::Frame, except that every inline array held in an answer buffer
+// (HostArray::held, from Task::answers) goes out as a slice over that buffer,
+// which returns to its pool when gRPC is done with it: no copy of the answer
+// on the host. `response` is left with its other fields (the bytes sent are
+// the framed buffer's; Length() is their size). Any protobuf parser reads
+// the bytes as the v1 message ToResponse would have given.
+absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::ScanResponse* response,
+                                               shm::RequestMemory* memory = nullptr);
+absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::ReduceResponse* response,
+                                               shm::RequestMemory* memory = nullptr);
+absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::SelectResponse* response,
+                                               shm::RequestMemory* memory = nullptr);
+absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::UniqueResponse* response,
+                                               shm::RequestMemory* memory = nullptr);
+absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result,
+                                               v1::RunLengthEncodeResponse* response,
+                                               shm::RequestMemory* memory = nullptr);
+absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::ReduceByKeyResponse* response,
+                                               shm::RequestMemory* memory = nullptr);
+absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result,
+                                               v1::AggregateByKeyResponse* response,
+                                               shm::RequestMemory* memory = nullptr);
 
 }  // namespace primserve
 

@@ -99,6 +99,10 @@ ABSL_FLAG(uint64_t, pinned_payload_bytes, uint64_t{1} << 30,
           "Page-locked host memory kept for large request payloads when the backend is CUDA: a "
           "request's arrays go from gRPC's buffers into it and from it straight to the GPU. 0: "
           "none (each goes through the lane's staging).");
+ABSL_FLAG(uint64_t, pinned_answer_bytes, uint64_t{1} << 30,
+          "Page-locked host memory kept for large answers of unary calls when the backend is "
+          "CUDA: an answer goes from the GPU into it and gRPC sends it from there, with no copy. "
+          "Answers that find none free go through ordinary memory. 0: none.");
 ABSL_FLAG(bool, shared_memory, false,
           "Serve the SharedMemory service: local clients register POSIX shared-memory objects "
           "and name them in requests instead of sending bytes. Any caller may then make the "
@@ -220,6 +224,7 @@ int Main() {
   options.reflection = absl::GetFlag(FLAGS_reflection);
   options.echo = absl::GetFlag(FLAGS_enable_echo);
   options.pinned_payload_bytes = absl::GetFlag(FLAGS_pinned_payload_bytes);
+  options.pinned_answer_bytes = absl::GetFlag(FLAGS_pinned_answer_bytes);
   options.shared_memory = absl::GetFlag(FLAGS_shared_memory);
   options.shared_memory_limits.max_regions = absl::GetFlag(FLAGS_max_shared_memory_regions);
   options.shared_memory_limits.max_bytes = absl::GetFlag(FLAGS_max_shared_memory_bytes);

@@ -34,6 +34,7 @@ void PinnedPayloads::Destroy(State& state, Buffer buffer) {
 
 void PinnedPayloads::Release(const std::shared_ptr<State>& state, Buffer buffer) {
   absl::MutexLock lock(&state->mu);
+  state->in_use -= buffer.capacity;
   if (state->closed) {
     Destroy(*state, buffer);
   } else {
@@ -44,7 +45,9 @@ void PinnedPayloads::Release(const std::shared_ptr<State>& state, Buffer buffer)
 wire::PayloadBuffer PinnedPayloads::Allocate(size_t bytes) {
   if (bytes < kMinPinnedBytes) return nullptr;
   const size_t capacity = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  // Called with the lock held.
   const auto hand_out = [state = state_](Buffer buffer) {
+    state->in_use += buffer.capacity;
     return wire::PayloadBuffer(buffer.data, [state, buffer](char*) { Release(state, buffer); });
   };
   absl::MutexLock lock(&state_->mu);
@@ -85,9 +88,22 @@ wire::PayloadAllocator PinnedPayloads::Allocator() {
   return [this](size_t bytes) { return Allocate(bytes); };
 }
 
+AnswerAllocator PinnedPayloads::Answers() {
+  return [this](size_t bytes) -> std::shared_ptr<char> {
+    wire::PayloadBuffer buffer = Allocate(bytes);
+    if (buffer == nullptr) return nullptr;
+    return std::shared_ptr<char>(std::move(buffer));
+  };
+}
+
 size_t PinnedPayloads::pinned_bytes() const {
   absl::MutexLock lock(&state_->mu);
   return state_->pinned;
+}
+
+size_t PinnedPayloads::in_use_bytes() const {
+  absl::MutexLock lock(&state_->mu);
+  return state_->in_use;
 }
 
 }  // namespace primserve

@@ -1,9 +1,10 @@
-// Host buffers for request payloads that a backend copies to a device: page-
-// locked once and reused, so that a large request's bytes go from gRPC's
-// receive buffers into memory the GPU reads directly (one copy on the host,
-// then DMA) instead of through a second copy into staging. Below
-// kMinPinnedBytes, and beyond the pool's limit, it gives nothing and the
-// payload takes ordinary heap memory.
+// Host buffers for request payloads that a backend copies to a device, and
+// for answers it copies back: page-locked once and reused, so that a large
+// request's bytes go from gRPC's receive buffers into memory the GPU reads
+// directly (one copy on the host, then DMA) instead of through a second copy
+// into staging, and a large answer goes from the device into memory gRPC
+// sends from (no copy on the host at all). Below kMinPinnedBytes, and beyond
+// the pool's limit, it gives nothing and the bytes take ordinary heap memory.
 #ifndef PRIMSERVE_SERVER_PINNED_PAYLOADS_H_
 #define PRIMSERVE_SERVER_PINNED_PAYLOADS_H_
 
@@ -33,8 +34,13 @@ class PinnedPayloads {
   wire::PayloadBuffer Allocate(size_t bytes);
   // As a wire::PayloadAllocator.
   wire::PayloadAllocator Allocator();
+  // As a Task's AnswerAllocator: the buffer goes back to the pool when its
+  // last reference goes (gRPC is done sending it).
+  AnswerAllocator Answers();
 
+  // Bytes pinned (in use and free), and in use.
   size_t pinned_bytes() const;
+  size_t in_use_bytes() const;
 
  private:
   struct Buffer {
@@ -47,6 +53,7 @@ class PinnedPayloads {
     mutable absl::Mutex mu;
     std::vector<Buffer> free ABSL_GUARDED_BY(mu);
     size_t pinned ABSL_GUARDED_BY(mu) = 0;  // in use and free
+    size_t in_use ABSL_GUARDED_BY(mu) = 0;
     bool closed ABSL_GUARDED_BY(mu) = false;
   };
   static void Release(const std::shared_ptr<State>& state, Buffer buffer);

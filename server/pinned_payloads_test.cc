@@ -98,5 +98,29 @@ TEST(PinnedPayloadsTest, ARefusedPinGivesNothingAndBuffersMayOutliveThePool) {
   EXPECT_TRUE(backend.pinned.empty());
 }
 
+TEST(PinnedPayloadsTest, AnswerBuffersGoBackWhenTheLastReferenceDoes) {
+  PinningBackend backend;
+  PinnedPayloads pool(&backend, 16 * kMiB);
+  AnswerAllocator answers = pool.Answers();
+  EXPECT_EQ(answers(PinnedPayloads::kMinPinnedBytes - 1), nullptr);
+  std::shared_ptr<char> answer = answers(5 * kMiB);
+  ASSERT_NE(answer, nullptr);
+  char* const first = answer.get();
+  EXPECT_EQ(pool.in_use_bytes(), 6 * kMiB);
+  // A second reference (the slice gRPC sends) keeps it out of the pool.
+  std::shared_ptr<const char> sent = answer;
+  answer.reset();
+  EXPECT_EQ(pool.in_use_bytes(), 6 * kMiB);
+  sent.reset();
+  EXPECT_EQ(pool.in_use_bytes(), 0u);
+  // Reused, not pinned again.
+  const int pins = backend.pins;
+  std::shared_ptr<char> again = answers(5 * kMiB);
+  EXPECT_EQ(again.get(), first);
+  EXPECT_EQ(backend.pins, pins);
+  // No room for more than the limit: null, and the caller takes a string.
+  EXPECT_EQ(answers(12 * kMiB), nullptr);
+}
+
 }  // namespace
 }  // namespace primserve

@@ -95,9 +95,14 @@ PrimServer::PrimServer(std::unique_ptr<ExecutionBackend> backend, const ServerOp
                            ? std::make_unique<PinnedPayloads>(backend_.get(),
                                                               options.pinned_payload_bytes)
                            : nullptr),
+      pinned_answers_(backend_->PinsHostMemory() && options.pinned_answer_bytes > 0
+                          ? std::make_unique<PinnedPayloads>(backend_.get(),
+                                                             options.pinned_answer_bytes)
+                          : nullptr),
       service_(&admission_, options.limits, options.metrics, options.caller_header,
                shared_memory_.get(), backend_.get(),
-               pinned_payloads_ != nullptr ? pinned_payloads_->Allocator() : nullptr),
+               pinned_payloads_ != nullptr ? pinned_payloads_->Allocator() : nullptr,
+               pinned_answers_ != nullptr ? pinned_answers_->Answers() : nullptr),
       echo_service_(options.limits.max_response_bytes) {}
 
 absl::StatusOr<std::map<std::string, int>> ParseChannelArgs(absl::string_view text) {

@@ -82,6 +82,10 @@ struct ServerOptions {
   // backend copies to a GPU (server/pinned_payloads.h): a request's arrays go
   // from gRPC's buffers into it and from it to the device. 0: none.
   size_t pinned_payload_bytes = size_t{1} << 30;
+  // The same for large inline answers of unary calls: the backend copies an
+  // answer from the device into it and gRPC sends it from there, after which
+  // it is reused (Task::answers). 0: none (answers go through strings).
+  size_t pinned_answer_bytes = size_t{1} << 30;
   // Serve the SharedMemory service, and let unary and Multiplex requests
   // name registered regions (Array.shm, output_location). Off by default:
   // any caller could then make the server open and write the shm objects
@@ -116,6 +120,8 @@ class PrimServer final {
   // Null unless the backend pins host memory and options.pinned_payload_bytes
   // is not 0; outlives the service that allocates from it.
   std::unique_ptr<PinnedPayloads> pinned_payloads_;
+  // Likewise for options.pinned_answer_bytes.
+  std::unique_ptr<PinnedPayloads> pinned_answers_;
   PrimitivesService service_;
   EchoService echo_service_;  // no work: measures the transport; served when options.echo
   std::unique_ptr<grpc::Server> server_;

@@ -83,14 +83,16 @@ grpc::ServerUnaryReactor* PrimitivesService::Handle(grpc::CallbackServerContext*
   task->deadline = DeadlineOf(*context);
   task->is_cancelled = [context] { return context->IsCancelled(); };
   task->peer = CallerOf(*context, caller_header_);
+  task->answers = answer_allocator_;
   task->done = [reactor, raw_response, call, elements, memory = std::move(memory),
                 received = std::move(received)](absl::StatusOr<Result> result) {
     Response response;
-    const absl::Status status =
-        result.ok() ? ToResponse(*std::move(result), &response, memory.get()) : result.status();
-    call.Done(status, status.ok() ? &response : nullptr, elements);
-    if (status.ok()) *raw_response = wire::Frame(&response);
-    reactor->Finish(ToGrpc(status));
+    absl::StatusOr<grpc::ByteBuffer> framed =
+        result.ok() ? FrameResponse(*std::move(result), &response, memory.get())
+                    : absl::StatusOr<grpc::ByteBuffer>(result.status());
+    call.Done(framed.status(), framed.ok() ? framed->Length() : 0, elements);
+    if (framed.ok()) *raw_response = *std::move(framed);
+    reactor->Finish(ToGrpc(framed.status()));
   };
   // On failure the scheduler recorded its own refusal (queue full).
   if (absl::Status scheduled = scheduler_->Schedule(&task); !scheduled.ok()) {

@@ -51,19 +51,22 @@ class PrimitivesService final : public RawUnaryPrimitives {
   // `backend` (not owned; may be null) tells reproducible ScanStreams where
   // to cut (ExecutionBackend::ReproducibleScanGranule). `payload_allocator`
   // (may be empty) is where unary requests' arrays are made contiguous
-  // (wire::ReceivedMessage).
+  // (wire::ReceivedMessage); `answer_allocator` (may be empty) where the
+  // backend may write their large answers, sent from there (Task::answers).
   PrimitivesService(Scheduler* scheduler, const RequestLimits& limits,
                     Metrics* metrics = nullptr, std::string caller_header = "",
                     const shm::Registry* shared_memory = nullptr,
                     const ExecutionBackend* backend = nullptr,
-                    wire::PayloadAllocator payload_allocator = nullptr)
+                    wire::PayloadAllocator payload_allocator = nullptr,
+                    AnswerAllocator answer_allocator = nullptr)
       : scheduler_(scheduler),
         limits_(limits),
         metrics_(metrics),
         caller_header_(std::move(caller_header)),
         shared_memory_(shared_memory),
         backend_(backend),
-        payload_allocator_(std::move(payload_allocator)) {}
+        payload_allocator_(std::move(payload_allocator)),
+        answer_allocator_(std::move(answer_allocator)) {}
 
   // The unary RPCs take and give raw gRPC buffers: requests are parsed with
   // their arrays left where gRPC received them, and answers are sent from the
@@ -121,6 +124,7 @@ class PrimitivesService final : public RawUnaryPrimitives {
   const shm::Registry* const shared_memory_;
   const ExecutionBackend* const backend_;
   const wire::PayloadAllocator payload_allocator_;
+  const AnswerAllocator answer_allocator_;
 };
 
 }  // namespace primserve

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -46,6 +47,16 @@ struct HostArray {
   // Non-zero: the backend wrote this many bytes of answer straight to the
   // operation's output place, and `bytes` is empty.
   uint64_t bytes_in_place = 0;
+  // Non-null: the answer is the first `held_bytes` bytes of this buffer (one
+  // of Task::answers, which the backend wrote it into), sent from there, and
+  // `bytes` is empty.
+  std::shared_ptr<const char> held;
+  size_t held_bytes = 0;
+
+  // The answer's bytes, wherever they are held (empty if in place).
+  absl::string_view data() const {
+    return held != nullptr ? absl::string_view(held.get(), held_bytes) : absl::string_view(bytes);
+  }
 
   template <typename T>
   static HostArray Of(DType dtype, absl::Span<const T> values) {
@@ -278,6 +289,13 @@ uint64_t ItemCount(const Operation& operation);
 // known from the request alone (e.g. every element kept, every key a run).
 uint64_t MaxAnswerBytes(const Operation& operation);
 
+// Host memory a backend may write a large inline answer into (pinned and
+// reused: server/pinned_payloads.h), so that the answer is sent from there
+// with no copy: a buffer of at least `bytes`, given back when the last
+// reference goes, or null (too small to be worth it, or none free), and the
+// answer takes a string as usual.
+using AnswerAllocator = std::function<std::shared_ptr<char>(size_t bytes)>;
+
 // One request on its way through the scheduler to a backend.
 struct Task {
   Operation operation;
@@ -290,6 +308,10 @@ struct Task {
   // Who sent it (see PeerKey in admission.h); admission keeps callers apart
   // by it.
   std::string peer;
+  // Empty, or where the backend may put this task's large answers
+  // (HostArray::held): set by callers that send answers with FrameResponse
+  // (server/convert.h).
+  AnswerAllocator answers;
 };
 
 }  // namespace primserve

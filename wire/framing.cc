@@ -22,10 +22,12 @@ std::string TagAndLength(int field, size_t length) {
   return out;
 }
 
-Pieces FrameArray(v1::Array* array, const ExternalPayload& external) {
+Pieces FrameArray(v1::Array* array, const ExternalPayload& external, const ArraySlice& slices) {
   std::optional<grpc::Slice> payload;
   absl::string_view bytes;
-  if (external && !array->data().empty() && external(array->data(), &bytes)) {
+  if (slices && (payload = slices(*array)).has_value()) {
+    array->clear_data();
+  } else if (external && !array->data().empty() && external(array->data(), &bytes)) {
     // The caller keeps the bytes alive until the call is done.
     payload.emplace(bytes.data(), bytes.size(), grpc::Slice::STATIC_SLICE);
     array->clear_data();
@@ -43,8 +45,9 @@ Pieces FrameArray(v1::Array* array, const ExternalPayload& external) {
   return out;
 }
 
-Pieces FrameMessage(google::protobuf::Message* message, const ExternalPayload& external) {
-  if (auto* array = dynamic_cast<v1::Array*>(message)) return FrameArray(array, external);
+Pieces FrameMessage(google::protobuf::Message* message, const ExternalPayload& external,
+                    const ArraySlice& slices) {
+  if (auto* array = dynamic_cast<v1::Array*>(message)) return FrameArray(array, external, slices);
   const google::protobuf::Reflection* reflection = message->GetReflection();
   std::vector<const google::protobuf::FieldDescriptor*> fields;
   reflection->ListFields(*message, &fields);
@@ -57,10 +60,11 @@ Pieces FrameMessage(google::protobuf::Message* message, const ExternalPayload& e
     if (field->is_repeated()) {
       for (int i = 0; i < reflection->FieldSize(*message, field); ++i) {
         elements.push_back(
-            FrameMessage(reflection->MutableRepeatedMessage(message, field, i), external));
+            FrameMessage(reflection->MutableRepeatedMessage(message, field, i), external, slices));
       }
     } else {
-      elements.push_back(FrameMessage(reflection->MutableMessage(message, field), external));
+      elements.push_back(
+          FrameMessage(reflection->MutableMessage(message, field), external, slices));
     }
     reflection->ClearField(message, field);
     bearing.emplace_back(field->number(), std::move(elements));
@@ -79,7 +83,11 @@ Pieces FrameMessage(google::protobuf::Message* message, const ExternalPayload& e
 }  // namespace
 
 grpc::ByteBuffer Frame(google::protobuf::Message* message, const ExternalPayload& external) {
-  return FrameMessage(message, external).ToByteBuffer();
+  return FrameMessage(message, external, nullptr).ToByteBuffer();
+}
+
+grpc::ByteBuffer FrameWithSlices(google::protobuf::Message* message, const ArraySlice& slices) {
+  return FrameMessage(message, nullptr, slices).ToByteBuffer();
 }
 
 }  // namespace primserve::wire

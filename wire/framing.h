@@ -13,6 +13,11 @@
 #include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
+
+namespace primserve::v1 {
+class Array;
+}  // namespace primserve::v1
 
 namespace primserve::wire {
 
@@ -32,6 +37,15 @@ using ExternalPayload = std::function<bool(absl::string_view data, absl::string_
 // the bytes it names instead, without a copy.
 grpc::ByteBuffer Frame(google::protobuf::Message* message,
                        const ExternalPayload& external = nullptr);
+
+// Where an Array of the message being framed (by its address) has its data
+// held elsewhere: a slice that holds a reference to those bytes, released
+// when gRPC is done with it; nullopt for an Array sent as it is.
+using ArraySlice = std::function<std::optional<grpc::Slice>(const v1::Array& array)>;
+
+// As Frame, with each Array for which `slices` gives a slice sent as that
+// slice (its data field in the message is ignored).
+grpc::ByteBuffer FrameWithSlices(google::protobuf::Message* message, const ArraySlice& slices);
 
 }  // namespace primserve::wire
 

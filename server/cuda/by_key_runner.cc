@@ -14,7 +14,7 @@
 namespace primserve::cuda {
 
 absl::StatusOr<Result> RunReduceByKey(Lane& lane, const ReduceByKeyOperation& op,
-                                      absl::Time deadline) {
+                                      absl::Time deadline, const AnswerAllocator* answers) {
   const uint64_t n = op.keys.size();
   const size_t key_size = DTypeSize(op.keys.dtype);
   const size_t value_size = DTypeSize(op.values.dtype);
@@ -27,7 +27,7 @@ absl::StatusOr<Result> RunReduceByKey(Lane& lane, const ReduceByKeyOperation& op
                                                nullptr, nullptr, lane.stream()));
   HostInput keys_input(op.keys.bytes);
   HostInput values_input(op.values.bytes);
-  StagedRun run(lane, deadline);
+  StagedRun run(lane, deadline, answers);
   const StagedRun::Slice keys = run.Input(keys_input);
   const StagedRun::Slice values = run.Input(values_input);
   const StagedRun::Slice keys_out = run.Output(n * key_size, op.places.keys, "keys");
@@ -52,7 +52,7 @@ absl::StatusOr<Result> RunReduceByKey(Lane& lane, const ReduceByKeyOperation& op
 }
 
 absl::StatusOr<Result> RunAggregateByKey(Lane& lane, const AggregateByKeyOperation& op,
-                                         absl::Time deadline) {
+                                         absl::Time deadline, const AnswerAllocator* answers) {
   const uint64_t n = op.keys.size();
   const size_t value_size = DTypeSize(op.values.dtype);
   const auto aggregate = op.reproducible && OrderSensitive(op.op, op.values.dtype)
@@ -64,7 +64,7 @@ absl::StatusOr<Result> RunAggregateByKey(Lane& lane, const AggregateByKeyOperati
                                            nullptr, lane.stream()));
   HostInput keys_input(op.keys.bytes);
   HostInput values_input(op.values.bytes);
-  StagedRun run(lane, deadline);
+  StagedRun run(lane, deadline, answers);
   const StagedRun::Slice keys = run.Input(keys_input);
   const StagedRun::Slice values = run.Input(values_input);
   // In place, a request that fails on a key out of range may leave partial

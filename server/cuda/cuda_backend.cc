@@ -45,13 +45,20 @@ Results Batched(size_t tasks, absl::StatusOr<Results> results) {
   return *std::move(results);
 }
 
+// Where a batch of these tasks may put its answers: a batch of one task, the
+// task's answer buffers (Task::answers); a fused batch, none.
+const AnswerAllocator* AnswersOf(absl::Span<Task* const> tasks) {
+  return tasks.size() == 1 && tasks.front()->answers ? &tasks.front()->answers : nullptr;
+}
+
 // Runs each task alone, one after another on the lane, each with its own
-// deadline.
+// deadline and answer buffers.
 template <typename Kind, typename RunOne>
 Results RunEach(absl::Span<Task* const> tasks, RunOne run_one) {
   Results results;
   for (Task* task : tasks) {
-    results.push_back(run_one(std::get<Kind>(task->operation), task->deadline));
+    results.push_back(
+        run_one(std::get<Kind>(task->operation), task->deadline, AnswersOf({task})));
   }
   return results;
 }
@@ -68,15 +75,19 @@ Results RunDeviceOnesAlone(absl::Span<Task* const> tasks, absl::Time deadline,
   for (const Kind* op : ops) {
     if (!cuda::TouchesDevice(*op)) host_ops.push_back(op);
   }
-  if (host_ops.size() == ops.size()) return Batched(tasks.size(), run_batch(ops, deadline));
-  Results host_results =
-      host_ops.empty() ? Results{} : Batched(host_ops.size(), run_batch(host_ops, deadline));
+  if (host_ops.size() == ops.size()) {
+    return Batched(tasks.size(), run_batch(ops, deadline, AnswersOf(tasks)));
+  }
+  Results host_results = host_ops.empty()
+                             ? Results{}
+                             : Batched(host_ops.size(), run_batch(host_ops, deadline, nullptr));
   Results results;
   size_t next_host = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
     if (cuda::TouchesDevice(*ops[i])) {
       const Kind* const alone[] = {ops[i]};
-      results.push_back(std::move(Batched(1, run_batch(alone, tasks[i]->deadline)).front()));
+      results.push_back(std::move(
+          Batched(1, run_batch(alone, tasks[i]->deadline, AnswersOf({tasks[i]}))).front()));
     } else {
       results.push_back(std::move(host_results[next_host++]));
     }
@@ -282,11 +293,12 @@ std::vector<absl::StatusOr<Result>> CudaBackend::Run(Lane& lane, absl::Span<Task
         if (!cuda::TouchesDevice(*op)) host_ops.push_back(op);
       }
       if (host_ops.size() == ops.size()) {
-        return Batched(tasks.size(), cuda::RunScans(lane, ops, deadline));
+        return Batched(tasks.size(), cuda::RunScans(lane, ops, deadline, AnswersOf(tasks)));
       }
       Results host_results =
-          host_ops.empty() ? Results{}
-                           : Batched(host_ops.size(), cuda::RunScans(lane, host_ops, deadline));
+          host_ops.empty()
+              ? Results{}
+              : Batched(host_ops.size(), cuda::RunScans(lane, host_ops, deadline, nullptr));
       Results results;
       size_t next_host = 0;
       for (size_t i = 0; i < ops.size(); ++i) {
@@ -304,33 +316,39 @@ std::vector<absl::StatusOr<Result>> CudaBackend::Run(Lane& lane, absl::Span<Task
     case Rpc::kReduce:
       return RunDeviceOnesAlone<ReduceOperation>(
           tasks, deadline,
-          [&](absl::Span<const ReduceOperation* const> ops, absl::Time d) {
-            return cuda::RunReduces(lane, ops, d);
+          [&](absl::Span<const ReduceOperation* const> ops, absl::Time d,
+              const AnswerAllocator* answers) {
+            return cuda::RunReduces(lane, ops, d, answers);
           });
     case Rpc::kSelect:
       return RunDeviceOnesAlone<SelectOperation>(
           tasks, deadline,
-          [&](absl::Span<const SelectOperation* const> ops, absl::Time d) {
-            return cuda::RunSelects(lane, ops, d);
+          [&](absl::Span<const SelectOperation* const> ops, absl::Time d,
+              const AnswerAllocator* answers) {
+            return cuda::RunSelects(lane, ops, d, answers);
           });
     case Rpc::kUnique:
-      return RunEach<UniqueOperation>(tasks, [&](const UniqueOperation& op, absl::Time d) {
-        return cuda::RunUnique(lane, op, d);
-      });
+      return RunEach<UniqueOperation>(
+          tasks, [&](const UniqueOperation& op, absl::Time d, const AnswerAllocator* answers) {
+            return cuda::RunUnique(lane, op, d, answers);
+          });
     case Rpc::kRunLengthEncode:
       return RunEach<RunLengthEncodeOperation>(
-          tasks, [&](const RunLengthEncodeOperation& op, absl::Time d) {
-            return cuda::RunRunLengthEncode(lane, op, d);
+          tasks, [&](const RunLengthEncodeOperation& op, absl::Time d,
+                     const AnswerAllocator* answers) {
+            return cuda::RunRunLengthEncode(lane, op, d, answers);
           });
     case Rpc::kReduceByKey:
       return RunEach<ReduceByKeyOperation>(
-          tasks, [&](const ReduceByKeyOperation& op, absl::Time d) {
-            return cuda::RunReduceByKey(lane, op, d);
+          tasks, [&](const ReduceByKeyOperation& op, absl::Time d,
+                     const AnswerAllocator* answers) {
+            return cuda::RunReduceByKey(lane, op, d, answers);
           });
     case Rpc::kAggregateByKey:
       return RunEach<AggregateByKeyOperation>(
-          tasks, [&](const AggregateByKeyOperation& op, absl::Time d) {
-            return cuda::RunAggregateByKey(lane, op, d);
+          tasks, [&](const AggregateByKeyOperation& op, absl::Time d,
+                     const AnswerAllocator* answers) {
+            return cuda::RunAggregateByKey(lane, op, d, answers);
           });
   }
   return Results(tasks.size(),

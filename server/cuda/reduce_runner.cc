@@ -22,7 +22,8 @@ namespace {
 // another on the lane's stream; one copy in and one copy out for the batch.
 absl::StatusOr<Results> RunReproducibleReduces(Lane& lane,
                                                absl::Span<const ReduceOperation* const> ops,
-                                               absl::Time deadline) {
+                                               absl::Time deadline,
+                                               const AnswerAllocator* answers) {
   const ReduceOperation& first = *ops.front();
   const DType dtype = first.input.dtype;
   const size_t element = DTypeSize(dtype);
@@ -50,7 +51,7 @@ absl::StatusOr<Results> RunReproducibleReduces(Lane& lane,
   first_segment.push_back(own_starts.size());  // the end
   const uint64_t num_segments = own_starts.size();
   HostInput starts_input{absl::Span<const uint64_t>(own_starts)};
-  StagedRun run(lane, deadline);
+  StagedRun run(lane, deadline, ops.size() == 1 ? answers : nullptr);
   const StagedRun::Slice input = run.Input(data);
   const StagedRun::Slice starts = run.Input(starts_input);
   const bool alone = ops.size() == 1;
@@ -82,8 +83,10 @@ absl::StatusOr<Results> RunReproducibleReduces(Lane& lane,
 }  // namespace
 
 absl::StatusOr<Results> RunReduces(Lane& lane, absl::Span<const ReduceOperation* const> ops,
-                                   absl::Time deadline) {
-  if (RunsReproducibly(*ops.front())) return RunReproducibleReduces(lane, ops, deadline);
+                                   absl::Time deadline, const AnswerAllocator* answers) {
+  if (RunsReproducibly(*ops.front())) {
+    return RunReproducibleReduces(lane, ops, deadline, answers);
+  }
   const ReduceOperation& first = *ops.front();
   const DType dtype = first.input.dtype;
   const size_t element = DTypeSize(dtype);
@@ -100,7 +103,7 @@ absl::StatusOr<Results> RunReduces(Lane& lane, absl::Span<const ReduceOperation*
                                                       nullptr, num_segments, dtype, first.op,
                                                       nullptr, nullptr, lane.stream()));
   HostInput starts_input(absl::Span<const uint64_t>(all.segment_starts));
-  StagedRun run(lane, deadline);
+  StagedRun run(lane, deadline, ops.size() == 1 ? answers : nullptr);
   const StagedRun::Slice input = run.Input(data);
   const StagedRun::Slice starts = run.Input(starts_input);
   // A request alone may have placed its answers (a fused batch has none in

@@ -1,7 +1,8 @@
 // One runner per family of primitives. Each takes a batch of operations with
 // one BatchKey, runs it on a lane through StagedRun (or the chunked pipeline
 // for a large scan), and gives one result per operation; a status for the
-// whole batch when it could not run.
+// whole batch when it could not run. `answers`: for a batch of one request,
+// where its large inline answers may go (Task::answers), or null.
 #ifndef PRIMSERVE_SERVER_CUDA_RUNNERS_H_
 #define PRIMSERVE_SERVER_CUDA_RUNNERS_H_
 
@@ -19,20 +20,21 @@ using Results = std::vector<absl::StatusOr<Result>>;
 
 // Segmented launches over the whole batch (a large single scan: a pipeline).
 absl::StatusOr<Results> RunScans(Lane& lane, absl::Span<const ScanOperation* const> ops,
-                                 absl::Time deadline);
+                                 absl::Time deadline, const AnswerAllocator* answers);
 absl::StatusOr<Results> RunReduces(Lane& lane, absl::Span<const ReduceOperation* const> ops,
-                                   absl::Time deadline);
+                                   absl::Time deadline, const AnswerAllocator* answers);
 absl::StatusOr<Results> RunSelects(Lane& lane, absl::Span<const SelectOperation* const> ops,
-                                   absl::Time deadline);
+                                   absl::Time deadline, const AnswerAllocator* answers);
 
 // One request at a time.
-absl::StatusOr<Result> RunUnique(Lane& lane, const UniqueOperation& op, absl::Time deadline);
+absl::StatusOr<Result> RunUnique(Lane& lane, const UniqueOperation& op, absl::Time deadline,
+                                 const AnswerAllocator* answers);
 absl::StatusOr<Result> RunRunLengthEncode(Lane& lane, const RunLengthEncodeOperation& op,
-                                          absl::Time deadline);
+                                          absl::Time deadline, const AnswerAllocator* answers);
 absl::StatusOr<Result> RunReduceByKey(Lane& lane, const ReduceByKeyOperation& op,
-                                      absl::Time deadline);
+                                      absl::Time deadline, const AnswerAllocator* answers);
 absl::StatusOr<Result> RunAggregateByKey(Lane& lane, const AggregateByKeyOperation& op,
-                                         absl::Time deadline);
+                                         absl::Time deadline, const AnswerAllocator* answers);
 
 }  // namespace primserve::cuda
 

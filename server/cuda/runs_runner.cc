@@ -17,7 +17,8 @@ struct Runs {
 };
 
 absl::StatusOr<Runs> RunRuns(Lane& lane, const ArrayView& input, const OutputPlaces& places,
-                             bool with_lengths, absl::Time deadline) {
+                             bool with_lengths, absl::Time deadline,
+                             const AnswerAllocator* answers) {
   const DType dtype = input.dtype;
   const size_t element = DTypeSize(dtype);
   const uint64_t n = input.size();
@@ -28,7 +29,7 @@ absl::StatusOr<Runs> RunRuns(Lane& lane, const ArrayView& input, const OutputPla
                    : gpu::Unique(nullptr, &temp_bytes, nullptr, dtype, n, nullptr, nullptr,
                                  lane.stream()));
   HostInput data(input.bytes);
-  StagedRun run(lane, deadline);
+  StagedRun run(lane, deadline, answers);
   const StagedRun::Slice in = run.Input(data);
   const StagedRun::Slice values = run.Output(n * element, places.values, "values");
   const StagedRun::Slice lengths =
@@ -58,15 +59,18 @@ absl::StatusOr<Runs> RunRuns(Lane& lane, const ArrayView& input, const OutputPla
 
 }  // namespace
 
-absl::StatusOr<Result> RunUnique(Lane& lane, const UniqueOperation& op, absl::Time deadline) {
-  absl::StatusOr<Runs> runs = RunRuns(lane, op.input, op.places, /*with_lengths=*/false, deadline);
+absl::StatusOr<Result> RunUnique(Lane& lane, const UniqueOperation& op, absl::Time deadline,
+                                 const AnswerAllocator* answers) {
+  absl::StatusOr<Runs> runs =
+      RunRuns(lane, op.input, op.places, /*with_lengths=*/false, deadline, answers);
   if (!runs.ok()) return runs.status();
   return UniqueResult{std::move(runs->values)};
 }
 
 absl::StatusOr<Result> RunRunLengthEncode(Lane& lane, const RunLengthEncodeOperation& op,
-                                          absl::Time deadline) {
-  absl::StatusOr<Runs> runs = RunRuns(lane, op.input, op.places, /*with_lengths=*/true, deadline);
+                                          absl::Time deadline, const AnswerAllocator* answers) {
+  absl::StatusOr<Runs> runs =
+      RunRuns(lane, op.input, op.places, /*with_lengths=*/true, deadline, answers);
   if (!runs.ok()) return runs.status();
   return RunLengthEncodeResult{std::move(runs->values), std::move(runs->lengths)};
 }

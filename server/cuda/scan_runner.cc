@@ -4,6 +4,7 @@
 // own launch, exactly as alone.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
@@ -25,10 +26,10 @@ constexpr size_t kPipelineChunkBytes = size_t{32} << 20;
 // While chunk k is scanned, chunk k+1 is copied in and chunk k-1 copied out,
 // and the host stages the next chunk. Each chunk sits in one of the lane's
 // pipeline slots of pinned staging, unless the input or the output place is
-// pinned memory (a pinned shared-memory region): the copies then go straight
-// between it and the device.
-absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op,
-                                        absl::Time deadline) {
+// pinned memory (a pinned shared-memory region, a pinned payload or an
+// answer buffer): the copies then go straight between it and the device.
+absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op, absl::Time deadline,
+                                        const AnswerAllocator* answers) {
   const DType dtype = op.input.dtype;
   const size_t element = DTypeSize(dtype);
   const uint64_t n = op.input.size();
@@ -52,14 +53,6 @@ absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op,
   if (!staging.ok()) return staging.status();
   absl::StatusOr<DeviceBlock> block = DeviceBlock::Allocate(lane, device_layout.size(), deadline);
   if (!block.ok()) return block.status();
-  // The block's free is queued on the lane's stream: whatever happens, the
-  // copies on the other two streams must be over first. Their errors, if
-  // any, come back from the lane's drain.
-  absl::Cleanup join_copies = [&pipeline] {
-    for (cudaStream_t stream : {pipeline.copy_in, pipeline.copy_out}) {
-      if (cudaStreamSynchronize(stream) != cudaSuccess) cudaGetLastError();
-    }
-  };
 
   const char* input = op.input.bytes.data();
   const bool input_pinned = IsPinned(input);
@@ -70,7 +63,23 @@ absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op,
   const bool output_in_place =
       place != nullptr && IsPinned(place) &&
       (place == input || place + total_bytes <= input || input + total_bytes <= place);
-  HostOutput output(output_in_place ? 0 : total_bytes);
+  // An inline answer goes from the device into an answer buffer where one is
+  // free, and is sent from there; else through the slots into a string.
+  std::shared_ptr<char> held;
+  if (!output_in_place && place == nullptr && answers != nullptr && *answers) {
+    held = (*answers)(total_bytes);
+  }
+  char* const direct = output_in_place ? place : held.get();
+  HostOutput output(direct != nullptr ? 0 : total_bytes);
+  // The block's free is queued on the lane's stream: whatever happens, the
+  // copies on the other two streams must be over first (and before the
+  // answer buffer, declared above, can go back to its pool). Their errors,
+  // if any, come back from the lane's drain.
+  absl::Cleanup join_copies = [&pipeline] {
+    for (cudaStream_t stream : {pipeline.copy_in, pipeline.copy_out}) {
+      if (cudaStreamSynchronize(stream) != cudaSuccess) cudaGetLastError();
+    }
+  };
   auto bytes_of = [&](uint64_t k) { return std::min<uint64_t>(chunk, n - k * chunk) * element; };
   auto staged_slot = [&](uint64_t k) {
     return *staging + staged_slots + (k % Lane::kPipelineSlots) * chunk_bytes;
@@ -80,7 +89,7 @@ absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op,
   auto finish = [&](uint64_t k) -> absl::Status {
     PRIMSERVE_RETURN_IF_CUDA_ERROR(
         cudaEventSynchronize(pipeline.copied_out[k % Lane::kPipelineSlots]));
-    if (!output_in_place) output.Accept(staged_slot(k), bytes_of(k));
+    if (direct == nullptr) output.Accept(staged_slot(k), bytes_of(k));
     return absl::OkStatus();
   };
   PRIMSERVE_RETURN_IF_ERROR(lane.Mark(Lane::kStart, pipeline.copy_in));
@@ -119,7 +128,7 @@ absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op,
     PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaEventRecord(pipeline.computed[slot], lane.stream()));
     PRIMSERVE_RETURN_IF_CUDA_ERROR(
         cudaStreamWaitEvent(pipeline.copy_out, pipeline.computed[slot], 0));
-    char* to = output_in_place ? place + k * chunk_bytes : staged;
+    char* to = direct != nullptr ? direct + k * chunk_bytes : staged;
     PRIMSERVE_RETURN_IF_CUDA_ERROR(
         cudaMemcpyAsync(to, device, bytes_of(k), cudaMemcpyDeviceToHost, pipeline.copy_out));
     PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaEventRecord(pipeline.copied_out[slot], pipeline.copy_out));
@@ -141,6 +150,9 @@ absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op,
     std::memcpy(&*carry_out, *staging + staged_carry, element);
   }
   if (output_in_place) return ScanResult{HostArray{dtype, {}, total_bytes}, carry_out};
+  if (held != nullptr) {
+    return ScanResult{HostArray{dtype, {}, 0, std::move(held), total_bytes}, carry_out};
+  }
   return ScanResult{HostArray{dtype, std::move(output).Take()}, carry_out};
 }
 
@@ -236,14 +248,15 @@ absl::StatusOr<Results> RunReproducibleScans(Lane& lane,
 }  // namespace
 
 absl::StatusOr<Results> RunScans(Lane& lane, absl::Span<const ScanOperation* const> ops,
-                                 absl::Time deadline) {
+                                 absl::Time deadline, const AnswerAllocator* answers) {
   const ScanOperation& first = *ops.front();
+  if (ops.size() != 1) answers = nullptr;
   // Only where the pipeline's slots fit the lane's pinned staging: beyond
   // it, pageable staging would stall every chunk.
   if (ops.size() == 1 && first.segment_offsets.empty() &&
       first.input.bytes.size() > 2 * kPipelineChunkBytes &&
       AlignUp(Lane::kPipelineSlots * kPipelineChunkBytes) <= lane.pinned_limit()) {
-    return Results{RunPipelinedScan(lane, first, deadline)};
+    return Results{RunPipelinedScan(lane, first, deadline, answers)};
   }
   if (RunsReproducibly(first)) return RunReproducibleScans(lane, ops, deadline);
   for (const ScanOperation* op : ops) {
@@ -268,9 +281,9 @@ absl::StatusOr<Results> RunScans(Lane& lane, absl::Span<const ScanOperation* con
                 : gpu::Scan(nullptr, &temp_bytes, nullptr, nullptr, all.total, dtype, first.op,
                             first.exclusive, lane.stream()));
   HostInput starts_input(absl::Span<const uint64_t>(all.segment_starts));
-  StagedRun run(lane, deadline);
+  StagedRun run(lane, deadline, answers);
   // In place: the scan overwrites its input, halving the device memory.
-  const StagedRun::Slice in_out = run.Input(data);
+  const StagedRun::Slice in_out = run.HoldAnswer(run.Input(data), all.total * element);
   const StagedRun::Slice starts = segmented ? run.Input(starts_input) : StagedRun::Slice{};
   const StagedRun::Slice temp = run.Scratch(temp_bytes);
   PRIMSERVE_RETURN_IF_ERROR(run.Start());
@@ -285,8 +298,8 @@ absl::StatusOr<Results> RunScans(Lane& lane, absl::Span<const ScanOperation* con
   PRIMSERVE_RETURN_IF_ERROR(run.Finish());
   Results results;
   for (size_t i = 0; i < ops.size(); ++i) {
-    results.push_back(ScanResult{ToHostArray(dtype, run.staged(in_out) + all.offsets[i] * element,
-                                             ops[i]->input.bytes.size())});
+    results.push_back(ScanResult{run.Answer(in_out, dtype, ops[i]->input.bytes.size(),
+                                            all.offsets[i] * element)});
   }
   return results;
 }

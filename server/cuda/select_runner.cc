@@ -68,7 +68,8 @@ ComputedHostInput FlagBytes(absl::Span<const SelectOperation* const> ops, uint64
   });
 }
 
-absl::StatusOr<Result> RunSelect(Lane& lane, const SelectOperation& op, absl::Time deadline) {
+absl::StatusOr<Result> RunSelect(Lane& lane, const SelectOperation& op, absl::Time deadline,
+                                 const AnswerAllocator* answers) {
   const DType dtype = op.input.dtype;
   const size_t element = DTypeSize(dtype);
   const uint64_t n = op.input.size();
@@ -88,7 +89,7 @@ absl::StatusOr<Result> RunSelect(Lane& lane, const SelectOperation& op, absl::Ti
   HostInput raw_flags(device_flags ? op.flags->bytes : absl::string_view());
   const SelectOperation* const alone[] = {&op};
   const ComputedHostInput flag_bytes = FlagBytes(alone, op.flags && !device_flags ? n : 0);
-  StagedRun run(lane, deadline);
+  StagedRun run(lane, deadline, answers);
   const StagedRun::Slice input = run.Input(data);
   const StagedRun::Slice device_flag_words = run.Input(raw_flags);
   const StagedRun::Slice flags = device_flags ? run.Scratch(n) : run.Input(flag_bytes);
@@ -128,11 +129,13 @@ absl::StatusOr<Result> RunSelect(Lane& lane, const SelectOperation& op, absl::Ti
 }  // namespace
 
 absl::StatusOr<Results> RunSelects(Lane& lane, absl::Span<const SelectOperation* const> ops,
-                                   absl::Time deadline) {
+                                   absl::Time deadline, const AnswerAllocator* answers) {
   const SelectOperation& first = *ops.front();
   if (ops.size() == 1 || first.partition) {
     Results results;
-    for (const SelectOperation* op : ops) results.push_back(RunSelect(lane, *op, deadline));
+    for (const SelectOperation* op : ops) {
+      results.push_back(RunSelect(lane, *op, deadline, ops.size() == 1 ? answers : nullptr));
+    }
     return results;
   }
   const DType dtype = first.input.dtype;

@@ -8,6 +8,25 @@
 
 namespace primserve::cuda {
 
+StagedRun::~StagedRun() {
+  if (held_copies_pending_ && cudaStreamSynchronize(lane_.stream()) != cudaSuccess) {
+    cudaGetLastError();  // the run's own status said what failed
+  }
+}
+
+int StagedRun::Hold(size_t bytes) {
+  if (answers_ == nullptr || !*answers_ || bytes == 0) return -1;
+  std::shared_ptr<char> buffer = (*answers_)(bytes);
+  if (buffer == nullptr) return -1;
+  held_.push_back(std::move(buffer));
+  return static_cast<int>(held_.size()) - 1;
+}
+
+StagedRun::Slice StagedRun::HoldAnswer(Slice slice, size_t max_bytes) {
+  if (slice.at == nullptr && slice.place == nullptr) slice.held = Hold(max_bytes);
+  return slice;
+}
+
 StagedRun::Slice StagedRun::Input(const InputSource& source) {
   if (const char* at = source.InPlaceOn(lane_.device()); at != nullptr) {
     read_in_place_.emplace_back(at, source.size());
@@ -21,13 +40,19 @@ StagedRun::Slice StagedRun::Input(const InputSource& source) {
 }
 
 StagedRun::Slice StagedRun::Output(size_t max_bytes) {
-  return Slice{device_layout_.Add(max_bytes), staged_outputs_.Add(max_bytes)};
+  Slice slice;
+  slice.device = device_layout_.Add(max_bytes);
+  slice.held = Hold(max_bytes);
+  if (slice.held < 0) slice.staged = staged_outputs_.Add(max_bytes);
+  return slice;
 }
 
 StagedRun::Slice StagedRun::Output(size_t max_bytes, const OutputPlace& place,
                                    const char* name) {
   const int device = place.data != nullptr ? DeviceOf(place.data, place.room) : -1;
-  if (device < 0) return Output(max_bytes);
+  if (place.data == nullptr) return Output(max_bytes);
+  // A place in host memory: the service writes the answer there from staging.
+  if (device < 0) return Slice{device_layout_.Add(max_bytes), staged_outputs_.Add(max_bytes)};
   bool overlaps = false;
   for (const auto& [at, bytes] : read_in_place_) {
     overlaps |= place.data < at + bytes && at < place.data + place.room;
@@ -105,19 +130,30 @@ absl::Status StagedRun::CopyBack(const Slice& slice, size_t bytes) {
     RegionCopyCounters().output_bytes += bytes;
     return absl::OkStatus();
   }
-  PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(staging_ + slice.staged, device(slice), bytes,
-                                                 cudaMemcpyDeviceToHost, lane_.stream()));
+  char* to = staging_ + slice.staged;
+  if (slice.held >= 0) {
+    to = held_[slice.held].get();
+    held_copies_pending_ = true;
+  }
+  PRIMSERVE_RETURN_IF_CUDA_ERROR(
+      cudaMemcpyAsync(to, device(slice), bytes, cudaMemcpyDeviceToHost, lane_.stream()));
   return absl::OkStatus();
 }
 
 HostArray StagedRun::Answer(const Slice& slice, DType dtype, size_t bytes, size_t offset) const {
   if (slice.at != nullptr || slice.place != nullptr) return HostArray{dtype, {}, bytes};
+  if (slice.held >= 0) {
+    const std::shared_ptr<char>& buffer = held_[slice.held];
+    return HostArray{dtype, {}, 0, std::shared_ptr<const char>(buffer, buffer.get() + offset),
+                     bytes};
+  }
   return ToHostArray(dtype, staged(slice) + offset, bytes);
 }
 
 absl::Status StagedRun::Finish() {
   PRIMSERVE_RETURN_IF_ERROR(lane_.Mark(Lane::kOutputsOut));
   PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(lane_.stream()));
+  held_copies_pending_ = false;
   return absl::OkStatus();
 }
 

@@ -12,10 +12,16 @@
 // another device, or overlapping an input read in place) gets room in the
 // block, and the answer, once its size is known, one copy on the device into
 // the place (Slice::place); never a trip through the host.
+//
+// A run given answer buffers (Task::answers) copies an inline answer of a
+// single request from the device straight into one (Slice::held), from
+// where it is sent: no staging and no copy on the host. Where none is free
+// it goes through staging as before.
 #ifndef PRIMSERVE_SERVER_CUDA_STAGED_RUN_H_
 #define PRIMSERVE_SERVER_CUDA_STAGED_RUN_H_
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -43,14 +49,26 @@ class StagedRun final {
     char* place = nullptr;
     uint64_t room = 0;
     const char* name = nullptr;  // the OutputLocation field, for errors
+    // An answer buffer that CopyBack copies the answer into instead of
+    // staging (an index into held_), or -1.
+    int held = -1;
   };
 
-  // A batch on `lane`; a wait for device memory ends at `deadline`.
-  StagedRun(Lane& lane, absl::Time deadline) : lane_(lane), deadline_(deadline) {}
+  // A batch on `lane`; a wait for device memory ends at `deadline`. With
+  // `answers` (not owned; null or empty: none), the batch is one request
+  // whose inline answers may go into its answer buffers.
+  StagedRun(Lane& lane, absl::Time deadline, const AnswerAllocator* answers = nullptr)
+      : lane_(lane), deadline_(deadline), answers_(answers) {}
+  // Waits for copies still in flight into answer buffers (a run that failed
+  // between CopyBack and Finish) before the buffers go back to their pool.
+  ~StagedRun();
+  StagedRun(const StagedRun&) = delete;
+  StagedRun& operator=(const StagedRun&) = delete;
 
   // Planning, before Start(). `source` must live until Start() returns.
   Slice Input(const InputSource& source);
-  // Room for up to `max_bytes` of answer, on the device and in staging.
+  // Room for up to `max_bytes` of answer, on the device and in staging (or
+  // in an answer buffer).
   Slice Output(size_t max_bytes);
   // The same for an output the caller may have placed (`place`, the
   // OutputLocation field `name`): a place in a CUDA region is written on the
@@ -59,6 +77,10 @@ class StagedRun final {
   Slice Output(size_t max_bytes, const OutputPlace& place, const char* name);
   // Device memory only (temporary storage).
   Slice Scratch(size_t bytes);
+  // `slice` (an input that a kernel overwrites with the answer, up to
+  // `max_bytes` of it) with its answer copied back into an answer buffer
+  // instead of its staging, where there is one.
+  Slice HoldAnswer(Slice slice, size_t max_bytes);
 
   // Takes staging and device memory, stages every input (one in pinned
   // memory is copied from where it is) and queues its copy to the device;
@@ -86,7 +108,8 @@ class StagedRun final {
 
   const char* staged(const Slice& slice) const { return staging_ + slice.staged; }
   // The answer of `bytes` at `offset` in an output slice (after Finish): in
-  // its place already (HostArray::bytes_in_place), or read from staging.
+  // its place already (HostArray::bytes_in_place), in its answer buffer
+  // (HostArray::held), or read from staging.
   HostArray Answer(const Slice& slice, DType dtype, size_t bytes, size_t offset = 0) const;
   template <typename T>
   const T* staged_as(const Slice& slice) const {
@@ -94,8 +117,15 @@ class StagedRun final {
   }
 
  private:
+  // An answer buffer for up to `bytes`, as slice.held, or -1.
+  int Hold(size_t bytes);
+
   Lane& lane_;
   const absl::Time deadline_;
+  const AnswerAllocator* const answers_;
+  std::vector<std::shared_ptr<char>> held_;
+  // Copies into answer buffers queued and not yet waited for.
+  bool held_copies_pending_ = false;
   Layout device_layout_;
   // Inputs and outputs share staging: stream order puts every copy out after
   // every copy in.
