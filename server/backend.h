@@ -51,6 +51,10 @@ class ExecutionBackend {
   // Whether PinHostMemory does anything: host buffers this backend reads
   // often are worth pinning (see server/pinned_payloads.h).
   virtual bool PinsHostMemory() const { return false; }
+  // Scan inputs of at least this many bytes may reach Execute still in
+  // gRPC's receive buffers (ArrayView::pending), to be copied range by range
+  // as the backend goes; 0: none may.
+  virtual size_t MinPendingInputBytes() const { return 0; }
 
   // Device memory another process exported (a CUDA shared-memory region):
   // opens the cudaIpcMemHandle_t in `raw_handle` (its 64 bytes) on `device`

@@ -1,5 +1,6 @@
 #include "server/convert.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -46,7 +47,8 @@ constexpr absl::string_view kInlineOnly =
 
 absl::StatusOr<ArrayView> ParseArray(const v1::Array& array, absl::string_view field,
                                      const RequestLimits& limits, shm::RequestMemory* memory,
-                                     wire::ReceivedMessage* payloads) {
+                                     wire::ReceivedMessage* payloads,
+                                     DeferredInputs* deferred = nullptr) {
   absl::StatusOr<DType> dtype = ParseDType(array.dtype(), field);
   if (!dtype.ok()) return dtype.status();
   const size_t element_size = DTypeSize(*dtype);
@@ -77,6 +79,9 @@ absl::StatusOr<ArrayView> ParseArray(const v1::Array& array, absl::string_view f
     return absl::ResourceExhaustedError(
         absl::StrFormat("%s has %d elements, over the server's limit of %d (--max_request_elements)",
                         field, elements, limits.max_elements));
+  }
+  if (payload != nullptr && deferred != nullptr) {
+    if (std::optional<ArrayView> pending = deferred->Defer(*payload, *dtype)) return *pending;
   }
   if (payload != nullptr) data = payload->Contiguous();
   // Backends read the bytes in place as elements; protobuf's strings are heap
@@ -444,11 +449,63 @@ absl::StatusOr<grpc::ByteBuffer> Framed(Result result, Response* response,
 
 }  // namespace
 
+// A payload's slices, to be copied range by range into `memory`.
+class DeferredInputs::Copy final : public PendingBytes {
+ public:
+  Copy(const wire::Payload& payload, wire::PayloadBuffer memory) : memory_(std::move(memory)) {
+    size_t offset = 0;
+    for (const grpc::Slice& slice : payload.slices()) {
+      starts_.push_back(offset);
+      pieces_.emplace_back(reinterpret_cast<const char*>(slice.begin()), slice.size());
+      offset += slice.size();
+    }
+  }
+  char* data() const { return memory_.get(); }
+
+  void Fill(size_t offset, size_t n) const override {
+    // The last piece that starts at or before `offset`.
+    size_t i = std::upper_bound(starts_.begin(), starts_.end(), offset) - starts_.begin() - 1;
+    char* to = memory_.get() + offset;
+    while (n > 0 && i < pieces_.size()) {
+      const size_t skip = offset - starts_[i];
+      const size_t take = std::min(n, pieces_[i].size() - skip);
+      std::memcpy(to, pieces_[i].data() + skip, take);
+      to += take;
+      offset += take;
+      n -= take;
+      ++i;
+    }
+  }
+
+ private:
+  const wire::PayloadBuffer memory_;
+  std::vector<size_t> starts_;
+  std::vector<absl::string_view> pieces_;
+};
+
+DeferredInputs::DeferredInputs(wire::PayloadAllocator allocator, size_t min_bytes)
+    : allocator_(std::move(allocator)), min_bytes_(min_bytes) {}
+
+DeferredInputs::~DeferredInputs() = default;
+
+std::optional<ArrayView> DeferredInputs::Defer(const wire::Payload& payload, DType dtype) {
+  if (!allocator_ || payload.size() < min_bytes_ || payload.slices().size() < 2) {
+    return std::nullopt;
+  }
+  wire::PayloadBuffer memory = allocator_(payload.size());
+  if (memory == nullptr) return std::nullopt;
+  copies_.push_back(std::make_unique<Copy>(payload, std::move(memory)));
+  const Copy& copy = *copies_.back();
+  return ArrayView{dtype, absl::string_view(copy.data(), payload.size()), &copy};
+}
+
 absl::StatusOr<Operation> ToOperation(const v1::ScanRequest& request, const RequestLimits& limits,
                                       shm::RequestMemory* memory,
-                                      wire::ReceivedMessage* payloads) {
+                                      wire::ReceivedMessage* payloads,
+                                      DeferredInputs* deferred) {
   ScanOperation o;
-  absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits, memory, payloads);
+  absl::StatusOr<ArrayView> input =
+      ParseArray(request.input(), "input", limits, memory, payloads, deferred);
   if (!input.ok()) return input.status();
   o.input = *input;
   absl::StatusOr<Op> op = ParseOp(request.op(), /*allow_arg=*/false, /*allow_prod=*/true, "Scan");

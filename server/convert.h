@@ -6,7 +6,11 @@
 #ifndef PRIMSERVE_SERVER_CONVERT_H_
 #define PRIMSERVE_SERVER_CONVERT_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -34,6 +38,33 @@ struct RequestLimits {
   bool reproducible_floats = false;
 };
 
+// A request's large arrays left in gRPC's receive slices when it is parsed,
+// to be copied into pinned memory range by range by the backend as it works
+// (ArrayView::pending), instead of whole before the request is scheduled:
+// the one copy then overlaps the work on the device. Owns that memory and
+// the pending copies; must outlive the operation.
+class DeferredInputs {
+ public:
+  // `allocator` gives the memory (page-locked: server/pinned_payloads.h);
+  // payloads of fewer than `min_bytes` bytes, those that lie in one slice
+  // (used in place), and those it gives no memory for are made contiguous
+  // at once as usual (wire::Payload::Contiguous).
+  DeferredInputs(wire::PayloadAllocator allocator, size_t min_bytes);
+  ~DeferredInputs();
+  DeferredInputs(const DeferredInputs&) = delete;
+  DeferredInputs& operator=(const DeferredInputs&) = delete;
+
+  // `payload` as an ArrayView of `dtype` whose bytes are pending, or
+  // nullopt. `payload` must outlive this.
+  std::optional<ArrayView> Defer(const wire::Payload& payload, DType dtype);
+
+ private:
+  class Copy;
+  const wire::PayloadAllocator allocator_;
+  const size_t min_bytes_;
+  std::vector<std::unique_ptr<Copy>> copies_;
+};
+
 // The returned Operation views the request, which must outlive it, and the
 // shared memory its Array.shm fields name: `memory` resolves those and its
 // output_location, and holds the leases that keep them mapped (it must
@@ -41,10 +72,13 @@ struct RequestLimits {
 // refuses both with INVALID_ARGUMENT, as the streaming RPCs do. `payloads`:
 // the request was parsed by wire::ReceivedMessage, whose tokens its
 // Array.data fields hold (it must outlive the Operation too); null: the
-// data is in the request.
+// data is in the request. A Scan's input may be left pending in `deferred`
+// (null: never), for a backend that takes pending inputs
+// (ExecutionBackend::MinPendingInputBytes).
 absl::StatusOr<Operation> ToOperation(const v1::ScanRequest& request, const RequestLimits& limits,
                                       shm::RequestMemory* memory = nullptr,
-                                      wire::ReceivedMessage* payloads = nullptr);
+                                      wire::ReceivedMessage* payloads = nullptr,
+                                      DeferredInputs* deferred = nullptr);
 absl::StatusOr<Operation> ToOperation(const v1::ReduceRequest& request,
                                       const RequestLimits& limits,
                                       shm::RequestMemory* memory = nullptr,

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "server/call_record.h"
@@ -53,11 +54,13 @@ grpc::ServerUnaryReactor* PrimitivesService::Handle(grpc::CallbackServerContext*
   // The parsed request and its payloads, which the operation views, live
   // until the answer is sent.
   struct Received {
-    explicit Received(wire::PayloadAllocator allocator) : payloads(std::move(allocator)) {}
+    Received(const wire::PayloadAllocator& allocator, size_t min_pending_bytes)
+        : payloads(allocator), deferred(allocator, min_pending_bytes) {}
     Request request;
     wire::ReceivedMessage payloads;
+    DeferredInputs deferred;
   };
-  auto received = std::make_unique<Received>(payload_allocator_);
+  auto received = std::make_unique<Received>(payload_allocator_, min_pending_bytes_);
   if (absl::Status parsed = received->payloads.Parse(*raw_request, &received->request);
       !parsed.ok()) {
     RecordRefusal(metrics_, parsed);
@@ -69,8 +72,15 @@ grpc::ServerUnaryReactor* PrimitivesService::Handle(grpc::CallbackServerContext*
   // Holds the leases on the shared memory the operation views, until the
   // task (and its done callback) is destroyed after the answer.
   std::unique_ptr<shm::RequestMemory> memory = RequestMemoryOf(shared_memory_);
-  absl::StatusOr<Operation> operation =
-      ToOperation(received->request, limits_, memory.get(), &received->payloads);
+  absl::StatusOr<Operation> operation = [&] {
+    // A large scan's input is copied by the backend as its pipeline goes.
+    if constexpr (std::is_same_v<Request, v1::ScanRequest>) {
+      return ToOperation(received->request, limits_, memory.get(), &received->payloads,
+                         min_pending_bytes_ != 0 ? &received->deferred : nullptr);
+    } else {
+      return ToOperation(received->request, limits_, memory.get(), &received->payloads);
+    }
+  }();
   if (!operation.ok()) {
     RecordRefusal(metrics_, operation.status());
     call.Done(operation.status(), nullptr, 0);

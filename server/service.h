@@ -66,7 +66,10 @@ class PrimitivesService final : public RawUnaryPrimitives {
         shared_memory_(shared_memory),
         backend_(backend),
         payload_allocator_(std::move(payload_allocator)),
-        answer_allocator_(std::move(answer_allocator)) {}
+        answer_allocator_(std::move(answer_allocator)),
+        min_pending_bytes_(backend != nullptr && payload_allocator_
+                               ? backend->MinPendingInputBytes()
+                               : 0) {}
 
   // The unary RPCs take and give raw gRPC buffers: requests are parsed with
   // their arrays left where gRPC received them, and answers are sent from the
@@ -125,6 +128,9 @@ class PrimitivesService final : public RawUnaryPrimitives {
   const ExecutionBackend* const backend_;
   const wire::PayloadAllocator payload_allocator_;
   const AnswerAllocator answer_allocator_;
+  // Scan inputs this large reach the backend pending (DeferredInputs), into
+  // memory from payload_allocator_; 0: none.
+  const size_t min_pending_bytes_;
 };
 
 }  // namespace primserve

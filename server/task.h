@@ -26,12 +26,27 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 namespace primserve {
 
+// An array's bytes not yet copied into the memory its ArrayView names: they
+// are still where gRPC received them, in pieces, and Fill copies a range of
+// them into place. A backend that takes such arrays
+// (ExecutionBackend::MinPendingInputBytes) fills each range before it reads
+// it, so that the one copy of a large array overlaps its work on the device.
+class PendingBytes {
+ public:
+  virtual ~PendingBytes() = default;
+  // Copies bytes [offset, offset + n) of the array into place.
+  virtual void Fill(size_t offset, size_t n) const = 0;
+};
+
 // A typed view of packed array bytes owned elsewhere (the caller's request,
 // which outlives its task, or a shared-memory region the task's call leases).
 // The bytes are aligned to the element's size (see convert.cc).
 struct ArrayView {
   DType dtype = DType::kInt32;
   absl::string_view bytes;
+  // Non-null: `bytes` is memory of the array's size that holds the array
+  // only where this has filled it (owned, like the bytes, by the request).
+  const PendingBytes* pending = nullptr;
 
   uint64_t size() const { return bytes.size() / DTypeSize(dtype); }
   template <typename T>

@@ -5,7 +5,10 @@
 // that records what it pins as cudaHostRegister would. A stock client sees
 // the answers the typed path gives, byte for byte; the buffers are reused,
 // back in their pool once gRPC has sent them, and a pool with no room left
-// makes answers go through strings as before, with no failure.
+// makes answers go through strings as before, with no failure. A large
+// scan's input left pending in gRPC's buffers (DeferredInputs) reaches the
+// backend intact however it fills it.
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -33,13 +36,27 @@ using google::protobuf::util::MessageDifferencer;
 constexpr size_t kMiB = size_t{1} << 20;
 
 // The CPU reference with its large answers moved into the task's answer
-// buffers, where it gets one.
+// buffers, where it gets one; with `min_pending_bytes`, it takes large scans'
+// inputs pending and fills them in uneven ranges first, as the CUDA
+// pipeline fills its chunks.
 class HoldingBackend final : public ExecutionBackend {
  public:
+  explicit HoldingBackend(size_t min_pending_bytes = 0) : min_pending_bytes_(min_pending_bytes) {}
+
   std::string name() const override { return "holding"; }
+  size_t MinPendingInputBytes() const override { return min_pending_bytes_; }
 
   void Execute(std::vector<std::unique_ptr<Task>> batch) override {
     for (std::unique_ptr<Task>& task : batch) {
+      if (auto* scan = std::get_if<ScanOperation>(&task->operation);
+          scan != nullptr && scan->input.pending != nullptr) {
+        const size_t size = scan->input.bytes.size();
+        for (size_t at = 0, range = 1; at < size; at += range, range = range * 3 + 4097) {
+          scan->input.pending->Fill(at, std::min(range, size - at));
+        }
+        absl::MutexLock lock(&mu_);
+        ++pending_;
+      }
       task->done = [this, done = std::move(task->done),
                     answers = task->answers](absl::StatusOr<Result> result) mutable {
         if (result.ok()) std::visit([&](auto& r) { HoldAll(r, answers); }, *result);
@@ -73,6 +90,10 @@ class HoldingBackend final : public ExecutionBackend {
   int not_held() const {
     absl::MutexLock lock(&mu_);
     return not_held_;
+  }
+  int pending() const {
+    absl::MutexLock lock(&mu_);
+    return pending_;
   }
   // Whether every answer buffer handed to gRPC has been let go of, waiting
   // up to `wait` for gRPC to finish with the last ones.
@@ -129,12 +150,14 @@ class HoldingBackend final : public ExecutionBackend {
   }
   void HoldAll(AggregateByKeyResult& r, const AnswerAllocator& a) { Hold(r.values, a); }
 
+  const size_t min_pending_bytes_;
   CpuBackend cpu_;
   mutable absl::Mutex mu_;
   std::map<void*, size_t> pinned_ ABSL_GUARDED_BY(mu_);
   int pins_ ABSL_GUARDED_BY(mu_) = 0;
   int held_ ABSL_GUARDED_BY(mu_) = 0;
   int not_held_ ABSL_GUARDED_BY(mu_) = 0;
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::weak_ptr<const char>> handed_out_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -144,12 +167,12 @@ struct Served {
   std::unique_ptr<v1::Primitives::Stub> stub;
 };
 
-Served Serve(size_t pinned_answer_bytes) {
+Served Serve(size_t pinned_answer_bytes, size_t min_pending_bytes = 0) {
   ServerOptions options;
   options.address = "127.0.0.1:0";
   options.max_receive_message_bytes = 256 << 20;
   options.pinned_answer_bytes = pinned_answer_bytes;
-  auto backend = std::make_unique<HoldingBackend>();
+  auto backend = std::make_unique<HoldingBackend>(min_pending_bytes);
   Served served;
   served.backend = backend.get();
   absl::StatusOr<std::unique_ptr<PrimServer>> server =
@@ -343,6 +366,24 @@ TEST(AnswerBuffersTest, WithoutAPoolAnswersGoAsBefore) {
   EXPECT_EQ(served.backend->held(), 0);
   EXPECT_EQ(served.backend->not_held(), 1);
   EXPECT_EQ(served.backend->pins(), 1);  // the request's payload only
+}
+
+TEST(AnswerBuffersTest, APendingScanInputIsCopiedOnceRangeByRangeAsReceived) {
+  Served served = Serve(size_t{1} << 30, /*min_pending_bytes=*/kMiB);
+  ASSERT_NE(served.server, nullptr);
+  std::mt19937_64 rng(14);
+  for (size_t n : {kN, 3 * kN + 1}) {
+    ExpectSameAnswer<v1::ScanRequest, v1::ScanResponse>(served, &v1::Primitives::Stub::Scan,
+                                                        LargeScan(rng, n));
+  }
+  // Below the backend's threshold, and another RPC: contiguous at once.
+  ExpectSameAnswer<v1::ScanRequest, v1::ScanResponse>(served, &v1::Primitives::Stub::Scan,
+                                                      LargeScan(rng, 1000));
+  v1::UniqueRequest unique;
+  *unique.mutable_input() = RandomArray(rng, v1::INT32, kN, 3);
+  ExpectSameAnswer<v1::UniqueRequest, v1::UniqueResponse>(served, &v1::Primitives::Stub::Unique,
+                                                          unique);
+  EXPECT_EQ(served.backend->pending(), 2);
 }
 
 }  // namespace

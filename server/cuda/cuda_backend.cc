@@ -264,6 +264,8 @@ absl::Status CudaBackend::CopyToIpcMemory(char* to, const char* from, size_t byt
   return copied;
 }
 
+size_t CudaBackend::MinPendingInputBytes() const { return cuda::kPipelinedScanMinBytes; }
+
 uint64_t CudaBackend::ReproducibleScanGranule(DType dtype) const {
   return gpu::ScanTileItems(dtype, /*segmented=*/false);
 }
@@ -303,6 +305,7 @@ std::vector<absl::StatusOr<Result>> CudaBackend::Run(Lane& lane, absl::Span<Task
       size_t next_host = 0;
       for (size_t i = 0; i < ops.size(); ++i) {
         if (cuda::TouchesDevice(*ops[i])) {
+          cuda::FillPendingInputs({ops[i]});
           results.push_back(cuda::RunDeviceScan(lane, *ops[i], tasks[i]->deadline));
         } else {
           results.push_back(std::move(host_results[next_host++]));

@@ -68,6 +68,9 @@ class CudaBackend final : public ExecutionBackend {
   absl::Status PinHostMemory(void* data, size_t bytes) override;
   void UnpinHostMemory(void* data) override;
   bool PinsHostMemory() const override { return true; }
+  // Large scans' inputs are copied chunk by chunk as the pipeline goes
+  // (cuda/runners.h kPipelinedScanMinBytes).
+  size_t MinPendingInputBytes() const override;
   // cudaIpcOpenMemHandle on `device` (one this backend serves), checked
   // against the allocation's size; the range is recorded (cuda/io.h
   // AddDeviceRange) so that requests naming it run on it in place.

@@ -18,6 +18,15 @@ namespace primserve::cuda {
 
 using Results = std::vector<absl::StatusOr<Result>>;
 
+// A single unsegmented scan of more bytes than this runs as a pipeline of
+// chunks (where the lane's pinned staging holds its slots), which fills a
+// pending input (ArrayView::pending) chunk by chunk; every other runner
+// fills one whole first.
+inline constexpr size_t kPipelinedScanMinBytes = (size_t{64} << 20) + 1;
+
+// Fills the pending input of each operation (ArrayView::pending), whole.
+void FillPendingInputs(absl::Span<const ScanOperation* const> ops);
+
 // Segmented launches over the whole batch (a large single scan: a pipeline).
 absl::StatusOr<Results> RunScans(Lane& lane, absl::Span<const ScanOperation* const> ops,
                                  absl::Time deadline, const AnswerAllocator* answers);

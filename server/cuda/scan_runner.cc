@@ -22,6 +22,7 @@ namespace {
 // bandwidth, small enough that the first and last chunks (which do not
 // overlap) are a small part of the whole.
 constexpr size_t kPipelineChunkBytes = size_t{32} << 20;
+static_assert(kPipelinedScanMinBytes == 2 * kPipelineChunkBytes + 1);
 
 // While chunk k is scanned, chunk k+1 is copied in and chunk k-1 copied out,
 // and the host stages the next chunk. Each chunk sits in one of the lane's
@@ -109,6 +110,9 @@ absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op, abs
     char* staged = staged_slot(k);
     char* device = block->at<char>(slots) + slot * chunk_bytes;
     const char* from = input + k * chunk_bytes;
+    // The input's one copy out of gRPC's buffers, chunk by chunk, while the
+    // chunks before it are on the device.
+    if (op.input.pending != nullptr) op.input.pending->Fill(k * chunk_bytes, bytes_of(k));
     if (!input_pinned) {
       std::memcpy(staged, from, bytes_of(k));
       from = staged;
@@ -247,6 +251,12 @@ absl::StatusOr<Results> RunReproducibleScans(Lane& lane,
 
 }  // namespace
 
+void FillPendingInputs(absl::Span<const ScanOperation* const> ops) {
+  for (const ScanOperation* op : ops) {
+    if (op->input.pending != nullptr) op->input.pending->Fill(0, op->input.bytes.size());
+  }
+}
+
 absl::StatusOr<Results> RunScans(Lane& lane, absl::Span<const ScanOperation* const> ops,
                                  absl::Time deadline, const AnswerAllocator* answers) {
   const ScanOperation& first = *ops.front();
@@ -254,10 +264,11 @@ absl::StatusOr<Results> RunScans(Lane& lane, absl::Span<const ScanOperation* con
   // Only where the pipeline's slots fit the lane's pinned staging: beyond
   // it, pageable staging would stall every chunk.
   if (ops.size() == 1 && first.segment_offsets.empty() &&
-      first.input.bytes.size() > 2 * kPipelineChunkBytes &&
+      first.input.bytes.size() >= kPipelinedScanMinBytes &&
       AlignUp(Lane::kPipelineSlots * kPipelineChunkBytes) <= lane.pinned_limit()) {
     return Results{RunPipelinedScan(lane, first, deadline, answers)};
   }
+  FillPendingInputs(ops);
   if (RunsReproducibly(first)) return RunReproducibleScans(lane, ops, deadline);
   for (const ScanOperation* op : ops) {
     if (op->carry_in || op->wants_carry) {
