@@ -18,10 +18,10 @@ namespace primserve::cuda {
 
 using Results = std::vector<absl::StatusOr<Result>>;
 
-// A single unsegmented scan of more bytes than this runs as a pipeline of
-// chunks (where the lane's pinned staging holds its slots), which fills a
-// pending input (ArrayView::pending) chunk by chunk; every other runner
-// fills one whole first.
+// A single unsegmented scan of at least this many bytes runs as a pipeline
+// of chunks (where the lane's pinned staging holds its slots), which fills a
+// pending input (ArrayView::pending; only scans' inputs are left pending)
+// chunk by chunk; every other scan fills its input whole first.
 inline constexpr size_t kPipelinedScanMinBytes = (size_t{64} << 20) + 1;
 
 // Fills the pending input of each operation (ArrayView::pending), whole.
