@@ -32,19 +32,24 @@ using detail::kRunItemsFor;
 template <typename KB, typename V>
 inline constexpr int kRunTileFor = kCompactBlock * kRunItemsFor<KB, V>;
 
+// The value first: with uint32 counts and an 8-byte value the last 4 of the
+// 16 bytes are padding, and the look-back keeps the pair and its state in
+// one 16-byte word (detail::StatusPayloadBytes below) instead of fenced
+// separate arrays.
 template <typename OffsetT, typename V>
 struct RunPair {
-  OffsetT heads;
   V agg;
+  OffsetT heads;
 };
 
-template <typename P>
+// The op is a template argument: with a run-time op every combine was a
+// switch, and ReduceByKey's kernels needed 140+ registers (1 block per SM).
+template <typename P, Op kOp>
 struct RunPairOp {
-  Op op;
   __device__ __forceinline__ P operator()(const P& a, const P& b) const {
     P r;
     r.heads = a.heads + b.heads;
-    r.agg = b.heads > 0 ? b.agg : Combine(op, a.agg, b.agg);
+    r.agg = b.heads > 0 ? b.agg : Combine(kOp, a.agg, b.agg);
     return r;
   }
 };
@@ -52,10 +57,15 @@ struct RunPairOp {
 }  // namespace
 
 namespace detail {
-// A run's aggregate is a float SUM/PROD only for float values (the op is
-// chosen at run time; MIN/MAX give the same bits in either order).
-template <typename OffsetT, typename V>
-struct AssociationMatters<RunPairOp<RunPair<OffsetT, V>>> : std::is_floating_point<V> {};
+// A run's aggregate depends on the association for float SUM/PROD only
+// (MIN/MAX give the same bits in either order).
+template <typename OffsetT, typename V, Op kOp>
+struct AssociationMatters<RunPairOp<RunPair<OffsetT, V>, kOp>>
+    : std::bool_constant<std::is_floating_point_v<V> && (kOp == Op::kSum || kOp == Op::kProd)> {};
+template <typename V>
+struct StatusPayloadBytes<RunPair<uint32_t, V>>
+    : std::integral_constant<size_t, sizeof(RunPair<uint32_t, V>) == 16 ? 12
+                                                                         : sizeof(RunPair<uint32_t, V>)> {};
 }  // namespace detail
 
 namespace {
@@ -65,7 +75,6 @@ struct RunParams {
   const KB* keys;
   const V* values;  // ReduceByKey only
   uint64_t n;
-  Op op;
   KB* keys_out;
   V* values_out;           // ReduceByKey only
   int64_t* lengths_out;    // RLE only
@@ -96,8 +105,8 @@ __device__ __forceinline__ void LoadRunTile(const RunParams<KB, V, OffsetT>& p,
 
 // kRle: V = OffsetT counts, values implicit ones, op SUM. One tile per
 // block (see SelectKernel's launch in select.cu).
-template <typename KB, typename V, typename OffsetT, bool kRle, typename Lookback>
-__global__ void __launch_bounds__(kCompactBlock)
+template <typename KB, typename V, typename OffsetT, bool kRle, Op kOp, typename Lookback>
+__global__ void __launch_bounds__(kCompactBlock, detail::kRunMinBlocksPerSm)
     RunsKernel(const RunParams<KB, V, OffsetT> p) {
   using P = RunPair<OffsetT, V>;
   constexpr int kRunItems = kRunItemsFor<KB, V>;
@@ -112,8 +121,7 @@ __global__ void __launch_bounds__(kCompactBlock)
 
   const uint64_t n = p.n;
   const int lane = threadIdx.x % 32;
-  const Op op = kRle ? Op::kSum : p.op;
-  const RunPairOp<P> pair_op{op};
+  const RunPairOp<P, kOp> pair_op{};
 
   if (threadIdx.x == 0) {
     s_tile = p.status.AcquireTileIndex();
@@ -151,7 +159,7 @@ __global__ void __launch_bounds__(kCompactBlock)
       if constexpr (kRle) {
         val[e] = in_range ? V(1) : V(0);
       } else {
-        if (!in_range) val[e] = Identity<V>(op);
+        if (!in_range) val[e] = Identity<V>(kOp);
       }
       // Items past n (last tile only) come after every real item, so what
       // they add never reaches an output.
@@ -218,11 +226,15 @@ using TreeCompactLookback =
     detail::LookbackPolicy<detail::CompactLookback::kSlotsPerLane,
                            detail::CompactLookback::kFirstSleepNs,
                            detail::CompactLookback::kMaxSleepNs,
-                           detail::CompactLookback::kWaitAll, false>;
+                           detail::CompactLookback::kWaitAll, false,
+                           detail::CompactLookback::kInitialDelayNs,
+                           detail::CompactLookback::kRelaxed,
+                           detail::CompactLookback::kPollNs,
+                           detail::CompactLookback::kNearestFirst>;
 
-template <typename KB, typename V, typename OffsetT, bool kRle>
+template <typename KB, typename V, typename OffsetT, bool kRle, Op kOp>
 int RunRuns(void* d_temp, const void* keys, const void* values, uint64_t n,
-            Op op, void* keys_out, void* values_out, int64_t* lengths_out,
+            void* keys_out, void* values_out, int64_t* lengths_out,
             uint64_t* num_runs, bool in_order, cudaStream_t stream) {
   using P = RunPair<OffsetT, V>;
   constexpr int kRunTile = kRunTileFor<KB, V>;
@@ -233,7 +245,6 @@ int RunRuns(void* d_temp, const void* keys, const void* values, uint64_t n,
   p.keys = static_cast<const KB*>(keys);
   p.values = static_cast<const V*>(values);
   p.n = n;
-  p.op = op;
   p.keys_out = static_cast<KB*>(keys_out);
   p.values_out = static_cast<V*>(values_out);
   p.lengths_out = lengths_out;
@@ -242,14 +253,14 @@ int RunRuns(void* d_temp, const void* keys, const void* values, uint64_t n,
   p.values_vector_ok = reinterpret_cast<uintptr_t>(values) % 16 == 0;
   p.status = status;
   // One block per tile: see SelectKernel's launch for why not persistent.
-  if constexpr (detail::AssociationMatters<RunPairOp<P>>::value) {
+  if constexpr (detail::AssociationMatters<RunPairOp<P, kOp>>::value) {
     if (!in_order) {
-      RunsKernel<KB, V, OffsetT, kRle, TreeCompactLookback>
+      RunsKernel<KB, V, OffsetT, kRle, kOp, TreeCompactLookback>
           <<<static_cast<unsigned>(tiles), kCompactBlock, 0, stream>>>(p);
       return static_cast<int>(cudaGetLastError());
     }
   }
-  RunsKernel<KB, V, OffsetT, kRle, detail::CompactLookback>
+  RunsKernel<KB, V, OffsetT, kRle, kOp, detail::CompactLookback>
       <<<static_cast<unsigned>(tiles), kCompactBlock, 0, stream>>>(p);
   return static_cast<int>(cudaGetLastError());
 }
@@ -280,14 +291,26 @@ int DispatchRuns(void* d_temp, size_t* temp_bytes, const void* keys,
     }
     return 0;
   }
-  if (small) {
-    return RunRuns<KB, V32, uint32_t, kRle>(d_temp, keys, values, n, op, keys_out,
-                                            values_out, lengths_out, num_runs, in_order,
-                                            stream);
+  auto run = [&](auto op_tag) {
+    constexpr Op kOp = decltype(op_tag)::value;
+    if (small) {
+      return RunRuns<KB, V32, uint32_t, kRle, kOp>(d_temp, keys, values, n, keys_out,
+                                                   values_out, lengths_out, num_runs, in_order,
+                                                   stream);
+    }
+    return RunRuns<KB, V64, uint64_t, kRle, kOp>(d_temp, keys, values, n, keys_out, values_out,
+                                                 lengths_out, num_runs, in_order, stream);
+  };
+  if constexpr (kRle) {
+    return run(std::integral_constant<Op, Op::kSum>{});
+  } else {
+    switch (op) {
+      case Op::kSum: return run(std::integral_constant<Op, Op::kSum>{});
+      case Op::kProd: return run(std::integral_constant<Op, Op::kProd>{});
+      case Op::kMin: return run(std::integral_constant<Op, Op::kMin>{});
+      default: return run(std::integral_constant<Op, Op::kMax>{});
+    }
   }
-  return RunRuns<KB, V64, uint64_t, kRle>(d_temp, keys, values, n, op, keys_out,
-                                          values_out, lengths_out, num_runs, in_order,
-                                          stream);
 }
 
 bool ValidDType(DType d) {

@@ -7,8 +7,10 @@
 //   3. each warp evaluates keep (a branch-free range test for every
 //      predicate kind, flags, or "differs from predecessor" for Unique),
 //      ranks with one ballot per item slot + popc and compacts its kept
-//      items to the front of its chunk in place (Partition: rejected ones to
-//      a second region);
+//      items to the front of its chunk in place (Partition: the values stay
+//      where they are, and the tile-local indices of the kept items go to the
+//      front of the chunk's index array, those of the rejected ones to its
+//      back, last first);
 //   4. barrier; warp 0 publishes the tile count at once and looks back for
 //      the exclusive prefix; barrier;
 //   5. each warp writes its compacted chunk out contiguously.
@@ -74,16 +76,18 @@ struct SelectTile {
 };
 
 // Dynamic shared memory of a select block, in this order (each region only
-// when needed): values [kTileItems] (the loaded tile; each warp compacts its
-// kept values to the front of its own chunk, in place), rejected values
-// [kTileItems] (Partition), kept indices [kTileItems] uint16, rejected
-// indices [kTileItems] uint16.
+// when needed): values [kTileItems] (the loaded tile; Select and Unique:
+// each warp compacts its kept values to the front of its own chunk, in
+// place), tile-local indices [kTileItems] uint16 (Select: of the kept items,
+// in order; Partition: of the kept items from the front of the warp's chunk
+// and of the rejected ones from its back, so that one array serves both and
+// a partition block needs 48 KB (4-byte values) instead of 64: 4 blocks per
+// SM instead of 3).
 struct SelectSmem {
-  bool values, rejected, indices, rejected_indices;
+  bool values, indices;
   template <typename S, typename T>
   __host__ __device__ size_t Bytes() const {
-    return S::kTileItems * ((values ? sizeof(T) : 0) + (rejected ? sizeof(T) : 0) +
-                            (indices ? 2 : 0) + (rejected_indices ? 2 : 0));
+    return S::kTileItems * ((values ? sizeof(T) : 0) + (indices ? 2 : 0));
   }
 };
 
@@ -91,8 +95,8 @@ struct SelectSmem {
 // w_vals). kFull: every item of the warp's chunk is in range.
 template <typename S, int kMode, bool kFull, typename T, typename OffsetT, typename U>
 __device__ __forceinline__ void StageWarpChunk(
-    const SelectParams<T, OffsetT>& p, const SelectSmem& sm, U* w_vals, U* w_rej,
-    uint16_t* w_idx, uint16_t* w_ridx, const uint32_t (&flag_words)[S::kNumVec],
+    const SelectParams<T, OffsetT>& p, const SelectSmem& sm, U* w_vals, uint16_t* w_idx,
+    const uint32_t (&flag_words)[S::kNumVec],
     U before_chunk, bool chunk_is_first, int warp_first, int warp_valid, int& kept_out) {
   constexpr int kVec = S::kVec;
   const int lane = threadIdx.x % 32;
@@ -152,7 +156,7 @@ __device__ __forceinline__ void StageWarpChunk(
 #pragma unroll
     for (int e = 0; e < kVec; ++e) {
       if ((bits >> e) & 1u) {
-        if (sm.values) w_vals[pos] = x[e];
+        if (sm.values && !p.partition) w_vals[pos] = x[e];
         if (sm.indices) w_idx[pos] = static_cast<uint16_t>(warp_first + j0 + e);
         ++pos;
       }
@@ -166,8 +170,7 @@ __device__ __forceinline__ void StageWarpChunk(
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
         if (!((bits >> e) & 1u) && (kFull || j0 + e < warp_valid)) {
-          if (sm.rejected) w_rej[rpos] = x[e];
-          if (sm.rejected_indices) w_ridx[rpos] = static_cast<uint16_t>(warp_first + j0 + e);
+          w_idx[S::kWarpItems - 1 - rpos] = static_cast<uint16_t>(warp_first + j0 + e);
           ++rpos;
         }
       }
@@ -207,18 +210,11 @@ __global__ void __launch_bounds__(256, 6)
   const int warp_valid = detail::WarpValid<S::kWarpItems>(p.n, tile_base + warp_first);
   const bool full = warp_valid == S::kWarpItems;
 
-  unsigned char* region = select_smem;
-  U* s_vals = reinterpret_cast<U*>(region);
-  region += sm.values ? S::kTileItems * sizeof(U) : 0;
-  U* s_rej = reinterpret_cast<U*>(region);
-  region += sm.rejected ? S::kTileItems * sizeof(U) : 0;
-  uint16_t* s_idx = reinterpret_cast<uint16_t*>(region);
-  region += sm.indices ? S::kTileItems * 2 : 0;
-  uint16_t* s_ridx = reinterpret_cast<uint16_t*>(region);
+  U* s_vals = reinterpret_cast<U*>(select_smem);
+  uint16_t* s_idx =
+      reinterpret_cast<uint16_t*>(select_smem + (sm.values ? S::kTileItems * sizeof(U) : 0));
   U* w_vals = s_vals + warp_first;
-  U* w_rej = s_rej + warp_first;
   uint16_t* w_idx = s_idx + warp_first;
-  uint16_t* w_ridx = s_ridx + warp_first;
 
   // Load the warp's chunk.
   const U* g_in = reinterpret_cast<const U*>(p.in) + tile_base + warp_first;
@@ -268,11 +264,11 @@ __global__ void __launch_bounds__(256, 6)
   int kept = 0;
   if (warp_valid > 0) {
     if (full) {
-      StageWarpChunk<S, kMode, true>(p, sm, w_vals, w_rej, w_idx, w_ridx, flag_words,
+      StageWarpChunk<S, kMode, true>(p, sm, w_vals, w_idx, flag_words,
                                      before_chunk, chunk_global == 0, warp_first, warp_valid,
                                      kept);
     } else {
-      StageWarpChunk<S, kMode, false>(p, sm, w_vals, w_rej, w_idx, w_ridx, flag_words,
+      StageWarpChunk<S, kMode, false>(p, sm, w_vals, w_idx, flag_words,
                                       before_chunk, chunk_global == 0, warp_first, warp_valid,
                                       kept);
     }
@@ -295,23 +291,26 @@ __global__ void __launch_bounds__(256, 6)
   // Write out the warp's compacted chunk (its own shared region: no barrier).
   const uint64_t out_base = prefix + static_cast<uint64_t>(warp_before);
   U* values_out = reinterpret_cast<U*>(p.values_out);
-  for (int i = lane; i < kept; i += 32) {
-    if (sm.values && values_out != nullptr) values_out[out_base + i] = w_vals[i];
-    if (sm.indices) {
-      p.indices_out[out_base + i] = static_cast<int64_t>(tile_base + w_idx[i]);
+  if (!p.partition) {
+    for (int i = lane; i < kept; i += 32) {
+      if (sm.values && values_out != nullptr) values_out[out_base + i] = w_vals[i];
+      if (sm.indices) {
+        p.indices_out[out_base + i] = static_cast<int64_t>(tile_base + w_idx[i]);
+      }
     }
-  }
-  if (p.partition) {
+  } else {
+    // Items through their tile-local indices: the kept ones from the front of
+    // the warp's index chunk, the rejected ones from its back (last first).
     // Rejected before this warp: all in earlier tiles, plus this tile's
     // in-range items of earlier warps not kept.
     const uint64_t rejected_base = static_cast<uint64_t>(*p.num_kept) + (tile_base - prefix) +
                                    static_cast<uint64_t>(min(warp_first, valid) - warp_before);
-    const int rejected = warp_valid - kept;
-    for (int i = lane; i < rejected; i += 32) {
-      if (sm.rejected) values_out[rejected_base + i] = w_rej[i];
-      if (sm.rejected_indices) {
-        p.indices_out[rejected_base + i] = static_cast<int64_t>(tile_base + w_ridx[i]);
-      }
+    for (int i = lane; i < warp_valid; i += 32) {
+      const bool is_kept = i < kept;
+      const int j = w_idx[is_kept ? i : S::kWarpItems - 1 - (i - kept)];
+      const uint64_t at = is_kept ? out_base + i : rejected_base + (i - kept);
+      if (values_out != nullptr) values_out[at] = s_vals[j];
+      if (p.indices_out != nullptr) p.indices_out[at] = static_cast<int64_t>(tile_base + j);
     }
   }
   if (p.num_selected != nullptr && tile == p.num_tiles - 1 && threadIdx.x == 0) {
@@ -440,9 +439,7 @@ int RunSelect(void* d_temp, const T* in, uint64_t n, const SelectKeep& keep,
   // later tile's look-back waits on it.)
   SelectSmem sm{};
   sm.values = kMode != kByFlags || values_out != nullptr;
-  sm.rejected = partition && values_out != nullptr;
-  sm.indices = indices_out != nullptr;
-  sm.rejected_indices = partition && indices_out != nullptr;
+  sm.indices = partition || indices_out != nullptr;
   const size_t smem = sm.Bytes<S, T>();
   auto* kernel = SelectKernel<T, OffsetT, kMode, kNumVec>;
   // Per device, so set on every call (cheap, idempotent): opt in above 48 KB,
@@ -451,7 +448,7 @@ int RunSelect(void* d_temp, const T* in, uint64_t n, const SelectKeep& keep,
   // this kernel needs, not this call's smem: the attribute is process-wide,
   // and a concurrent call lowering it under our launch fails that launch
   // with cudaErrorInvalidValue.
-  const size_t most_smem = SelectSmem{true, true, true, true}.Bytes<S, T>();
+  const size_t most_smem = SelectSmem{true, true}.Bytes<S, T>();
   if (most_smem > 48 * 1024 - 1024) {
     PRIMSERVE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(most_smem)));

@@ -22,7 +22,9 @@
 // Status and value share one word where they fit, so a single store
 // publishes both and readers need no fence: a 64-bit word when
 // sizeof(V) <= 4, an aligned 16-byte word (one st/ld.global.cg.v2.u64, as
-// CUB's 16-byte TxnWord) when sizeof(V) == 8. Larger V keeps a status array
+// CUB's 16-byte TxnWord) when sizeof(V) == 8, or when V is 16 bytes whose
+// last 4 are padding (StatusPayloadBytes<V> == 12: the value's 12 bytes and
+// the state in one st/ld.global.cg.v4.u32). Larger V keeps a status array
 // plus separate aggregate and inclusive arrays (a reader that saw A must not
 // read a value that its tile is overwriting with P), ordered by
 // __threadfence() between value and status on both sides.
@@ -78,6 +80,12 @@ enum TileState : uint32_t { kInvalid = 0, kAggregate = 1, kPrefix = 2 };
 template <typename ScanOp>
 struct AssociationMatters : std::false_type {};
 
+// Bytes of V that carry its value, from its start: sizeof(V) unless a
+// specialization says the rest is padding (12 for a 16-byte V lets the
+// state share the value's 16-byte word).
+template <typename V>
+struct StatusPayloadBytes : std::integral_constant<size_t, sizeof(V)> {};
+
 __host__ __device__ inline constexpr size_t AlignUp16(size_t bytes) {
   return (bytes + 15) / 16 * 16;
 }
@@ -110,6 +118,7 @@ class TileStatus {
  public:
   static constexpr bool kPacked = sizeof(V) <= 4;
   static constexpr bool kWide = sizeof(V) == 8;
+  static constexpr bool kWide12 = sizeof(V) == 16 && StatusPayloadBytes<V>::value <= 12;
   static_assert(kPacked || sizeof(V) % 4 == 0,
                 "look-back values are <= 4 bytes or 4-byte multiples");
 
@@ -118,7 +127,7 @@ class TileStatus {
     const size_t tiles = static_cast<size_t>(num_tiles);
     if constexpr (kPacked) {
       return kCounterBytes + AlignUp16(tiles * sizeof(uint64_t));
-    } else if constexpr (kWide) {
+    } else if constexpr (kWide || kWide12) {
       return kCounterBytes + tiles * sizeof(ulonglong2);
     } else {
       return kCounterBytes + AlignUp16(tiles * sizeof(uint32_t)) +
@@ -135,7 +144,7 @@ class TileStatus {
     const size_t tiles = static_cast<size_t>(num_tiles);
     if constexpr (kPacked) {
       words_ = reinterpret_cast<uint64_t*>(base);
-    } else if constexpr (kWide) {
+    } else if constexpr (kWide || kWide12) {
       wide_words_ = reinterpret_cast<ulonglong2*>(base);
     } else {
       states_ = reinterpret_cast<uint32_t*>(base);
@@ -152,7 +161,7 @@ class TileStatus {
   __device__ void InitSlot(int64_t tile) const {
     if constexpr (kPacked) {
       words_[tile] = 0;
-    } else if constexpr (kWide) {
+    } else if constexpr (kWide || kWide12) {
       wide_words_[tile] = make_ulonglong2(0, 0);
     } else {
       states_[tile] = kInvalid;
@@ -283,6 +292,12 @@ class TileStatus {
       asm volatile("st.global.cg.v2.u64 [%0], {%1, %2};" ::"l"(wide_words_ + tile), "l"(bits),
                    "l"(static_cast<unsigned long long>(state))
                    : "memory");
+    } else if constexpr (kWide12) {
+      uint32_t words[4];
+      memcpy(words, &value, 12);
+      asm volatile("st.global.cg.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(wide_words_ + tile),
+                   "r"(words[0]), "r"(words[1]), "r"(words[2]), "r"(static_cast<uint32_t>(state))
+                   : "memory");
     } else {
       StoreCg((state == kPrefix ? inclusives_ : aggregates_) + tile, value);
       __threadfence();  // the value is visible before the state says so
@@ -304,8 +319,8 @@ class TileStatus {
       unsigned sleep_ns = fixed ? Policy::kPollNs : Policy::kFirstSleepNs;
       for (;;) {
         uint32_t state;
-        uint64_t bits;
-        LoadSlot<Policy::kRelaxed>(pred, state, bits);
+        V value;
+        LoadSlot<Policy::kRelaxed>(pred, state, value);
         if (state != kInvalid) break;
         __nanosleep(sleep_ns);
         if (!fixed) {
@@ -323,13 +338,13 @@ class TileStatus {
     unsigned sleep_ns = fixed_poll ? Policy::kPollNs : Policy::kFirstSleepNs;
     for (;;) {
       uint32_t states[kSlots];
-      uint64_t bits[kSlots];  // the value's bits where it shares the state's word
+      V values[kSlots];  // the value, where it shares the state's word
 #pragma unroll
       for (int s = 0; s < kSlots; ++s) {
         const int64_t pred = first + s;
         states[s] = kPrefix;
-        bits[s] = 0;
-        if (pred >= 0) LoadSlot<Policy::kRelaxed>(pred, states[s], bits[s]);
+        values[s] = V{};
+        if (pred >= 0) LoadSlot<Policy::kRelaxed>(pred, states[s], values[s]);
       }
       // This lane's last P slot (-1: none) and whether an X follows it.
       int last_prefix = -1;
@@ -353,7 +368,7 @@ class TileStatus {
       const bool ready = Policy::kWaitAll ? __all_sync(kFullMask, !any_invalid)
                                           : (invalid_lanes >> first_lane) == 0;
       if (ready) {
-        if constexpr (!kPacked && !kWide) {
+        if constexpr (!kPacked && !kWide && !kWide12) {
           __threadfence();  // read the values only after seeing the states
         }
         const int from = last_prefix < 0 ? 0 : last_prefix;
@@ -362,8 +377,8 @@ class TileStatus {
         for (int s = kSlots - 1; s >= 0; --s) {
           if (s >= from) {
             V slot_value{};
-            if constexpr (kPacked || kWide) {
-              memcpy(&slot_value, &bits[s], sizeof(V));
+            if constexpr (kPacked || kWide || kWide12) {
+              slot_value = values[s];
             } else {
               const int64_t pred = first + s;
               if (pred >= 0 && states[s] != kInvalid) {
@@ -383,9 +398,9 @@ class TileStatus {
     }
   }
 
-  // One slot's state and, where they share its word, the value's bits.
+  // One slot's state and, where they share its word, its value.
   template <bool kRelaxed = false>
-  __device__ void LoadSlot(int64_t tile, uint32_t& state, uint64_t& bits) const {
+  __device__ void LoadSlot(int64_t tile, uint32_t& state, V& value) const {
     if constexpr (kPacked) {
       uint64_t word;
       if constexpr (kRelaxed) {
@@ -395,7 +410,8 @@ class TileStatus {
         word = *reinterpret_cast<volatile uint64_t*>(words_ + tile);
       }
       state = static_cast<uint32_t>(word >> 32);
-      bits = word & 0xffffffffu;
+      const uint32_t bits = static_cast<uint32_t>(word);
+      memcpy(&value, &bits, sizeof(V));
     } else if constexpr (kWide) {
       unsigned long long value_bits, state_bits;
       asm volatile("ld.global.cg.v2.u64 {%0, %1}, [%2];"
@@ -403,7 +419,15 @@ class TileStatus {
                    : "l"(wide_words_ + tile)
                    : "memory");
       state = static_cast<uint32_t>(state_bits);
-      bits = value_bits;
+      memcpy(&value, &value_bits, sizeof(V));
+    } else if constexpr (kWide12) {
+      uint32_t words[4];
+      asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(words[0]), "=r"(words[1]), "=r"(words[2]), "=r"(words[3])
+                   : "l"(wide_words_ + tile)
+                   : "memory");
+      state = words[3];
+      memcpy(&value, words, 12);
     } else {
       state = *reinterpret_cast<volatile uint32_t*>(states_ + tile);
     }
@@ -412,7 +436,7 @@ class TileStatus {
   int64_t num_tiles_ = 0;
   unsigned long long* counter_ = nullptr;
   uint64_t* words_ = nullptr;     // packed: state << 32 | value bits
-  ulonglong2* wide_words_ = nullptr;  // wide: {value bits, state}
+  ulonglong2* wide_words_ = nullptr;  // wide: {value bits, state}; wide12: {12 value bytes, state}
   uint32_t* states_ = nullptr;    // separate: state
   V* aggregates_ = nullptr;       // separate: A values
   V* inclusives_ = nullptr;       // separate: P values

@@ -153,8 +153,14 @@ inline constexpr int kCompactWarps = kCompactBlock / 32;
 // per lane). Measured on an H200 (kernels/NOTES.md): 4, 8 and 16 slots per lane
 // made select_if50 int32 2^28 1.26x, 2.1x and 5x slower, RLE and ReduceByKey
 // likewise: the extra polling loads on the hot status lines cost more than
-// the round trips they save.
-using CompactLookback = LookbackPolicy<1, 32, 512>;
+// the round trips they save. Polling as the scan's (ScanLookbackPolicy): in
+// launches of >= kLookbackDelayMinTiles tiles, sleep kCompactInitialDelayNs
+// after publishing the count, then poll every kCompactPollNs; smaller
+// launches keep the 32..512 ns doubling.
+inline constexpr unsigned kCompactInitialDelayNs = 1500;
+inline constexpr unsigned kCompactPollNs = 800;
+using CompactLookback =
+    LookbackPolicy<1, 32, 512, true, true, kCompactInitialDelayNs, false, kCompactPollNs>;
 
 // Select/Partition/Unique: 16-byte vectors per thread. 8 gives 32 KB tiles
 // (8192 4-byte or 4096 8-byte items); measured on an H200, 16 KB tiles were
@@ -166,6 +172,10 @@ inline constexpr int kSelectNumVec = 8;
 // either way.
 template <typename KB, typename V>
 inline constexpr int kRunItemsFor = sizeof(KB) <= 4 && sizeof(V) <= 4 ? 16 : 8;
+// RLE and ReduceByKey: resident blocks per SM asked of the compiler
+// (__launch_bounds__; caps registers at 85). Without it ReduceByKey's
+// kernels took 140+ registers, one block per SM.
+inline constexpr int kRunMinBlocksPerSm = 3;
 
 // Segmented Select: items per thread.
 inline constexpr int kSegItems = 8;
