@@ -62,6 +62,12 @@ namespace detail {
 template <typename OffsetT, typename V, Op kOp>
 struct AssociationMatters<RunPairOp<RunPair<OffsetT, V>, kOp>>
     : std::bool_constant<std::is_floating_point_v<V> && (kOp == Op::kSum || kOp == Op::kProd)> {};
+// Once b starts a run (heads > 0), a's value is dropped and only its
+// integer count is added.
+template <typename OffsetT, typename V, Op kOp>
+struct RestartingOp<RunPairOp<RunPair<OffsetT, V>, kOp>> : std::true_type {
+  __device__ static bool Restarts(const RunPair<OffsetT, V>& b) { return b.heads > 0; }
+};
 template <typename V>
 struct StatusPayloadBytes<RunPair<uint32_t, V>>
     : std::integral_constant<size_t, sizeof(RunPair<uint32_t, V>) == 16 ? 12
@@ -222,15 +228,13 @@ size_t RunsTempBytes(uint64_t n) {
 
 // The compaction look-back with the tree combine, for float run aggregates
 // whose caller did not ask for the in-order one (ReduceByKeyUnordered).
-using TreeCompactLookback =
-    detail::LookbackPolicy<detail::CompactLookback::kSlotsPerLane,
-                           detail::CompactLookback::kFirstSleepNs,
-                           detail::CompactLookback::kMaxSleepNs,
-                           detail::CompactLookback::kWaitAll, false,
-                           detail::CompactLookback::kInitialDelayNs,
-                           detail::CompactLookback::kRelaxed,
-                           detail::CompactLookback::kPollNs,
-                           detail::CompactLookback::kNearestFirst>;
+using detail::RunsLookback;
+using TreeRunsLookback =
+    detail::LookbackPolicy<RunsLookback::kSlotsPerLane, RunsLookback::kFirstSleepNs,
+                           RunsLookback::kMaxSleepNs, RunsLookback::kWaitAll, false,
+                           RunsLookback::kInitialDelayNs, RunsLookback::kRelaxed,
+                           RunsLookback::kPollNs, RunsLookback::kNearestFirst,
+                           RunsLookback::kDelayMinTiles>;
 
 template <typename KB, typename V, typename OffsetT, bool kRle, Op kOp>
 int RunRuns(void* d_temp, const void* keys, const void* values, uint64_t n,
@@ -255,12 +259,12 @@ int RunRuns(void* d_temp, const void* keys, const void* values, uint64_t n,
   // One block per tile: see SelectKernel's launch for why not persistent.
   if constexpr (detail::AssociationMatters<RunPairOp<P, kOp>>::value) {
     if (!in_order) {
-      RunsKernel<KB, V, OffsetT, kRle, kOp, TreeCompactLookback>
+      RunsKernel<KB, V, OffsetT, kRle, kOp, TreeRunsLookback>
           <<<static_cast<unsigned>(tiles), kCompactBlock, 0, stream>>>(p);
       return static_cast<int>(cudaGetLastError());
     }
   }
-  RunsKernel<KB, V, OffsetT, kRle, kOp, detail::CompactLookback>
+  RunsKernel<KB, V, OffsetT, kRle, kOp, RunsLookback>
       <<<static_cast<unsigned>(tiles), kCompactBlock, 0, stream>>>(p);
   return static_cast<int>(cudaGetLastError());
 }

@@ -20,6 +20,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -442,19 +443,29 @@ int RunSelect(void* d_temp, const T* in, uint64_t n, const SelectKeep& keep,
   sm.indices = partition || indices_out != nullptr;
   const size_t smem = sm.Bytes<S, T>();
   auto* kernel = SelectKernel<T, OffsetT, kMode, kNumVec>;
-  // Per device, so set on every call (cheap, idempotent): opt in above 48 KB,
-  // and prefer shared memory over L1 (the input streams through; tiles
-  // resident per SM are what matters). The opt-in is the most any call of
-  // this kernel needs, not this call's smem: the attribute is process-wide,
-  // and a concurrent call lowering it under our launch fails that launch
-  // with cudaErrorInvalidValue.
-  const size_t most_smem = SelectSmem{true, true}.Bytes<S, T>();
-  if (most_smem > 48 * 1024 - 1024) {
-    PRIMSERVE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(most_smem)));
+  // Once per device and kernel (two runtime calls on every call were a
+  // visible part of a small select's time): opt in above 48 KB, and prefer
+  // shared memory over L1 (the input streams through; tiles resident per SM
+  // are what matters). The opt-in is the most any call of this kernel
+  // needs, not this call's smem: the attribute is process-wide, and a
+  // concurrent call lowering it under our launch would fail that launch
+  // with cudaErrorInvalidValue; nothing lowers it.
+  static std::atomic<uint64_t> configured_devices{0};
+  int device = 0;
+  PRIMSERVE_CUDA_TRY(cudaGetDevice(&device));
+  const uint64_t device_bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
+  if ((configured_devices.load(std::memory_order_acquire) & device_bit) == 0 ||
+      device_bit == 0) {
+    const size_t most_smem = SelectSmem{true, true}.Bytes<S, T>();
+    if (most_smem > 48 * 1024 - 1024) {
+      PRIMSERVE_CUDA_TRY(cudaFuncSetAttribute(kernel,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(most_smem)));
+    }
+    PRIMSERVE_CUDA_TRY(cudaFuncSetAttribute(
+        kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
+    configured_devices.fetch_or(device_bit, std::memory_order_release);
   }
-  PRIMSERVE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                          cudaSharedmemCarveoutMaxShared));
   kernel<<<static_cast<unsigned>(num_tiles), S::kBlock, smem, stream>>>(p, sm);
   return static_cast<int>(cudaGetLastError());
 }

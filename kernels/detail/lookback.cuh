@@ -80,6 +80,15 @@ enum TileState : uint32_t { kInvalid = 0, kAggregate = 1, kPrefix = 2 };
 template <typename ScanOp>
 struct AssociationMatters : std::false_type {};
 
+// Ops that restart: op(a, b) keeps of a only parts that combine exactly
+// (integer counts, flags) when Restarts(b), the rest coming from b alone
+// (ReduceByKey's run pairs once b starts a run). The in-order look-back
+// then folds from the nearest tile that restarts, not from the nearest P:
+// what lies before it only needs combining in some order (see
+// WarpLookbackInOrder).
+template <typename ScanOp>
+struct RestartingOp : std::false_type {};
+
 // Bytes of V that carry its value, from its start: sizeof(V) unless a
 // specialization says the rest is padding (12 for a 16-byte V lets the
 // state share the value's 16-byte word).
@@ -194,6 +203,13 @@ class TileStatus {
     if constexpr (Policy::kFixedOrder && AssociationMatters<ScanOp>::value) {
       return WarpLookbackInOrder<Policy>(tile, op);
     }
+    return WarpLookbackTree<Policy>(tile, op);
+  }
+
+  // WarpLookback combining each window as a tree (the association depends
+  // on where the nearest P was).
+  template <typename Policy, typename ScanOp>
+  __device__ V WarpLookbackTree(int64_t tile, ScanOp op) const {
     constexpr int kSlots = Policy::kSlotsPerLane;
     constexpr int kWindow = kWarpThreads * kSlots;
     const int lane = LaneId();
@@ -222,6 +238,12 @@ class TileStatus {
   // L(tile - 1). Windows without a P are kept in shared memory, up to
   // kInOrderWindows; past that the oldest one is polled again until one of
   // its tiles is P (each eventually is: every predecessor has started).
+  // For a RestartingOp the fold starts at the nearest tile that is P or
+  // restarts (A_r with Restarts(A_r)); when that is an A, the tiles before
+  // it (back to a P) are combined as a tree into B, and the prefix is
+  // B op fold(A_r, ..., A_{tile-1}): the same bits as L(tile - 1), since
+  // op(x, A_r) takes of x only its exactly combining parts, whose sum
+  // does not depend on the order.
   template <typename Policy, typename ScanOp>
   __device__ V WarpLookbackInOrder(int64_t tile, ScanOp op) const {
     static_assert(Policy::kSlotsPerLane == 1, "the in-order fold reads one slot per lane");
@@ -229,14 +251,26 @@ class TileStatus {
     const int lane = LaneId();
     int window = 0;
     int first_lane = 0;
+    bool have_before = false;
+    V before{};
     for (;;) {
       const int64_t pred = tile - (window + 1) * int64_t{kWarpThreads} + lane;
       V value{};
       const bool lane_has_prefix = WaitForWindow<Policy>(pred, op, value);
       kept[window][lane] = value;
       const unsigned prefix_lanes = __ballot_sync(kFullMask, lane_has_prefix);
-      if (prefix_lanes) {
-        first_lane = 31 - __clz(prefix_lanes);
+      unsigned start_lanes = prefix_lanes;
+      if constexpr (RestartingOp<ScanOp>::value) {
+        start_lanes |= __ballot_sync(kFullMask, RestartingOp<ScanOp>::Restarts(value));
+      }
+      if (start_lanes) {
+        first_lane = 31 - __clz(start_lanes);
+        if constexpr (RestartingOp<ScanOp>::value) {
+          if (((prefix_lanes >> first_lane) & 1u) == 0) {
+            before = CombineBefore<Policy>(pred - lane, first_lane, prefix_lanes, value, op);
+            have_before = true;
+          }
+        }
         break;
       }
       if (window + 1 < kInOrderWindows) ++window;
@@ -250,7 +284,29 @@ class TileStatus {
         if (w < window || l > first_lane) prefix = op(prefix, kept[w][l]);
       }
     }
-    return prefix;
+    return have_before ? op(before, prefix) : prefix;
+  }
+
+  // Whole warp: the combination (as a tree) of the tiles before lane
+  // `first_lane` of the window that starts at tile `window_first`, whose
+  // lanes hold `value` and are P where `prefix_lanes` says: from the
+  // nearest P among them, or, with none, all of them after the tree
+  // look-back over tiles [0, window_first).
+  template <typename Policy, typename ScanOp>
+  __device__ V CombineBefore(int64_t window_first, int first_lane, unsigned prefix_lanes,
+                             const V& value, ScanOp op) const {
+    const unsigned below = prefix_lanes & ((1u << first_lane) - 1u);
+    const int from = below ? 31 - __clz(below) : 0;
+    // Lanes [from, first_lane) as a suffix of the window rotated by
+    // first_lane: lane i holds lane (i + first_lane) % 32.
+    const V rotated = ShuffleIdx(value, (LaneId() + first_lane) % kWarpThreads);
+    const V part = ShuffleIdx(WarpSuffixReduce(rotated, op),
+                              (from + kWarpThreads - first_lane) % kWarpThreads);
+    const bool have_part = first_lane > from;
+    if (below) return part;
+    // No P in the window before first_lane: window_first > 0 (tile 0 is P).
+    const V earlier = WarpLookbackTree<Policy>(window_first, op);
+    return have_part ? op(earlier, part) : earlier;
   }
 
   // Whole warp, tile > 0: publishes A, looks back, publishes P; returns the
@@ -260,7 +316,7 @@ class TileStatus {
                                    ScanOp op) const {
     if (LaneId() == 0) Publish<Policy::kRelaxed>(tile, kAggregate, aggregate);
     if constexpr (Policy::kInitialDelayNs > 0) {
-      if (num_tiles_ >= kLookbackDelayMinTiles) __nanosleep(Policy::kInitialDelayNs);
+      if (num_tiles_ >= Policy::kDelayMinTiles) __nanosleep(Policy::kInitialDelayNs);
     }
     if constexpr (Policy::kNearestFirst) WaitNearest<Policy>(tile - 1);
     const V prefix = WarpLookback<Policy>(tile, op);
@@ -315,7 +371,7 @@ class TileStatus {
   template <typename Policy>
   __device__ void WaitNearest(int64_t pred) const {
     if (LaneId() == 0) {
-      const bool fixed = Policy::kPollNs > 0 && num_tiles_ >= kLookbackDelayMinTiles;
+      const bool fixed = Policy::kPollNs > 0 && num_tiles_ >= Policy::kDelayMinTiles;
       unsigned sleep_ns = fixed ? Policy::kPollNs : Policy::kFirstSleepNs;
       for (;;) {
         uint32_t state;
@@ -334,7 +390,7 @@ class TileStatus {
   template <typename Policy, typename ScanOp>
   __device__ bool WaitForWindow(int64_t first, ScanOp op, V& value) const {
     constexpr int kSlots = Policy::kSlotsPerLane;
-    const bool fixed_poll = Policy::kPollNs > 0 && num_tiles_ >= kLookbackDelayMinTiles;
+    const bool fixed_poll = Policy::kPollNs > 0 && num_tiles_ >= Policy::kDelayMinTiles;
     unsigned sleep_ns = fixed_poll ? Policy::kPollNs : Policy::kFirstSleepNs;
     for (;;) {
       uint32_t states[kSlots];

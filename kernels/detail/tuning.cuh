@@ -61,7 +61,7 @@ inline constexpr bool kLookbackWaitAll = true;
 // combine tile aggregates in tile order (lookback.cuh: reproducible
 // results); false keeps the timing-dependent tree, for the benchmark's
 // comparison only.
-// In launches of at least kLookbackDelayMinTiles tiles (large inputs):
+// In launches of at least kDelayMinTiles tiles (large inputs):
 //   kInitialDelayNs: after publishing A, the looking-back warp sleeps this
 //   long before its first poll (CUB's "L2 write latency" delay); 0: none.
 //   kPollNs: a fixed sleep between polls instead of the kFirstSleepNs..
@@ -70,11 +70,16 @@ inline constexpr bool kLookbackWaitAll = true;
 // instead of volatile (system-scope) accesses.
 // kNearestFirst: before reading its first window, the warp polls only the
 // nearest predecessor's slot (one lane) until it is no longer X.
+// kDelayMinTiles: the launch size (tiles) from which the delays above apply.
+// Launches of fewer tiles never sleep before their first poll (small
+// inputs: every tile is resident at once; CUB's threshold is 500 blocks).
+inline constexpr int64_t kLookbackDelayMinTiles = 512;
 template <int kSlotsPerLane_ = kLookbackSlotsPerLane,
           unsigned kFirstSleepNs_ = kLookbackFirstSleepNs,
           unsigned kMaxSleepNs_ = kLookbackMaxSleepNs, bool kWaitAll_ = kLookbackWaitAll,
           bool kFixedOrder_ = true, unsigned kInitialDelayNs_ = 0, bool kRelaxed_ = false,
-          unsigned kPollNs_ = 0, bool kNearestFirst_ = false>
+          unsigned kPollNs_ = 0, bool kNearestFirst_ = false,
+          int64_t kDelayMinTiles_ = kLookbackDelayMinTiles>
 struct LookbackPolicy {
   static constexpr int kSlotsPerLane = kSlotsPerLane_;
   static constexpr unsigned kFirstSleepNs = kFirstSleepNs_;
@@ -85,10 +90,8 @@ struct LookbackPolicy {
   static constexpr bool kRelaxed = kRelaxed_;
   static constexpr unsigned kPollNs = kPollNs_;
   static constexpr bool kNearestFirst = kNearestFirst_;
+  static constexpr int64_t kDelayMinTiles = kDelayMinTiles_;
 };
-// Launches of fewer tiles than this never sleep before their first poll
-// (small inputs: every tile is resident at once; CUB's threshold is 500 blocks).
-inline constexpr int64_t kLookbackDelayMinTiles = 512;
 using DefaultLookbackPolicy = LookbackPolicy<>;
 
 // Scan tiles: threads per block, input bytes per thread (a multiple of 16),
@@ -153,14 +156,18 @@ inline constexpr int kCompactWarps = kCompactBlock / 32;
 // per lane). Measured on an H200 (kernels/NOTES.md): 4, 8 and 16 slots per lane
 // made select_if50 int32 2^28 1.26x, 2.1x and 5x slower, RLE and ReduceByKey
 // likewise: the extra polling loads on the hot status lines cost more than
-// the round trips they save. Polling as the scan's (ScanLookbackPolicy): in
-// launches of >= kLookbackDelayMinTiles tiles, sleep kCompactInitialDelayNs
-// after publishing the count, then poll every kCompactPollNs; smaller
-// launches keep the 32..512 ns doubling.
-inline constexpr unsigned kCompactInitialDelayNs = 1500;
-inline constexpr unsigned kCompactPollNs = 800;
-using CompactLookback =
-    LookbackPolicy<1, 32, 512, true, true, kCompactInitialDelayNs, false, kCompactPollNs>;
+// the round trips they save. Polling as the scan's (ScanLookbackPolicy), in
+// launches of >= 512 tiles: sleep 1.5 us after publishing the count, then
+// poll every 0.8 us; smaller launches keep the 32..512 ns doubling.
+// Measured on an H100 (kernels/NOTES.md, 2026-11-26): select 2^28 int32
+// 801 -> 754 us, unique 685 -> 629, partition 1594 -> 1365 (with its
+// smaller blocks); 0.7 / 0.35 us was 2-4% slower for these.
+using CompactLookback = LookbackPolicy<1, 32, 512, true, true, 1500, false, 800>;
+// RLE and ReduceByKey (4096- or 2048-item tiles, shorter-lived): 0.7 us,
+// then every 0.35 us (1-5% faster than 1.5 / 0.8 at 2^24-2^28 on the
+// H100), from 2048 tiles (2^23 4-byte, 2^22 8-byte items): at 512 tiles
+// (2^20 8-byte items) the sleeps made RLE 15% slower.
+using RunsLookback = LookbackPolicy<1, 32, 512, true, true, 700, false, 350, false, 2048>;
 
 // Select/Partition/Unique: 16-byte vectors per thread. 8 gives 32 KB tiles
 // (8192 4-byte or 4096 8-byte items); measured on an H200, 16 KB tiles were
