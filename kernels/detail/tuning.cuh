@@ -160,7 +160,7 @@ inline constexpr int kCompactWarps = kCompactBlock / 32;
 // launches of >= 512 tiles: sleep 1.5 us after publishing the count, then
 // poll every 0.8 us; smaller launches keep the 32..512 ns doubling.
 // Measured on an H100 (kernels/NOTES.md, 2026-11-26): select 2^28 int32
-// 801 -> 754 us, unique 685 -> 629, partition 1594 -> 1365 (with its
+// 801 -> 750 us, unique 685 -> 627, partition 1594 -> 1363 (with its
 // smaller blocks); 0.7 / 0.35 us was 2-4% slower for these.
 using CompactLookback = LookbackPolicy<1, 32, 512, true, true, 1500, false, 800>;
 // RLE and ReduceByKey (4096- or 2048-item tiles, shorter-lived): 0.7 us,
@@ -180,8 +180,9 @@ inline constexpr int kSelectNumVec = 8;
 template <typename KB, typename V>
 inline constexpr int kRunItemsFor = sizeof(KB) <= 4 && sizeof(V) <= 4 ? 16 : 8;
 // RLE and ReduceByKey: resident blocks per SM asked of the compiler
-// (__launch_bounds__; caps registers at 85). Without it ReduceByKey's
-// kernels took 140+ registers, one block per SM.
+// (__launch_bounds__: 80 registers, with 0-36 bytes of spills, 120 for float
+// MIN/MAX values). Without it ReduceByKey's kernels took 140+ registers,
+// one block per SM.
 inline constexpr int kRunMinBlocksPerSm = 3;
 
 // Segmented Select: items per thread.
