@@ -1,39 +1,64 @@
 #include "server/multiplex.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "server/call_record.h"
 #include "server/service.h"
+#include "wire/framing.h"
 
 namespace primserve {
 
 MultiplexReactor::MultiplexReactor(grpc::CallbackServerContext* context, Scheduler* scheduler,
                                    const RequestLimits& limits, Metrics* metrics,
-                                   std::string caller, const shm::Registry* shared_memory)
+                                   std::string caller, const shm::Registry* shared_memory,
+                                   wire::PayloadAllocator payload_allocator)
     : context_(context),
       scheduler_(scheduler),
       limits_(limits),
       metrics_(metrics),
       caller_(std::move(caller)),
-      shared_memory_(shared_memory) {
+      shared_memory_(shared_memory),
+      payload_allocator_(std::move(payload_allocator)) {
   Advance();
 }
 
 void MultiplexReactor::OnReadDone(bool ok) {
-  std::unique_ptr<v1::MultiplexRequest> request;
+  // Parsed before the next read may start, so that nothing is read after a
+  // message that is no request.
+  std::unique_ptr<Received> received;
+  if (ok) received = Parse();
   {
     absl::MutexLock lock(&mu_);
     reading_ = false;
-    if (!ok) {
-      reads_done_ = true;
-    } else {
-      request = std::move(incoming_);
-      ++unanswered_;
-    }
+    if (!ok) reads_done_ = true;
   }
-  if (request != nullptr) Start(std::move(request));
+  if (received != nullptr) Start(std::move(received));
   Advance();
+}
+
+std::unique_ptr<MultiplexReactor::Received> MultiplexReactor::Parse() {
+  grpc::ByteBuffer raw;
+  uint64_t seq;
+  {
+    absl::MutexLock lock(&mu_);
+    raw.Swap(&incoming_);
+    seq = messages_read_++;
+  }
+  auto received = std::make_unique<Received>(payload_allocator_);
+  received->bytes_in = raw.Length();
+  absl::Status parsed = received->payloads.Parse(raw, &received->request);
+  if (parsed.ok()) {
+    absl::MutexLock lock(&mu_);
+    ++unanswered_;
+    return received;
+  }
+  RecordRefusal(metrics_, parsed);
+  absl::MutexLock lock(&mu_);
+  error_ = absl::Status(parsed.code(),
+                        absl::StrCat("Multiplex message ", seq, ": ", parsed.message()));
+  return nullptr;
 }
 
 void MultiplexReactor::OnWriteDone(bool ok) {
@@ -53,41 +78,43 @@ void MultiplexReactor::OnWriteDone(bool ok) {
 }
 
 void MultiplexReactor::Advance() {
-  const v1::MultiplexResponse* write = nullptr;
-  v1::MultiplexRequest* read = nullptr;
-  bool finish = false;
+  const grpc::ByteBuffer* write = nullptr;
+  grpc::ByteBuffer* read = nullptr;
+  std::optional<grpc::Status> finish;
   {
     absl::MutexLock lock(&mu_);
     if (finished_) return;
     if (!writing_ && !writes_.empty()) {
       writing_ = true;
-      write = writes_.front().get();
+      write = &writes_.front();
     }
-    if (!reading_ && !reads_done_ && !broken_ && unanswered_ < limits_.multiplex_window) {
+    if (!reading_ && !reads_done_ && !broken_ && error_.ok() &&
+        unanswered_ < limits_.multiplex_window) {
       reading_ = true;
-      incoming_ = std::make_unique<v1::MultiplexRequest>();
-      read = incoming_.get();
+      incoming_.Clear();
+      read = &incoming_;
     }
-    if ((reads_done_ || broken_) && !reading_ && !writing_ && unanswered_ == 0) {
+    if ((reads_done_ || broken_ || !error_.ok()) && !reading_ && !writing_ && unanswered_ == 0) {
       finished_ = true;
-      finish = true;
+      finish = context_->IsCancelled() ? grpc::Status::CANCELLED : ToGrpc(error_);
     }
   }
   if (write != nullptr) StartWrite(write);
   if (read != nullptr) StartRead(read);
-  if (finish) {
-    Finish(context_->IsCancelled() ? grpc::Status::CANCELLED : grpc::Status::OK);
-  }
+  if (finish) Finish(*finish);
 }
 
 void MultiplexReactor::Answer(std::unique_ptr<v1::MultiplexResponse> answer, bool releases_id) {
+  const uint64_t id = answer->id();
+  grpc::ByteBuffer framed = wire::Frame(answer.get());
+  answer.reset();
   {
     absl::MutexLock lock(&mu_);
-    if (releases_id) ids_in_flight_.erase(answer->id());
+    if (releases_id) ids_in_flight_.erase(id);
     if (broken_) {
       --unanswered_;
     } else {
-      writes_.push_back(std::move(answer));
+      writes_.push_back(std::move(framed));
     }
   }
   Advance();
@@ -102,13 +129,13 @@ void MultiplexReactor::Refuse(uint64_t id, const absl::Status& status, bool rele
 }
 
 template <typename Request, typename Response>
-void MultiplexReactor::Schedule(std::unique_ptr<v1::MultiplexRequest> holder,
-                                const Request& request,
+void MultiplexReactor::Schedule(std::unique_ptr<Received> holder, const Request& request,
                                 Response* (v1::MultiplexResponse::*answer_field)()) {
-  const uint64_t id = holder->id();
-  const CallRecord call = CallRecord::Start(metrics_, LabelsOf(request), request);
+  const uint64_t id = holder->request.id();
+  const CallRecord call = CallRecord::Start(metrics_, LabelsOf(request), holder->bytes_in);
   std::unique_ptr<shm::RequestMemory> memory = RequestMemoryOf(shared_memory_);
-  absl::StatusOr<Operation> operation = ToOperation(request, limits_, memory.get());
+  absl::StatusOr<Operation> operation =
+      ToOperation(request, limits_, memory.get(), &holder->payloads);
   if (!operation.ok()) {
     RecordRefusal(metrics_, operation.status());
     call.Done(operation.status(), nullptr, 0);
@@ -121,18 +148,18 @@ void MultiplexReactor::Schedule(std::unique_ptr<v1::MultiplexRequest> holder,
   task->deadline = DeadlineOf(*context_);
   task->is_cancelled = [context = context_] { return context->IsCancelled(); };
   task->peer = caller_;
-  // The operation views `holder` and the shared memory `memory` leases, which
-  // the task keeps until it is answered.
-  task->done = [this, holder = std::move(holder), memory = std::move(memory), answer_field, call,
-                elements](absl::StatusOr<Result> result) {
+  // The operation views `holder` (its payloads) and the shared memory
+  // `memory` leases, which the task keeps until it is answered.
+  task->done = [this, id, holder = std::move(holder), memory = std::move(memory), answer_field,
+                call, elements](absl::StatusOr<Result> result) {
     auto answer = std::make_unique<v1::MultiplexResponse>();
-    answer->set_id(holder->id());
+    answer->set_id(id);
     Response* response = (answer.get()->*answer_field)();
     const absl::Status status =
         result.ok() ? ToResponse(*std::move(result), response, memory.get()) : result.status();
     call.Done(status, status.ok() ? response : nullptr, elements);
     if (!status.ok()) {
-      Refuse(holder->id(), status, /*releases_id=*/true);
+      Refuse(id, status, /*releases_id=*/true);
       return;
     }
     Answer(std::move(answer), /*releases_id=*/true);
@@ -143,8 +170,8 @@ void MultiplexReactor::Schedule(std::unique_ptr<v1::MultiplexRequest> holder,
   }
 }
 
-void MultiplexReactor::Start(std::unique_ptr<v1::MultiplexRequest> request) {
-  const uint64_t id = request->id();
+void MultiplexReactor::Start(std::unique_ptr<Received> received) {
+  const uint64_t id = received->request.id();
   bool reused;
   {
     absl::MutexLock lock(&mu_);
@@ -159,34 +186,35 @@ void MultiplexReactor::Start(std::unique_ptr<v1::MultiplexRequest> request) {
     return;
   }
   using R = v1::MultiplexResponse;
-  switch (request->request_case()) {
+  const v1::MultiplexRequest& request = received->request;
+  switch (request.request_case()) {
     case v1::MultiplexRequest::kScan: {
-      const auto& r = request->scan();
-      return Schedule(std::move(request), r, &R::mutable_scan);
+      const auto& r = request.scan();
+      return Schedule(std::move(received), r, &R::mutable_scan);
     }
     case v1::MultiplexRequest::kReduce: {
-      const auto& r = request->reduce();
-      return Schedule(std::move(request), r, &R::mutable_reduce);
+      const auto& r = request.reduce();
+      return Schedule(std::move(received), r, &R::mutable_reduce);
     }
     case v1::MultiplexRequest::kSelect: {
-      const auto& r = request->select();
-      return Schedule(std::move(request), r, &R::mutable_select);
+      const auto& r = request.select();
+      return Schedule(std::move(received), r, &R::mutable_select);
     }
     case v1::MultiplexRequest::kUnique: {
-      const auto& r = request->unique();
-      return Schedule(std::move(request), r, &R::mutable_unique);
+      const auto& r = request.unique();
+      return Schedule(std::move(received), r, &R::mutable_unique);
     }
     case v1::MultiplexRequest::kRunLengthEncode: {
-      const auto& r = request->run_length_encode();
-      return Schedule(std::move(request), r, &R::mutable_run_length_encode);
+      const auto& r = request.run_length_encode();
+      return Schedule(std::move(received), r, &R::mutable_run_length_encode);
     }
     case v1::MultiplexRequest::kReduceByKey: {
-      const auto& r = request->reduce_by_key();
-      return Schedule(std::move(request), r, &R::mutable_reduce_by_key);
+      const auto& r = request.reduce_by_key();
+      return Schedule(std::move(received), r, &R::mutable_reduce_by_key);
     }
     case v1::MultiplexRequest::kAggregateByKey: {
-      const auto& r = request->aggregate_by_key();
-      return Schedule(std::move(request), r, &R::mutable_aggregate_by_key);
+      const auto& r = request.aggregate_by_key();
+      return Schedule(std::move(received), r, &R::mutable_aggregate_by_key);
     }
     case v1::MultiplexRequest::REQUEST_NOT_SET:
       break;

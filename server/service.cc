@@ -129,50 +129,45 @@ PRIMSERVE_RAW_UNARY(AggregateByKey)
 
 #undef PRIMSERVE_RAW_UNARY
 
-grpc::ServerBidiReactor<v1::MultiplexRequest, v1::MultiplexResponse>*
-PrimitivesService::Multiplex(grpc::CallbackServerContext* context) {
+RawBidiReactor* PrimitivesService::Multiplex(grpc::CallbackServerContext* context) {
   return new MultiplexReactor(context, scheduler_, limits_, metrics_,
-                              CallerOf(*context, caller_header_), shared_memory_);
+                              CallerOf(*context, caller_header_), shared_memory_,
+                              payload_allocator_);
 }
 
 StreamEnvironment PrimitivesService::StreamEnvironmentOf(
     const grpc::CallbackServerContext& context) const {
   return StreamEnvironment{scheduler_, limits_, metrics_, CallerOf(context, caller_header_),
-                           backend_};
+                           backend_, payload_allocator_};
 }
 
-grpc::ServerBidiReactor<v1::ScanRequest, v1::ScanResponse>* PrimitivesService::ScanStream(
-    grpc::CallbackServerContext* context) {
+RawBidiReactor* PrimitivesService::ScanStream(grpc::CallbackServerContext* context) {
   return NewScanStream(context, StreamEnvironmentOf(*context));
 }
 
-grpc::ServerReadReactor<v1::ReduceRequest>* PrimitivesService::ReduceStream(
-    grpc::CallbackServerContext* context, v1::ReduceResponse* response) {
+RawReadReactor* PrimitivesService::ReduceStream(grpc::CallbackServerContext* context,
+                                                grpc::ByteBuffer* response) {
   return NewReduceStream(context, StreamEnvironmentOf(*context), response);
 }
 
-grpc::ServerBidiReactor<v1::SelectRequest, v1::SelectResponse>* PrimitivesService::SelectStream(
-    grpc::CallbackServerContext* context) {
+RawBidiReactor* PrimitivesService::SelectStream(grpc::CallbackServerContext* context) {
   return NewSelectStream(context, StreamEnvironmentOf(*context));
 }
 
-grpc::ServerBidiReactor<v1::UniqueRequest, v1::UniqueResponse>* PrimitivesService::UniqueStream(
-    grpc::CallbackServerContext* context) {
+RawBidiReactor* PrimitivesService::UniqueStream(grpc::CallbackServerContext* context) {
   return NewUniqueStream(context, StreamEnvironmentOf(*context));
 }
 
-grpc::ServerBidiReactor<v1::RunLengthEncodeRequest, v1::RunLengthEncodeResponse>*
-PrimitivesService::RunLengthEncodeStream(grpc::CallbackServerContext* context) {
+RawBidiReactor* PrimitivesService::RunLengthEncodeStream(grpc::CallbackServerContext* context) {
   return NewRunLengthEncodeStream(context, StreamEnvironmentOf(*context));
 }
 
-grpc::ServerBidiReactor<v1::ReduceByKeyRequest, v1::ReduceByKeyResponse>*
-PrimitivesService::ReduceByKeyStream(grpc::CallbackServerContext* context) {
+RawBidiReactor* PrimitivesService::ReduceByKeyStream(grpc::CallbackServerContext* context) {
   return NewReduceByKeyStream(context, StreamEnvironmentOf(*context));
 }
 
-grpc::ServerReadReactor<v1::AggregateByKeyRequest>* PrimitivesService::AggregateByKeyStream(
-    grpc::CallbackServerContext* context, v1::AggregateByKeyResponse* response) {
+RawReadReactor* PrimitivesService::AggregateByKeyStream(grpc::CallbackServerContext* context,
+                                                        grpc::ByteBuffer* response) {
   return NewAggregateByKeyStream(context, StreamEnvironmentOf(*context), response);
 }
 

@@ -33,16 +33,23 @@ std::string CallerOf(const grpc::CallbackServerContext& context,
 // registry, or (null: the server runs without --shared_memory) a refusal.
 std::unique_ptr<shm::RequestMemory> RequestMemoryOf(const shm::Registry* registry);
 
-// The Primitives service with its unary methods over raw buffers.
-using RawUnaryPrimitives = v1::Primitives::WithRawCallbackMethod_Scan<
-    v1::Primitives::WithRawCallbackMethod_Reduce<v1::Primitives::WithRawCallbackMethod_Select<
-        v1::Primitives::WithRawCallbackMethod_Unique<
-            v1::Primitives::WithRawCallbackMethod_RunLengthEncode<
-                v1::Primitives::WithRawCallbackMethod_ReduceByKey<
-                    v1::Primitives::WithRawCallbackMethod_AggregateByKey<
-                        v1::Primitives::CallbackService>>>>>>>;
+// The Primitives service with every method over raw buffers (so over the
+// plain Service: the typed callback methods would clash with the streams').
+namespace raw {
+using P = v1::Primitives;
+using Primitives = P::WithRawCallbackMethod_Scan<P::WithRawCallbackMethod_Reduce<
+    P::WithRawCallbackMethod_Select<P::WithRawCallbackMethod_Unique<
+        P::WithRawCallbackMethod_RunLengthEncode<P::WithRawCallbackMethod_ReduceByKey<
+            P::WithRawCallbackMethod_AggregateByKey<P::WithRawCallbackMethod_Multiplex<
+                P::WithRawCallbackMethod_ScanStream<P::WithRawCallbackMethod_ReduceStream<
+                    P::WithRawCallbackMethod_SelectStream<P::WithRawCallbackMethod_UniqueStream<
+                        P::WithRawCallbackMethod_RunLengthEncodeStream<
+                            P::WithRawCallbackMethod_ReduceByKeyStream<
+                                P::WithRawCallbackMethod_AggregateByKeyStream<
+                                    P::Service>>>>>>>>>>>>>>>;
+}  // namespace raw
 
-class PrimitivesService final : public RawUnaryPrimitives {
+class PrimitivesService final : public raw::Primitives {
  public:
   // Records every call (count, latency, payload, refusals) into `metrics`
   // unless it is null.
@@ -50,9 +57,10 @@ class PrimitivesService final : public RawUnaryPrimitives {
   // resolves Array.shm and output_location in unary and Multiplex requests.
   // `backend` (not owned; may be null) tells reproducible ScanStreams where
   // to cut (ExecutionBackend::ReproducibleScanGranule). `payload_allocator`
-  // (may be empty) is where unary requests' arrays are made contiguous
-  // (wire::ReceivedMessage); `answer_allocator` (may be empty) where the
-  // backend may write their large answers, sent from there (Task::answers).
+  // (may be empty) is where requests' arrays are made contiguous
+  // (wire::ReceivedMessage), unary, streamed or multiplexed;
+  // `answer_allocator` (may be empty) where the backend may write unary
+  // requests' large answers, sent from there (Task::answers).
   PrimitivesService(Scheduler* scheduler, const RequestLimits& limits,
                     Metrics* metrics = nullptr, std::string caller_header = "",
                     const shm::Registry* shared_memory = nullptr,
@@ -95,23 +103,18 @@ class PrimitivesService final : public RawUnaryPrimitives {
   grpc::ServerUnaryReactor* AggregateByKey(grpc::CallbackServerContext* context,
                                            const grpc::ByteBuffer* request,
                                            grpc::ByteBuffer* response) override;
-  grpc::ServerBidiReactor<v1::MultiplexRequest, v1::MultiplexResponse>* Multiplex(
-      grpc::CallbackServerContext* context) override;
-  // The streaming forms: server/stream_reactor.h.
-  grpc::ServerBidiReactor<v1::ScanRequest, v1::ScanResponse>* ScanStream(
-      grpc::CallbackServerContext* context) override;
-  grpc::ServerReadReactor<v1::ReduceRequest>* ReduceStream(grpc::CallbackServerContext* context,
-                                                            v1::ReduceResponse* response) override;
-  grpc::ServerBidiReactor<v1::SelectRequest, v1::SelectResponse>* SelectStream(
-      grpc::CallbackServerContext* context) override;
-  grpc::ServerBidiReactor<v1::UniqueRequest, v1::UniqueResponse>* UniqueStream(
-      grpc::CallbackServerContext* context) override;
-  grpc::ServerBidiReactor<v1::RunLengthEncodeRequest, v1::RunLengthEncodeResponse>*
-  RunLengthEncodeStream(grpc::CallbackServerContext* context) override;
-  grpc::ServerBidiReactor<v1::ReduceByKeyRequest, v1::ReduceByKeyResponse>* ReduceByKeyStream(
-      grpc::CallbackServerContext* context) override;
-  grpc::ServerReadReactor<v1::AggregateByKeyRequest>* AggregateByKeyStream(
-      grpc::CallbackServerContext* context, v1::AggregateByKeyResponse* response) override;
+  // Multiplex and the streaming forms (server/multiplex.h,
+  // server/stream_reactor.h), over raw buffers likewise.
+  RawBidiReactor* Multiplex(grpc::CallbackServerContext* context) override;
+  RawBidiReactor* ScanStream(grpc::CallbackServerContext* context) override;
+  RawReadReactor* ReduceStream(grpc::CallbackServerContext* context,
+                               grpc::ByteBuffer* response) override;
+  RawBidiReactor* SelectStream(grpc::CallbackServerContext* context) override;
+  RawBidiReactor* UniqueStream(grpc::CallbackServerContext* context) override;
+  RawBidiReactor* RunLengthEncodeStream(grpc::CallbackServerContext* context) override;
+  RawBidiReactor* ReduceByKeyStream(grpc::CallbackServerContext* context) override;
+  RawReadReactor* AggregateByKeyStream(grpc::CallbackServerContext* context,
+                                       grpc::ByteBuffer* response) override;
 
  private:
   StreamEnvironment StreamEnvironmentOf(const grpc::CallbackServerContext& context) const;

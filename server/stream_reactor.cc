@@ -17,24 +17,74 @@
 #include "server/service.h"
 #include "server/stitch.h"
 #include "server/stream_pieces.h"
+#include "wire/received.h"
 
 namespace primserve {
 namespace {
 
-template <typename Response>
-using Responses = std::vector<std::unique_ptr<Response>>;
+// A stream's answers, framed (their arrays as slices over the results'
+// bytes, as the unary answers).
+using Responses = std::vector<grpc::ByteBuffer>;
 
-// Elements in an array's bytes as sent (0 for an unknown dtype: the piece's
-// validation refuses it).
-uint64_t RawElements(const v1::Array& array) {
-  const int dtype = array.dtype();
-  if (dtype < v1::INT32 || dtype > v1::FLOAT64) return 0;
-  return array.data().size() / DTypeSize(static_cast<DType>(dtype));
-}
+// One message of a stream as received: its Array.data fields are tokens for
+// payloads left in gRPC's slices (wire::ReceivedMessage), made contiguous
+// once, into the service's payload allocator, when the piece is validated.
+// The piece's operation and its stitching view them: the piece lives until
+// it is stitched.
+template <typename Request>
+class Piece {
+ public:
+  explicit Piece(wire::PayloadAllocator allocator) : received_(std::move(allocator)) {}
 
-ArrayView ViewOf(const v1::Array& array) {
-  return ArrayView{static_cast<DType>(array.dtype()), array.data()};
-}
+  // INVALID_ARGUMENT if `raw` is not a Request.
+  absl::Status Parse(const grpc::ByteBuffer& raw) {
+    bytes_in_ = raw.Length();
+    return received_.Parse(raw, &request_);
+  }
+
+  Request& request() { return request_; }
+  const Request& request() const { return request_; }
+  // The message's size on the wire (0 for one the server made).
+  uint64_t bytes_in() const { return bytes_in_; }
+
+  // Elements in an array of the request as sent (0 for an unknown dtype:
+  // the piece's validation refuses it).
+  uint64_t Elements(const v1::Array& array) {
+    const int dtype = array.dtype();
+    if (dtype < v1::INT32 || dtype > v1::FLOAT64) return 0;
+    const wire::Payload* payload = inline_ ? nullptr : received_.Find(array.data());
+    const size_t bytes = payload != nullptr ? payload->size() : array.data().size();
+    return bytes / DTypeSize(static_cast<DType>(dtype));
+  }
+
+  // An array of the request, contiguous (no copy once the piece's
+  // operation is made: ToOperation made it so).
+  absl::StatusOr<ArrayView> View(const v1::Array& array) {
+    if (inline_) return ArrayView{static_cast<DType>(array.dtype()), array.data()};
+    absl::StatusOr<absl::string_view> bytes = received_.Resolve(array.data());
+    if (!bytes.ok()) return bytes.status();
+    return ArrayView{static_cast<DType>(array.dtype()), *bytes};
+  }
+
+  // A serial stream reshapes a piece's arrays into bytes of its own: from
+  // then on every array's data is held in the request itself.
+  void SetData(v1::Array* array, std::string bytes) {
+    array->set_data(std::move(bytes));
+    inline_ = true;
+  }
+
+  absl::StatusOr<Operation> ToOperation(const RequestLimits& limits) {
+    // No shared memory: the streaming RPCs carry inline bytes only.
+    return primserve::ToOperation(request_, limits, /*memory=*/nullptr,
+                                  inline_ ? nullptr : &received_);
+  }
+
+ private:
+  Request request_;
+  wire::ReceivedMessage received_;
+  uint64_t bytes_in_ = 0;
+  bool inline_ = false;
+};
 
 template <typename Want>
 absl::StatusOr<Want*> Get(Result& result) {
@@ -43,10 +93,11 @@ absl::StatusOr<Want*> Get(Result& result) {
 }
 
 template <typename Response>
-absl::Status Append(Result result, Responses<Response>* out) {
-  auto response = std::make_unique<Response>();
-  if (absl::Status s = ToResponse(std::move(result), response.get()); !s.ok()) return s;
-  out->push_back(std::move(response));
+absl::Status Append(Result result, Responses* out) {
+  Response response;
+  absl::StatusOr<grpc::ByteBuffer> framed = FrameResponse(std::move(result), &response);
+  if (!framed.ok()) return framed.status();
+  out->push_back(*std::move(framed));
   return absl::OkStatus();
 }
 
@@ -71,10 +122,10 @@ class IndependentPieces {
  public:
   void Configure(const StreamEnvironment&) {}
   bool Serial() const { return false; }
-  absl::StatusOr<bool> Shape(Request*, const RequestLimits&) { return true; }
+  absl::StatusOr<bool> Shape(Piece<Request>*, const RequestLimits&) { return true; }
   void Continue(Operation*) const {}
   Result EmptyResult() const { return Result(); }
-  absl::StatusOr<bool> TakeFlush(Request*) { return false; }
+  absl::StatusOr<bool> TakeFlush(Piece<Request>*) { return false; }
 };
 
 // Whether a stream's float SUM/PROD must give the unary answer's bits.
@@ -90,10 +141,10 @@ bool StreamIsReproducible(const Request& first, const RequestLimits& limits, v1:
 // unary request may hold.
 class Gathered {
  public:
-  absl::Status Add(const v1::Array& piece, const RequestLimits& limits, absl::string_view rpc,
+  absl::Status Add(const ArrayView& piece, const RequestLimits& limits, absl::string_view rpc,
                    bool answer_is_input) {
-    const size_t element = DTypeSize(static_cast<DType>(piece.dtype()));
-    const uint64_t elements = (bytes_.size() + piece.data().size()) / element;
+    const size_t element = DTypeSize(piece.dtype);
+    const uint64_t elements = (bytes_.size() + piece.bytes.size()) / element;
     const uint64_t most = answer_is_input
                               ? std::min(limits.max_elements, limits.max_response_bytes / element)
                               : limits.max_elements;
@@ -105,7 +156,7 @@ class Gathered {
           "message",
           rpc, most, elements));
     }
-    bytes_.append(piece.data());
+    bytes_.append(piece.bytes.data(), piece.bytes.size());
     return absl::OkStatus();
   }
   uint64_t elements(DType dtype) const { return bytes_.size() / DTypeSize(dtype); }
@@ -139,21 +190,21 @@ class ScanFamily : public IndependentPieces<v1::ScanRequest> {
     }
     return absl::OkStatus();
   }
-  void Localize(uint64_t start, Request* piece) const {
-    SetOffsets(stitch_->PieceOffsets(start, RawElements(piece->input())),
-               piece->mutable_segment_offsets());
+  void Localize(uint64_t start, Piece<Request>* piece) const {
+    SetOffsets(stitch_->PieceOffsets(start, piece->Elements(piece->request().input())),
+               piece->request().mutable_segment_offsets());
   }
   bool Serial() const { return cut_.has_value() || gathered_.has_value(); }
-  absl::StatusOr<bool> Shape(Request* piece, const RequestLimits& limits) {
+  absl::StatusOr<bool> Shape(Piece<Request>* piece, const RequestLimits& limits) {
+    absl::StatusOr<ArrayView> input = piece->View(piece->request().input());
+    if (!input.ok()) return input.status();
     if (gathered_) {
-      if (absl::Status s = gathered_->Add(piece->input(), limits, "ScanStream", true); !s.ok()) {
-        return s;
-      }
+      if (absl::Status s = gathered_->Add(*input, limits, "ScanStream", true); !s.ok()) return s;
       return false;
     }
-    std::string elements = cut_->Next(piece->input().data());
+    std::string elements = cut_->Next(input->bytes);
     if (elements.empty()) return false;
-    piece->mutable_input()->set_data(std::move(elements));
+    piece->SetData(piece->request().mutable_input(), std::move(elements));
     return true;
   }
   void Continue(Operation* operation) const {
@@ -163,33 +214,35 @@ class ScanFamily : public IndependentPieces<v1::ScanRequest> {
     scan.wants_carry = true;
   }
   Result EmptyResult() const { return ScanResult{HostArray{dtype_, {}}}; }
-  absl::StatusOr<bool> TakeFlush(Request* last) {
+  absl::StatusOr<bool> TakeFlush(Piece<Request>* last) {
     if (flushed_) return false;
     flushed_ = true;
     if (gathered_) {
       if (absl::Status s = CheckOffsetsWithin(offsets_, gathered_->elements(dtype_)); !s.ok()) {
         return s;
       }
-      last->mutable_input()->set_data(gathered_->Take());
+      last->SetData(last->request().mutable_input(), gathered_->Take());
       return true;
     }
     if (cut_->held_elements() == 0) return false;
-    last->mutable_input()->set_data(cut_->Flush());
-    last->clear_segment_offsets();
+    last->SetData(last->request().mutable_input(), cut_->Flush());
+    last->request().clear_segment_offsets();
     return true;
   }
-  absl::Status Stitch(const Request& piece, Result result, Responses<Response>* out) {
+  absl::Status Stitch(Piece<Request>& piece, Result result, Responses* out) {
     absl::StatusOr<ScanResult*> r = Get<ScanResult>(result);
     if (!r.ok()) return r.status();
     if (Serial()) {
       // Already the whole scan's bits; an operation's carry goes on to the next.
       if ((*r)->carry_out) carry_ = (*r)->carry_out;
     } else {
-      stitch_->Stitch(ViewOf(piece.input()), &(*r)->output);
+      absl::StatusOr<ArrayView> input = piece.View(piece.request().input());
+      if (!input.ok()) return input.status();
+      stitch_->Stitch(*input, &(*r)->output);
     }
-    return Append(std::move(result), out);
+    return Append<Response>(std::move(result), out);
   }
-  absl::Status End(Responses<Response>*) {
+  absl::Status End(Responses*) {
     return Serial() ? absl::OkStatus() : stitch_->Finish();  // TakeFlush checked the offsets
   }
 
@@ -219,14 +272,14 @@ class SelectFamily : public IndependentPieces<v1::SelectRequest> {
     }
     return absl::OkStatus();
   }
-  void Localize(uint64_t, Request*) const {}
-  absl::Status Stitch(const Request& piece, Result result, Responses<Response>* out) {
+  void Localize(uint64_t, Piece<Request>*) const {}
+  absl::Status Stitch(Piece<Request>& piece, Result result, Responses* out) {
     absl::StatusOr<SelectResult*> r = Get<SelectResult>(result);
     if (!r.ok()) return r.status();
-    stitch_.Stitch(RawElements(piece.input()), *r);
-    return Append(std::move(result), out);
+    stitch_.Stitch(piece.Elements(piece.request().input()), *r);
+    return Append<Response>(std::move(result), out);
   }
-  absl::Status End(Responses<Response>*) { return absl::OkStatus(); }
+  absl::Status End(Responses*) { return absl::OkStatus(); }
 
  private:
   SelectStitch stitch_;
@@ -238,14 +291,16 @@ class UniqueFamily : public IndependentPieces<v1::UniqueRequest> {
   using Response = v1::UniqueResponse;
 
   absl::Status Begin(const Request&, const RequestLimits&) { return absl::OkStatus(); }
-  void Localize(uint64_t, Request*) const {}
-  absl::Status Stitch(const Request& piece, Result result, Responses<Response>* out) {
+  void Localize(uint64_t, Piece<Request>*) const {}
+  absl::Status Stitch(Piece<Request>& piece, Result result, Responses* out) {
     absl::StatusOr<UniqueResult*> r = Get<UniqueResult>(result);
     if (!r.ok()) return r.status();
-    stitch_.Stitch(ViewOf(piece.input()), &(*r)->values);
-    return Append(std::move(result), out);
+    absl::StatusOr<ArrayView> input = piece.View(piece.request().input());
+    if (!input.ok()) return input.status();
+    stitch_.Stitch(*input, &(*r)->values);
+    return Append<Response>(std::move(result), out);
   }
-  absl::Status End(Responses<Response>*) { return absl::OkStatus(); }
+  absl::Status End(Responses*) { return absl::OkStatus(); }
 
  private:
   UniqueStitch stitch_;
@@ -257,18 +312,18 @@ class RunLengthEncodeFamily : public IndependentPieces<v1::RunLengthEncodeReques
   using Response = v1::RunLengthEncodeResponse;
 
   absl::Status Begin(const Request&, const RequestLimits&) { return absl::OkStatus(); }
-  void Localize(uint64_t, Request*) const {}
-  absl::Status Stitch(const Request&, Result result, Responses<Response>* out) {
+  void Localize(uint64_t, Piece<Request>*) const {}
+  absl::Status Stitch(Piece<Request>&, Result result, Responses* out) {
     absl::StatusOr<RunLengthEncodeResult*> r = Get<RunLengthEncodeResult>(result);
     if (!r.ok()) return r.status();
     stitch_.Stitch(&(*r)->values, &(*r)->lengths);
-    return Append(std::move(result), out);
+    return Append<Response>(std::move(result), out);
   }
   // The last run, held back until now.
-  absl::Status End(Responses<Response>* out) {
+  absl::Status End(Responses* out) {
     RunLengthEncodeResult last;
     stitch_.Flush(&last.values, &last.lengths);
-    return Append(Result(std::move(last)), out);
+    return Append<Response>(Result(std::move(last)), out);
   }
 
  private:
@@ -279,16 +334,21 @@ class RunLengthEncodeFamily : public IndependentPieces<v1::RunLengthEncodeReques
 // values arrive in equal pieces: each piece is validated as sent).
 class GatheredPairs {
  public:
-  absl::Status Add(const v1::Array& keys, const v1::Array& values, const RequestLimits& limits,
-                   absl::string_view rpc, bool answer_is_input) {
-    if (absl::Status s = keys_.Add(keys, limits, rpc, answer_is_input); !s.ok()) return s;
-    return values_.Add(values, limits, rpc, answer_is_input);
+  template <typename Request>
+  absl::Status Add(Piece<Request>* piece, const RequestLimits& limits, absl::string_view rpc,
+                   bool answer_is_input) {
+    absl::StatusOr<ArrayView> keys = piece->View(piece->request().keys());
+    if (!keys.ok()) return keys.status();
+    absl::StatusOr<ArrayView> values = piece->View(piece->request().values());
+    if (!values.ok()) return values.status();
+    if (absl::Status s = keys_.Add(*keys, limits, rpc, answer_is_input); !s.ok()) return s;
+    return values_.Add(*values, limits, rpc, answer_is_input);
   }
   // Puts the whole arrays into the last request.
   template <typename Request>
-  void TakeInto(Request* last) {
-    last->mutable_keys()->set_data(keys_.Take());
-    last->mutable_values()->set_data(values_.Take());
+  void TakeInto(Piece<Request>* last) {
+    last->SetData(last->request().mutable_keys(), keys_.Take());
+    last->SetData(last->request().mutable_values(), values_.Take());
   }
 
  private:
@@ -308,12 +368,10 @@ class ReduceByKeyFamily : public IndependentPieces<v1::ReduceByKeyRequest> {
     if (StreamIsReproducible(first, limits, first.values().dtype())) gathered_.emplace();
     return absl::OkStatus();
   }
-  void Localize(uint64_t, Request*) const {}
+  void Localize(uint64_t, Piece<Request>*) const {}
   bool Serial() const { return gathered_.has_value(); }
-  absl::StatusOr<bool> Shape(Request* piece, const RequestLimits& limits) {
-    if (absl::Status s =
-            gathered_->Add(piece->keys(), piece->values(), limits, "ReduceByKeyStream", true);
-        !s.ok()) {
+  absl::StatusOr<bool> Shape(Piece<Request>* piece, const RequestLimits& limits) {
+    if (absl::Status s = gathered_->Add(piece, limits, "ReduceByKeyStream", true); !s.ok()) {
       return s;
     }
     return false;
@@ -321,25 +379,25 @@ class ReduceByKeyFamily : public IndependentPieces<v1::ReduceByKeyRequest> {
   Result EmptyResult() const {
     return ReduceByKeyResult{HostArray{key_dtype_, {}}, HostArray{value_dtype_, {}}};
   }
-  absl::StatusOr<bool> TakeFlush(Request* last) {
+  absl::StatusOr<bool> TakeFlush(Piece<Request>* last) {
     if (flushed_) return false;
     flushed_ = true;
     gathered_->TakeInto(last);
     return true;
   }
-  absl::Status Stitch(const Request&, Result result, Responses<Response>* out) {
+  absl::Status Stitch(Piece<Request>&, Result result, Responses* out) {
     absl::StatusOr<ReduceByKeyResult*> r = Get<ReduceByKeyResult>(result);
     if (!r.ok()) return r.status();
     // Gathered: the pieces' empty answers, then the whole stream's.
     if (!gathered_) stitch_->Stitch(&(*r)->keys, &(*r)->values);
-    return Append(std::move(result), out);
+    return Append<Response>(std::move(result), out);
   }
   // The last run, held back until now (gathered: nothing is held).
-  absl::Status End(Responses<Response>* out) {
+  absl::Status End(Responses* out) {
     if (gathered_) return absl::OkStatus();
     ReduceByKeyResult last;
     stitch_->Flush(&last.keys, &last.values);
-    return Append(Result(std::move(last)), out);
+    return Append<Response>(Result(std::move(last)), out);
   }
 
  private:
@@ -377,28 +435,28 @@ class ReduceFamily : public IndependentPieces<v1::ReduceRequest> {
     }
     return absl::OkStatus();
   }
-  void Localize(uint64_t start, Request* piece) const {
-    SetOffsets(stitch_->PieceOffsets(start, RawElements(piece->input())),
-               piece->mutable_segment_offsets());
+  void Localize(uint64_t start, Piece<Request>* piece) const {
+    SetOffsets(stitch_->PieceOffsets(start, piece->Elements(piece->request().input())),
+               piece->request().mutable_segment_offsets());
   }
   bool Serial() const { return gathered_.has_value(); }
-  absl::StatusOr<bool> Shape(Request* piece, const RequestLimits& limits) {
-    if (absl::Status s = gathered_->Add(piece->input(), limits, "ReduceStream", false); !s.ok()) {
-      return s;
-    }
+  absl::StatusOr<bool> Shape(Piece<Request>* piece, const RequestLimits& limits) {
+    absl::StatusOr<ArrayView> input = piece->View(piece->request().input());
+    if (!input.ok()) return input.status();
+    if (absl::Status s = gathered_->Add(*input, limits, "ReduceStream", false); !s.ok()) return s;
     return false;
   }
   Result EmptyResult() const { return ReduceResult{HostArray{dtype_, {}}, std::nullopt}; }
-  absl::StatusOr<bool> TakeFlush(Request* last) {
+  absl::StatusOr<bool> TakeFlush(Piece<Request>* last) {
     if (flushed_) return false;
     flushed_ = true;
     if (absl::Status s = CheckOffsetsWithin(offsets_, gathered_->elements(dtype_)); !s.ok()) {
       return s;
     }
-    last->mutable_input()->set_data(gathered_->Take());
+    last->SetData(last->request().mutable_input(), gathered_->Take());
     return true;
   }
-  absl::Status Stitch(const Request& piece, Result result, Responses<Response>*) {
+  absl::Status Stitch(Piece<Request>& piece, Result result, Responses*) {
     absl::StatusOr<ReduceResult*> r = Get<ReduceResult>(result);
     if (!r.ok()) return r.status();
     if (gathered_) {
@@ -406,17 +464,17 @@ class ReduceFamily : public IndependentPieces<v1::ReduceRequest> {
       if (flushed_) whole_ = std::move(**r);
       return absl::OkStatus();
     }
-    stitch_->Stitch(RawElements(piece.input()), std::move(**r));
+    stitch_->Stitch(piece.Elements(piece.request().input()), std::move(**r));
     return absl::OkStatus();
   }
-  absl::Status End(Responses<Response>* out) {
+  absl::Status End(Responses* out) {
     if (gathered_) {
       if (!whole_) return absl::InternalError("a gathered ReduceStream ended without its answer");
-      return Append(Result(*std::move(whole_)), out);
+      return Append<Response>(Result(*std::move(whole_)), out);
     }
     absl::StatusOr<ReduceResult> whole = stitch_->Finish(dtype_);
     if (!whole.ok()) return whole.status();
-    return Append(Result(*std::move(whole)), out);
+    return Append<Response>(Result(*std::move(whole)), out);
   }
 
  private:
@@ -440,24 +498,22 @@ class AggregateByKeyFamily : public IndependentPieces<v1::AggregateByKeyRequest>
     if (StreamIsReproducible(first, limits, first.values().dtype())) gathered_.emplace();
     return absl::OkStatus();
   }
-  void Localize(uint64_t, Request*) const {}
+  void Localize(uint64_t, Piece<Request>*) const {}
   bool Serial() const { return gathered_.has_value(); }
-  absl::StatusOr<bool> Shape(Request* piece, const RequestLimits& limits) {
-    if (absl::Status s =
-            gathered_->Add(piece->keys(), piece->values(), limits, "AggregateByKeyStream", false);
-        !s.ok()) {
+  absl::StatusOr<bool> Shape(Piece<Request>* piece, const RequestLimits& limits) {
+    if (absl::Status s = gathered_->Add(piece, limits, "AggregateByKeyStream", false); !s.ok()) {
       return s;
     }
     return false;
   }
   Result EmptyResult() const { return AggregateByKeyResult{HostArray{value_dtype_, {}}}; }
-  absl::StatusOr<bool> TakeFlush(Request* last) {
+  absl::StatusOr<bool> TakeFlush(Piece<Request>* last) {
     if (flushed_) return false;
     flushed_ = true;
     gathered_->TakeInto(last);
     return true;
   }
-  absl::Status Stitch(const Request&, Result result, Responses<Response>*) {
+  absl::Status Stitch(Piece<Request>&, Result result, Responses*) {
     absl::StatusOr<AggregateByKeyResult*> r = Get<AggregateByKeyResult>(result);
     if (!r.ok()) return r.status();
     if (gathered_) {
@@ -468,14 +524,14 @@ class AggregateByKeyFamily : public IndependentPieces<v1::AggregateByKeyRequest>
     stitch_->Stitch(std::move(**r));
     return absl::OkStatus();
   }
-  absl::Status End(Responses<Response>* out) {
+  absl::Status End(Responses* out) {
     if (gathered_) {
       if (!whole_) {
         return absl::InternalError("a gathered AggregateByKeyStream ended without its answer");
       }
-      return Append(Result(*std::move(whole_)), out);
+      return Append<Response>(Result(*std::move(whole_)), out);
     }
-    return Append(Result(stitch_->Finish()), out);
+    return Append<Response>(Result(stitch_->Finish()), out);
   }
 
  private:
@@ -487,19 +543,19 @@ class AggregateByKeyFamily : public IndependentPieces<v1::AggregateByKeyRequest>
   std::optional<AggregateByKeyResult> whole_;
 };
 
-// The reactor of one stream. `Base` is ServerBidiReactor (an answer per
-// piece, written as each is stitched) or ServerReadReactor (one answer, into
-// the response the method was given).
+// The reactor of one stream, over raw buffers: each message read is parsed
+// into a Piece, each answer framed with its arrays as slices (wire/). `Base`
+// is RawBidiReactor (an answer per piece, written as each is stitched) or
+// RawReadReactor (one answer, into the response the method was given).
 template <typename Family, typename Base>
 class StreamReactor final : public Base {
   using Request = typename Family::Request;
   using Response = typename Family::Response;
-  static constexpr bool kAnswersEachPiece =
-      std::is_same_v<Base, grpc::ServerBidiReactor<Request, Response>>;
+  static constexpr bool kAnswersEachPiece = std::is_same_v<Base, RawBidiReactor>;
 
  public:
   StreamReactor(grpc::CallbackServerContext* context, StreamEnvironment environment,
-                Response* response)
+                grpc::ByteBuffer* response)
       : context_(context), environment_(std::move(environment)), response_(response) {
     Advance();
   }
@@ -512,7 +568,7 @@ class StreamReactor final : public Base {
       });
       return;
     }
-    std::unique_ptr<Request> request;
+    grpc::ByteBuffer raw;
     uint64_t seq = 0;
     {
       absl::MutexLock lock(&mu_);
@@ -520,11 +576,11 @@ class StreamReactor final : public Base {
       // The next read waits until this piece is scheduled: pieces start in
       // order, and the stream ends only after the last has started.
       processing_ = true;
-      request = std::move(incoming_);
+      raw.Swap(&incoming_);
       seq = pieces_read_++;
       ++unanswered_;
     }
-    Start(seq, std::move(request));
+    Start(seq, raw);
     Advance([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       processing_ = false;
       reading_ = false;
@@ -550,33 +606,40 @@ class StreamReactor final : public Base {
   void OnDone() override { delete this; }
 
  private:
-  // Validates and schedules piece `seq`; called for one piece at a time, in
-  // stream order.
-  void Start(uint64_t seq, std::unique_ptr<Request> request) {
+  // Parses, validates and schedules piece `seq` from its message `raw`;
+  // called for one piece at a time, in stream order.
+  void Start(uint64_t seq, const grpc::ByteBuffer& raw) {
     const uint64_t start = elements_read_;
+    auto piece = std::make_unique<Piece<Request>>(environment_.payload_allocator);
+    if (absl::Status parsed = piece->Parse(raw); !parsed.ok()) {
+      RecordRefusal(environment_.metrics, parsed);
+      Fail(InPiece(parsed, seq, start));
+      return;
+    }
+    Request& request = piece->request();
     absl::Status status;
     if (seq == 0) {
       family_.Configure(environment_);
-      status = family_.Begin(*request, environment_.limits);
-      if (status.ok()) pieces_.emplace(*request);
+      status = family_.Begin(request, environment_.limits);
+      if (status.ok()) pieces_.emplace(request);
       serial_ = status.ok() && family_.Serial();
     } else {
-      status = pieces_->MakePiece(request.get());
+      status = pieces_->MakePiece(&request);
     }
-    if (status.ok()) family_.Localize(start, request.get());
+    if (status.ok()) family_.Localize(start, piece.get());
     const CallRecord call =
-        CallRecord::Start(environment_.metrics, LabelsOf(*request), *request);
+        CallRecord::Start(environment_.metrics, LabelsOf(request), piece->bytes_in());
     // The piece is validated as sent; a serial stream then reshapes it.
     absl::StatusOr<Operation> operation =
-        status.ok() ? ToOperation(*request, environment_.limits) : status;
+        status.ok() ? piece->ToOperation(environment_.limits) : status;
     const uint64_t elements = operation.ok() ? ItemCount(*operation) : 0;
     bool runs = true;
     if (operation.ok() && serial_) {
-      absl::StatusOr<bool> shaped = family_.Shape(request.get(), environment_.limits);
+      absl::StatusOr<bool> shaped = family_.Shape(piece.get(), environment_.limits);
       if (!shaped.ok()) {
         operation = shaped.status();
       } else if ((runs = *shaped)) {
-        operation = ToOperation(*request, ReshapedLimits());
+        operation = piece->ToOperation(ReshapedLimits());
       }
     }
     if (!operation.ok()) {
@@ -587,7 +650,7 @@ class StreamReactor final : public Base {
     }
     elements_read_ += elements;
     std::unique_ptr<Task> task =
-        MakeTask(seq, start, call, elements, std::move(request), *std::move(operation));
+        MakeTask(seq, start, call, elements, std::move(piece), *std::move(operation));
     {
       absl::MutexLock lock(&mu_);
       ++in_flight_;
@@ -610,9 +673,10 @@ class StreamReactor final : public Base {
   }
 
   // The task of the operation of piece `seq` (from element `start`), which
-  // views `request`: the task keeps it until it is done.
+  // views `piece`: the task keeps it until it is done, and then the stream
+  // until it is stitched.
   std::unique_ptr<Task> MakeTask(uint64_t seq, uint64_t start, const CallRecord& call,
-                                 uint64_t elements, std::unique_ptr<Request> request,
+                                 uint64_t elements, std::unique_ptr<Piece<Request>> piece,
                                  Operation operation) {
     auto task = std::make_unique<Task>();
     task->operation = std::move(operation);
@@ -620,9 +684,9 @@ class StreamReactor final : public Base {
     task->is_cancelled = [context = context_] { return context->IsCancelled(); };
     task->peer = environment_.caller;
     task->done = [this, seq, start, call, elements,
-                  request = std::move(request)](absl::StatusOr<Result> result) mutable {
+                  piece = std::move(piece)](absl::StatusOr<Result> result) mutable {
       call.Done(result.status(), nullptr, result.ok() ? elements : 0);
-      Completed(seq, start, std::move(request), std::move(result));
+      Completed(seq, start, std::move(piece), std::move(result));
       // Nothing of the reactor after this: it may be gone.
     };
     return task;
@@ -678,17 +742,17 @@ class StreamReactor final : public Base {
   // At the end of a serial stream: parks its last operation (TakeFlush) as
   // one more piece, or fails the stream; false if there is none.
   bool ParkFlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto request = std::make_unique<Request>();
-    request->CopyFrom(pieces_->parameters());
-    absl::StatusOr<bool> flush = family_.TakeFlush(request.get());
+    auto piece = std::make_unique<Piece<Request>>(nullptr);
+    piece->request().CopyFrom(pieces_->parameters());
+    absl::StatusOr<bool> flush = family_.TakeFlush(piece.get());
     if (!flush.ok()) {
       FailLocked(flush.status());
       return false;
     }
     if (!*flush) return false;
     const CallRecord call =
-        CallRecord::Start(environment_.metrics, LabelsOf(*request), *request);
-    absl::StatusOr<Operation> operation = ToOperation(*request, ReshapedLimits());
+        CallRecord::Start(environment_.metrics, LabelsOf(piece->request()), piece->request());
+    absl::StatusOr<Operation> operation = piece->ToOperation(ReshapedLimits());
     if (!operation.ok()) {
       call.Done(operation.status(), nullptr, 0);
       FailLocked(operation.status());
@@ -696,7 +760,7 @@ class StreamReactor final : public Base {
     }
     const uint64_t seq = pieces_read_++;
     const uint64_t elements = ItemCount(*operation);
-    parked_.emplace_back(seq, MakeTask(seq, elements_read_, call, elements, std::move(request),
+    parked_.emplace_back(seq, MakeTask(seq, elements_read_, call, elements, std::move(piece),
                                        *std::move(operation)));
     ++unanswered_;
     ++in_flight_;
@@ -729,7 +793,7 @@ class StreamReactor final : public Base {
 
   // A piece's task is done: stitches it and every piece after it that is
   // done too, in stream order.
-  void Completed(uint64_t seq, uint64_t start, std::unique_ptr<Request> request,
+  void Completed(uint64_t seq, uint64_t start, std::unique_ptr<Piece<Request>> piece,
                  absl::StatusOr<Result> result) {
     {
       absl::MutexLock lock(&mu_);
@@ -738,7 +802,7 @@ class StreamReactor final : public Base {
       } else if (!result.ok()) {
         FailLocked(InPiece(result.status(), seq, start));
       } else {
-        completed_.emplace(seq, Done{std::move(request), *std::move(result)});
+        completed_.emplace(seq, Done{std::move(piece), *std::move(result)});
         StitchReadyLocked();
       }
       if (running_seq_ == seq) running_seq_.reset();
@@ -752,15 +816,15 @@ class StreamReactor final : public Base {
   void StitchReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (auto it = completed_.begin(); it != completed_.end() && it->first == next_stitch_;
          it = completed_.erase(it), ++next_stitch_) {
-      Responses<Response> answers;
-      if (absl::Status s = family_.Stitch(*it->second.request, std::move(it->second.result),
-                                          &answers);
+      Responses answers;
+      if (absl::Status s =
+              family_.Stitch(*it->second.piece, std::move(it->second.result), &answers);
           !s.ok()) {
         FailLocked(s);
         return;
       }
       if constexpr (kAnswersEachPiece) {
-        for (auto& answer : answers) writes_.emplace_back(std::move(answer), true);
+        for (grpc::ByteBuffer& answer : answers) writes_.emplace_back(std::move(answer), true);
       } else {
         --unanswered_;
       }
@@ -775,8 +839,8 @@ class StreamReactor final : public Base {
   void Advance(absl::FunctionRef<void()> update = [] {}) {
     bool started = false;
     for (bool first = true;; first = false) {
-      const Response* write = nullptr;
-      Request* read = nullptr;
+      const grpc::ByteBuffer* write = nullptr;
+      grpc::ByteBuffer* read = nullptr;
       std::optional<grpc::Status> finish;
       bool run_serial = false;
       {
@@ -797,14 +861,14 @@ class StreamReactor final : public Base {
         if constexpr (kAnswersEachPiece) {
           if (!writing_ && !writes_.empty() && !broken_ && error_.ok()) {
             writing_ = true;
-            write = writes_.front().first.get();
+            write = &writes_.front().first;
           }
         }
         if (!reading_ && !reads_done_ && error_.ok() && !broken_ &&
             unanswered_ < kStreamWindow) {
           reading_ = true;
-          incoming_ = std::make_unique<Request>();
-          read = incoming_.get();
+          incoming_.Clear();
+          read = &incoming_;
         }
         started = write != nullptr || read != nullptr;
         if (started) ++starting_;
@@ -845,26 +909,26 @@ class StreamReactor final : public Base {
           "the stream carried no message; the first must carry every parameter"));
       return;
     }
-    Responses<Response> answers;
+    Responses answers;
     if (absl::Status s = family_.End(&answers); !s.ok()) {
       FailLocked(s);
       return;
     }
     if constexpr (kAnswersEachPiece) {
-      for (auto& answer : answers) writes_.emplace_back(std::move(answer), false);
+      for (grpc::ByteBuffer& answer : answers) writes_.emplace_back(std::move(answer), false);
     } else {
-      response_->Swap(answers.front().get());
+      *response_ = std::move(answers.front());
     }
   }
 
   struct Done {
-    std::unique_ptr<Request> request;
+    std::unique_ptr<Piece<Request>> piece;
     Result result;
   };
 
   grpc::CallbackServerContext* const context_;
   const StreamEnvironment environment_;
-  Response* const response_;  // the single answer's, else null
+  grpc::ByteBuffer* const response_;  // the single answer's, else null
 
   // Touched only on the read path, one piece at a time (and Family::Begin
   // happens before any stitch, which runs under mu_).
@@ -873,7 +937,7 @@ class StreamReactor final : public Base {
 
   absl::Mutex mu_;
   Family family_;  // Begin and Localize on the read path, the rest under mu_
-  std::unique_ptr<Request> incoming_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer incoming_ ABSL_GUARDED_BY(mu_);
   uint64_t pieces_read_ ABSL_GUARDED_BY(mu_) = 0;
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
   bool processing_ ABSL_GUARDED_BY(mu_) = false;  // a piece read is being started
@@ -897,52 +961,50 @@ class StreamReactor final : public Base {
   std::optional<uint64_t> running_seq_ ABSL_GUARDED_BY(mu_);
   bool flush_parked_ ABSL_GUARDED_BY(mu_) = false;
   std::map<uint64_t, Done> completed_ ABSL_GUARDED_BY(mu_);
-  // Answers to write, each marked whether it answers a piece.
-  std::deque<std::pair<std::unique_ptr<Response>, bool>> writes_ ABSL_GUARDED_BY(mu_);
+  // Answers to write, framed, each marked whether it answers a piece.
+  std::deque<std::pair<grpc::ByteBuffer, bool>> writes_ ABSL_GUARDED_BY(mu_);
 };
 
 template <typename Family>
-using BidiStream = StreamReactor<
-    Family, grpc::ServerBidiReactor<typename Family::Request, typename Family::Response>>;
+using BidiStream = StreamReactor<Family, RawBidiReactor>;
 template <typename Family>
-using ReadStream = StreamReactor<Family, grpc::ServerReadReactor<typename Family::Request>>;
+using ReadStream = StreamReactor<Family, RawReadReactor>;
 
 }  // namespace
 
-grpc::ServerBidiReactor<v1::ScanRequest, v1::ScanResponse>* NewScanStream(
-    grpc::CallbackServerContext* context, StreamEnvironment environment) {
+RawBidiReactor* NewScanStream(grpc::CallbackServerContext* context,
+                              StreamEnvironment environment) {
   return new BidiStream<ScanFamily>(context, std::move(environment), nullptr);
 }
 
-grpc::ServerBidiReactor<v1::SelectRequest, v1::SelectResponse>* NewSelectStream(
-    grpc::CallbackServerContext* context, StreamEnvironment environment) {
+RawBidiReactor* NewSelectStream(grpc::CallbackServerContext* context,
+                                StreamEnvironment environment) {
   return new BidiStream<SelectFamily>(context, std::move(environment), nullptr);
 }
 
-grpc::ServerBidiReactor<v1::UniqueRequest, v1::UniqueResponse>* NewUniqueStream(
-    grpc::CallbackServerContext* context, StreamEnvironment environment) {
+RawBidiReactor* NewUniqueStream(grpc::CallbackServerContext* context,
+                                StreamEnvironment environment) {
   return new BidiStream<UniqueFamily>(context, std::move(environment), nullptr);
 }
 
-grpc::ServerBidiReactor<v1::RunLengthEncodeRequest, v1::RunLengthEncodeResponse>*
-NewRunLengthEncodeStream(grpc::CallbackServerContext* context, StreamEnvironment environment) {
+RawBidiReactor* NewRunLengthEncodeStream(grpc::CallbackServerContext* context,
+                                         StreamEnvironment environment) {
   return new BidiStream<RunLengthEncodeFamily>(context, std::move(environment), nullptr);
 }
 
-grpc::ServerBidiReactor<v1::ReduceByKeyRequest, v1::ReduceByKeyResponse>* NewReduceByKeyStream(
-    grpc::CallbackServerContext* context, StreamEnvironment environment) {
+RawBidiReactor* NewReduceByKeyStream(grpc::CallbackServerContext* context,
+                                     StreamEnvironment environment) {
   return new BidiStream<ReduceByKeyFamily>(context, std::move(environment), nullptr);
 }
 
-grpc::ServerReadReactor<v1::ReduceRequest>* NewReduceStream(grpc::CallbackServerContext* context,
-                                                             StreamEnvironment environment,
-                                                             v1::ReduceResponse* response) {
+RawReadReactor* NewReduceStream(grpc::CallbackServerContext* context,
+                                StreamEnvironment environment, grpc::ByteBuffer* response) {
   return new ReadStream<ReduceFamily>(context, std::move(environment), response);
 }
 
-grpc::ServerReadReactor<v1::AggregateByKeyRequest>* NewAggregateByKeyStream(
-    grpc::CallbackServerContext* context, StreamEnvironment environment,
-    v1::AggregateByKeyResponse* response) {
+RawReadReactor* NewAggregateByKeyStream(grpc::CallbackServerContext* context,
+                                        StreamEnvironment environment,
+                                        grpc::ByteBuffer* response) {
   return new ReadStream<AggregateByKeyFamily>(context, std::move(environment), response);
 }
 

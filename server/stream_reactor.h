@@ -26,6 +26,7 @@
 #include "server/convert.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
+#include "wire/received.h"
 
 namespace primserve {
 
@@ -41,26 +42,35 @@ struct StreamEnvironment {
   // Where a reproducible float SUM/PROD ScanStream learns the tile size it
   // cuts at (ReproducibleScanGranule); null: cut anywhere.
   const ExecutionBackend* backend = nullptr;
+  // Where the pieces' arrays are made contiguous (the unary requests' too:
+  // PrimitivesService's payload_allocator); empty: the heap.
+  wire::PayloadAllocator payload_allocator;
 };
 
+// The streams take and give raw buffers: each message is parsed with its
+// arrays left where gRPC received them (wire::ReceivedMessage) and each
+// answer framed with its arrays as slices (wire::Frame); the bytes are v1's
+// messages all the same.
+using RawBidiReactor = grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>;
+using RawReadReactor = grpc::ServerReadReactor<grpc::ByteBuffer>;
+
 // Each starts reading at once and deletes itself when the stream is done.
-grpc::ServerBidiReactor<v1::ScanRequest, v1::ScanResponse>* NewScanStream(
-    grpc::CallbackServerContext* context, StreamEnvironment environment);
-grpc::ServerBidiReactor<v1::SelectRequest, v1::SelectResponse>* NewSelectStream(
-    grpc::CallbackServerContext* context, StreamEnvironment environment);
-grpc::ServerBidiReactor<v1::UniqueRequest, v1::UniqueResponse>* NewUniqueStream(
-    grpc::CallbackServerContext* context, StreamEnvironment environment);
-grpc::ServerBidiReactor<v1::RunLengthEncodeRequest, v1::RunLengthEncodeResponse>*
-NewRunLengthEncodeStream(grpc::CallbackServerContext* context, StreamEnvironment environment);
-grpc::ServerBidiReactor<v1::ReduceByKeyRequest, v1::ReduceByKeyResponse>* NewReduceByKeyStream(
-    grpc::CallbackServerContext* context, StreamEnvironment environment);
+RawBidiReactor* NewScanStream(grpc::CallbackServerContext* context,
+                              StreamEnvironment environment);
+RawBidiReactor* NewSelectStream(grpc::CallbackServerContext* context,
+                                StreamEnvironment environment);
+RawBidiReactor* NewUniqueStream(grpc::CallbackServerContext* context,
+                                StreamEnvironment environment);
+RawBidiReactor* NewRunLengthEncodeStream(grpc::CallbackServerContext* context,
+                                         StreamEnvironment environment);
+RawBidiReactor* NewReduceByKeyStream(grpc::CallbackServerContext* context,
+                                     StreamEnvironment environment);
 // The answer is written into *response, which outlives the reactor.
-grpc::ServerReadReactor<v1::ReduceRequest>* NewReduceStream(grpc::CallbackServerContext* context,
-                                                             StreamEnvironment environment,
-                                                             v1::ReduceResponse* response);
-grpc::ServerReadReactor<v1::AggregateByKeyRequest>* NewAggregateByKeyStream(
-    grpc::CallbackServerContext* context, StreamEnvironment environment,
-    v1::AggregateByKeyResponse* response);
+RawReadReactor* NewReduceStream(grpc::CallbackServerContext* context,
+                                StreamEnvironment environment, grpc::ByteBuffer* response);
+RawReadReactor* NewAggregateByKeyStream(grpc::CallbackServerContext* context,
+                                        StreamEnvironment environment,
+                                        grpc::ByteBuffer* response);
 
 }  // namespace primserve
 
