@@ -236,4 +236,22 @@ absl::Status PrimitivesClient::CallStream(
   return Stream(&v1::Primitives::Stub::SelectStream, next, on_answer);
 }
 
+absl::Status PrimitivesClient::CallStream(
+    const std::function<bool(v1::UniqueRequest*)>& next,
+    const std::function<absl::Status(const v1::UniqueResponse&)>& on_answer) {
+  return Stream(&v1::Primitives::Stub::UniqueStream, next, on_answer);
+}
+
+absl::Status PrimitivesClient::CallStream(
+    const std::function<bool(v1::RunLengthEncodeRequest*)>& next,
+    const std::function<absl::Status(const v1::RunLengthEncodeResponse&)>& on_answer) {
+  return Stream(&v1::Primitives::Stub::RunLengthEncodeStream, next, on_answer);
+}
+
+absl::Status PrimitivesClient::CallStream(
+    const std::function<bool(v1::ReduceByKeyRequest*)>& next,
+    const std::function<absl::Status(const v1::ReduceByKeyResponse&)>& on_answer) {
+  return Stream(&v1::Primitives::Stub::ReduceByKeyStream, next, on_answer);
+}
+
 }  // namespace primserve

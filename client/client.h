@@ -178,9 +178,10 @@ class PrimitivesClient final {
   absl::StatusOr<v1::ReduceByKeyResponse> Call(const v1::ReduceByKeyRequest& request);
   absl::StatusOr<v1::AggregateByKeyResponse> Call(const v1::AggregateByKeyRequest& request);
 
-  // Raw streaming calls (ScanStream, SelectStream): `next` fills the next
-  // message (the first carries every parameter) and returns false when there
-  // is none; each answer goes to `on_answer` as it arrives. Messages are
+  // Raw streaming calls (ScanStream, SelectStream, UniqueStream,
+  // RunLengthEncodeStream, ReduceByKeyStream): `next` fills the next message
+  // (the first carries every parameter) and returns false when there is
+  // none; each answer goes to `on_answer` as it arrives. Messages are
   // written from another thread while answers are read. The deadline covers
   // the whole stream.
   absl::Status CallStream(const std::function<bool(v1::ScanRequest*)>& next,
@@ -188,11 +189,22 @@ class PrimitivesClient final {
   absl::Status CallStream(
       const std::function<bool(v1::SelectRequest*)>& next,
       const std::function<absl::Status(const v1::SelectResponse&)>& on_answer);
+  absl::Status CallStream(
+      const std::function<bool(v1::UniqueRequest*)>& next,
+      const std::function<absl::Status(const v1::UniqueResponse&)>& on_answer);
+  absl::Status CallStream(
+      const std::function<bool(v1::RunLengthEncodeRequest*)>& next,
+      const std::function<absl::Status(const v1::RunLengthEncodeResponse&)>& on_answer);
+  absl::Status CallStream(
+      const std::function<bool(v1::ReduceByKeyRequest*)>& next,
+      const std::function<absl::Status(const v1::ReduceByKeyResponse&)>& on_answer);
 
-  // The typed Scan sends inputs of more than `above_bytes` as a stream
-  // (ScanStream) of pieces of `piece_bytes`: the array may exceed one
-  // message's 2 GiB, and answers come back while the input is still sent.
-  // Defaults: kStreamAboveBytes, kStreamPieceBytes.
+  // The typed Scan, Select (without partition), Unique, RunLengthEncode and
+  // ReduceByKey send inputs of more than `above_bytes` (all arrays
+  // together) as a stream (their *Stream RPC) of pieces of about
+  // `piece_bytes`: the arrays may exceed one message's 2 GiB, and answers
+  // come back while the input is still sent. Defaults: kStreamAboveBytes,
+  // kStreamPieceBytes.
   static constexpr size_t kStreamAboveBytes = size_t{64} << 20;
   static constexpr size_t kStreamPieceBytes = size_t{4} << 20;
   void SetStreaming(size_t above_bytes, size_t piece_bytes) {
@@ -221,9 +233,8 @@ class PrimitivesClient final {
   template <typename T>
   absl::StatusOr<std::vector<T>> Scan(absl::Span<const T> input, Op op, bool exclusive = false,
                                       absl::Span<const uint64_t> segment_offsets = {}) {
-    if (input.size() * sizeof(T) > stream_above_bytes_) {
-      return ScanStream(input, op, exclusive, std::max<size_t>(1, stream_piece_bytes_ / sizeof(T)),
-                        segment_offsets);
+    if (Streams(input.size() * sizeof(T))) {
+      return ScanStream(input, op, exclusive, PieceElements(sizeof(T)), segment_offsets);
     }
     Payloads payloads;
     v1::ScanRequest request;
@@ -249,36 +260,25 @@ class PrimitivesClient final {
   absl::StatusOr<std::vector<T>> ScanStream(absl::Span<const T> input, Op op, bool exclusive,
                                             size_t piece_elements,
                                             absl::Span<const uint64_t> segment_offsets = {}) {
-    if (piece_elements == 0) return absl::InvalidArgumentError("piece_elements must be at least 1");
+    v1::ScanRequest parameters;
+    parameters.set_op(static_cast<v1::Op>(op));
+    parameters.set_exclusive(exclusive);
+    parameters.mutable_segment_offsets()->Add(segment_offsets.begin(), segment_offsets.end());
+    parameters.set_reproducible(reproducible_);
     std::vector<T> output;
     output.reserve(input.size());
-    size_t start = 0;
-    bool first = true;
-    // Each piece is framed over the caller's memory, which outlives the call.
-    const auto next = [&](grpc::ByteBuffer* piece) {
-      if (!first && start >= input.size()) return false;
-      const size_t size = std::min(piece_elements, input.size() - start);
-      Payloads payloads;
-      v1::ScanRequest request;
-      payloads.Set(input.subspan(start, size), request.mutable_input());
-      if (first) {
-        request.set_op(static_cast<v1::Op>(op));
-        request.set_exclusive(exclusive);
-        request.mutable_segment_offsets()->Add(segment_offsets.begin(), segment_offsets.end());
-        request.set_reproducible(reproducible_);
-      }
-      *piece = payloads.Frame(&request);
-      first = false;
-      start += size;
-      return true;
-    };
     const auto on_answer = [&](const grpc::ByteBuffer& buffer) {
       v1::ScanResponse answer;
       wire::ReceivedMessage received;
       if (absl::Status s = ParseAnswer(buffer, &answer, &received); !s.ok()) return s;
       return AppendReceived(received, answer.output(), &output);
     };
-    if (absl::Status s = StreamFramed("ScanStream", next, on_answer); !s.ok()) return s;
+    if (absl::Status s = StreamArrays<v1::ScanRequest>(
+            "ScanStream", parameters, input.size(), piece_elements,
+            {PieceOf(input, &v1::ScanRequest::mutable_input)}, on_answer);
+        !s.ok()) {
+      return s;
+    }
     return output;
   }
 
@@ -309,10 +309,15 @@ class PrimitivesClient final {
     return result;
   }
 
+  // Through SelectStream above the streaming threshold (SetStreaming),
+  // unless `partition` (a stream has none).
   template <typename T>
   absl::StatusOr<Selection<T>> Select(
       absl::Span<const T> input, const Predicate<T>& predicate,
       v1::SelectRequest::Output output = v1::SelectRequest::VALUES, bool partition = false) {
+    if (!partition && Streams(input.size() * sizeof(T))) {
+      return SelectStream(input, predicate, PieceElements(sizeof(T)), output);
+    }
     Payloads payloads;
     v1::SelectRequest request;
     payloads.Set(input, request.mutable_input());
@@ -329,35 +334,25 @@ class PrimitivesClient final {
   absl::StatusOr<Selection<T>> SelectStream(
       absl::Span<const T> input, const Predicate<T>& predicate, size_t piece_elements,
       v1::SelectRequest::Output output = v1::SelectRequest::VALUES) {
-    if (piece_elements == 0) return absl::InvalidArgumentError("piece_elements must be at least 1");
+    v1::SelectRequest parameters;
+    v1::Predicate* p = parameters.mutable_predicate();
+    p->set_kind(static_cast<v1::Predicate::Kind>(predicate.kind));
+    *p->mutable_operand() = ScalarOf(predicate.operand);
+    *p->mutable_upper() = ScalarOf(predicate.upper);
+    parameters.set_output(output);
     Selection<T> result;
-    size_t start = 0;
-    bool first = true;
-    const auto next = [&](grpc::ByteBuffer* piece) {
-      if (!first && start >= input.size()) return false;
-      const size_t size = std::min(piece_elements, input.size() - start);
-      Payloads payloads;
-      v1::SelectRequest request;
-      payloads.Set(input.subspan(start, size), request.mutable_input());
-      if (first) {
-        v1::Predicate* p = request.mutable_predicate();
-        p->set_kind(static_cast<v1::Predicate::Kind>(predicate.kind));
-        *p->mutable_operand() = ScalarOf(predicate.operand);
-        *p->mutable_upper() = ScalarOf(predicate.upper);
-        request.set_output(output);
-      }
-      *piece = payloads.Frame(&request);
-      first = false;
-      start += size;
-      return true;
-    };
     const auto on_answer = [&](const grpc::ByteBuffer& buffer) {
       v1::SelectResponse answer;
       wire::ReceivedMessage received;
       if (absl::Status s = ParseAnswer(buffer, &answer, &received); !s.ok()) return s;
       return AppendSelection(received, answer, &result);
     };
-    if (absl::Status s = StreamFramed("SelectStream", next, on_answer); !s.ok()) return s;
+    if (absl::Status s = StreamArrays<v1::SelectRequest>(
+            "SelectStream", parameters, input.size(), piece_elements,
+            {PieceOf(input, &v1::SelectRequest::mutable_input)}, on_answer);
+        !s.ok()) {
+      return s;
+    }
     return result;
   }
 
@@ -372,8 +367,12 @@ class PrimitivesClient final {
     return Select<T>(&request, payloads, output, partition);
   }
 
+  // Through UniqueStream above the streaming threshold (SetStreaming).
   template <typename T>
   absl::StatusOr<std::vector<T>> Unique(absl::Span<const T> input) {
+    if (Streams(input.size() * sizeof(T))) {
+      return UniqueStream(input, PieceElements(sizeof(T)));
+    }
     Payloads payloads;
     v1::UniqueRequest request;
     payloads.Set(input, request.mutable_input());
@@ -387,8 +386,33 @@ class PrimitivesClient final {
     return values;
   }
 
+  // Unique through UniqueStream, `piece_elements` (at least 1) elements a
+  // message; the answer is Unique's.
+  template <typename T>
+  absl::StatusOr<std::vector<T>> UniqueStream(absl::Span<const T> input, size_t piece_elements) {
+    std::vector<T> values;
+    const auto on_answer = [&](const grpc::ByteBuffer& buffer) {
+      v1::UniqueResponse answer;
+      wire::ReceivedMessage received;
+      if (absl::Status s = ParseAnswer(buffer, &answer, &received); !s.ok()) return s;
+      return AppendReceived(received, answer.values(), &values);
+    };
+    if (absl::Status s = StreamArrays<v1::UniqueRequest>(
+            "UniqueStream", v1::UniqueRequest(), input.size(), piece_elements,
+            {PieceOf(input, &v1::UniqueRequest::mutable_input)}, on_answer);
+        !s.ok()) {
+      return s;
+    }
+    return values;
+  }
+
+  // Through RunLengthEncodeStream above the streaming threshold
+  // (SetStreaming).
   template <typename T>
   absl::StatusOr<RunLengths<T>> RunLengthEncode(absl::Span<const T> input) {
+    if (Streams(input.size() * sizeof(T))) {
+      return RunLengthEncodeStream(input, PieceElements(sizeof(T)));
+    }
     Payloads payloads;
     v1::RunLengthEncodeRequest request;
     payloads.Set(input, request.mutable_input());
@@ -408,9 +432,38 @@ class PrimitivesClient final {
     return result;
   }
 
+  // RunLengthEncode through RunLengthEncodeStream, `piece_elements` (at
+  // least 1) elements a message; the answer is RunLengthEncode's.
+  template <typename T>
+  absl::StatusOr<RunLengths<T>> RunLengthEncodeStream(absl::Span<const T> input,
+                                                      size_t piece_elements) {
+    RunLengths<T> result;
+    const auto on_answer = [&](const grpc::ByteBuffer& buffer) {
+      v1::RunLengthEncodeResponse answer;
+      wire::ReceivedMessage received;
+      if (absl::Status s = ParseAnswer(buffer, &answer, &received); !s.ok()) return s;
+      if (absl::Status s = AppendReceived(received, answer.values(), &result.values); !s.ok()) {
+        return s;
+      }
+      return AppendReceived(received, answer.lengths(), &result.lengths);
+    };
+    if (absl::Status s = StreamArrays<v1::RunLengthEncodeRequest>(
+            "RunLengthEncodeStream", v1::RunLengthEncodeRequest(), input.size(), piece_elements,
+            {PieceOf(input, &v1::RunLengthEncodeRequest::mutable_input)}, on_answer);
+        !s.ok()) {
+      return s;
+    }
+    return result;
+  }
+
+  // Through ReduceByKeyStream above the streaming threshold (SetStreaming;
+  // keys and values together).
   template <typename K, typename V>
   absl::StatusOr<KeyedReduction<K, V>> ReduceByKey(absl::Span<const K> keys,
                                                    absl::Span<const V> values, Op op) {
+    if (keys.size() == values.size() && Streams(keys.size() * (sizeof(K) + sizeof(V)))) {
+      return ReduceByKeyStream(keys, values, op, PieceElements(sizeof(K) + sizeof(V)));
+    }
     Payloads payloads;
     v1::ReduceByKeyRequest request;
     payloads.Set(keys, request.mutable_keys());
@@ -428,6 +481,40 @@ class PrimitivesClient final {
       return s;
     }
     if (absl::Status s = AppendReceived(received, response.values(), &result.values); !s.ok()) {
+      return s;
+    }
+    return result;
+  }
+
+  // ReduceByKey through ReduceByKeyStream, `piece_elements` (at least 1)
+  // keys and values a message (keys and values of equal length); the answer
+  // is ReduceByKey's.
+  template <typename K, typename V>
+  absl::StatusOr<KeyedReduction<K, V>> ReduceByKeyStream(absl::Span<const K> keys,
+                                                         absl::Span<const V> values, Op op,
+                                                         size_t piece_elements) {
+    if (keys.size() != values.size()) {
+      return absl::InvalidArgumentError("keys and values must have the same length");
+    }
+    v1::ReduceByKeyRequest parameters;
+    parameters.set_op(static_cast<v1::Op>(op));
+    parameters.set_reproducible(reproducible_);
+    KeyedReduction<K, V> result;
+    const auto on_answer = [&](const grpc::ByteBuffer& buffer) {
+      v1::ReduceByKeyResponse answer;
+      wire::ReceivedMessage received;
+      if (absl::Status s = ParseAnswer(buffer, &answer, &received); !s.ok()) return s;
+      if (absl::Status s = AppendReceived(received, answer.keys(), &result.keys); !s.ok()) {
+        return s;
+      }
+      return AppendReceived(received, answer.values(), &result.values);
+    };
+    if (absl::Status s = StreamArrays<v1::ReduceByKeyRequest>(
+            "ReduceByKeyStream", parameters, keys.size(), piece_elements,
+            {PieceOf(keys, &v1::ReduceByKeyRequest::mutable_keys),
+             PieceOf(values, &v1::ReduceByKeyRequest::mutable_values)},
+            on_answer);
+        !s.ok()) {
       return s;
     }
     return result;
@@ -489,6 +576,52 @@ class PrimitivesClient final {
   absl::Status CallFramed(absl::string_view rpc, google::protobuf::Message* request,
                           const Payloads& payloads, google::protobuf::Message* response,
                           wire::ReceivedMessage* received);
+
+  // Whether an input of `bytes` goes as a stream (SetStreaming), and the
+  // elements of a piece for elements of `element_bytes` (all arrays').
+  bool Streams(size_t bytes) const { return bytes > stream_above_bytes_; }
+  size_t PieceElements(size_t element_bytes) const {
+    return std::max<size_t>(1, stream_piece_bytes_ / element_bytes);
+  }
+
+  // One array of a streamed request: frames elements [start, start + n) of
+  // the caller's array into the request's field.
+  template <typename Request>
+  using ArrayPieces = std::function<void(size_t start, size_t n, Payloads*, Request*)>;
+  template <typename T, typename Request>
+  static ArrayPieces<Request> PieceOf(absl::Span<const T> values,
+                                      v1::Array* (Request::*field)()) {
+    return [values, field](size_t start, size_t n, Payloads* payloads, Request* request) {
+      payloads->Set(values.subspan(start, n), (request->*field)());
+    };
+  }
+
+  // Streams `n` elements of each of `arrays` through `rpc`, `piece_elements`
+  // (at least 1) a message, each framed over the caller's memory (which
+  // outlives the call); the first message also carries `parameters`. Each
+  // answer goes to `on_answer` as it arrives.
+  template <typename Request>
+  absl::Status StreamArrays(absl::string_view rpc, const Request& parameters, size_t n,
+                            size_t piece_elements,
+                            const std::vector<ArrayPieces<Request>>& arrays,
+                            const std::function<absl::Status(const grpc::ByteBuffer&)>& on_answer) {
+    if (piece_elements == 0) return absl::InvalidArgumentError("piece_elements must be at least 1");
+    size_t start = 0;
+    bool first = true;
+    const auto next = [&](grpc::ByteBuffer* piece) {
+      if (!first && start >= n) return false;
+      const size_t size = std::min(piece_elements, n - start);
+      Payloads payloads;
+      Request request;
+      if (first) request = parameters;
+      for (const ArrayPieces<Request>& array : arrays) array(start, size, &payloads, &request);
+      *piece = payloads.Frame(&request);
+      first = false;
+      start += size;
+      return true;
+    };
+    return StreamFramed(rpc, next, on_answer);
+  }
 
   // The streaming method `rpc` over ByteBuffers: `next` frames the next
   // message (false: none left), written from another thread while the

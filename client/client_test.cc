@@ -378,6 +378,69 @@ TYPED_TEST(TypedClientTest, KeyedCallsEqualTheReference) {
   }
 }
 
+TYPED_TEST(TypedClientTest, UniqueRunAndKeyedStreamsEqualTheReference) {
+  using T = TypeParam;
+  PrimitivesClient client(this->channel_);
+  for (size_t n : kLengths) {
+    const std::vector<T> input = RandomValues<T>(n, n + 13, 0, 2);
+    std::vector<int32_t> keys = RandomValues<int32_t>(n, n + 14, 0, n / 3);
+    std::sort(keys.begin(), keys.end());
+    const std::vector<T> values = RandomValues<T>(n, n + 15, 0, 1000);
+    const reference::Runs<T> want_runs = reference::RunLengthEncode<T>(input);
+    const reference::KeyedValues<int32_t, T> want_keyed =
+        reference::ReduceByKey<int32_t, T>(keys, values, Op::kMax);
+    for (size_t piece : {size_t{1}, size_t{4099}, n + 1}) {
+      if (piece == 1 && n > 100) continue;  // a message an element: short arrays only
+      absl::StatusOr<std::vector<T>> unique = client.UniqueStream<T>(input, piece);
+      ASSERT_TRUE(unique.ok()) << unique.status();
+      EXPECT_EQ(*unique, reference::Unique<T>(input)) << "n " << n << " piece " << piece;
+      absl::StatusOr<RunLengths<T>> runs = client.RunLengthEncodeStream<T>(input, piece);
+      ASSERT_TRUE(runs.ok()) << runs.status();
+      EXPECT_EQ(runs->values, want_runs.values) << "n " << n << " piece " << piece;
+      EXPECT_EQ(runs->lengths, want_runs.lengths) << "n " << n << " piece " << piece;
+      absl::StatusOr<KeyedReduction<int32_t, T>> keyed =
+          client.ReduceByKeyStream<int32_t, T>(keys, values, Op::kMax, piece);
+      ASSERT_TRUE(keyed.ok()) << keyed.status();
+      EXPECT_EQ(keyed->keys, want_keyed.keys) << "n " << n << " piece " << piece;
+      EXPECT_EQ(keyed->values, want_keyed.values) << "n " << n << " piece " << piece;
+    }
+  }
+  // Select, Unique, RunLengthEncode and ReduceByKey stream above their
+  // threshold too; a partitioning Select stays unary (a stream has none).
+  const size_t n = 300007;
+  const std::vector<T> input = RandomValues<T>(n, 16, 0, 3);
+  std::vector<int32_t> keys = RandomValues<int32_t>(n, 17, 0, n / 4);
+  std::sort(keys.begin(), keys.end());
+  const std::vector<T> values = RandomValues<T>(n, 18, 0, 1000);
+  client.SetStreaming(100000 * sizeof(T), 33333 * sizeof(T));
+  Predicate<T> predicate;
+  predicate.kind = PredicateKind::kNe;
+  predicate.operand = 1;
+  const std::vector<bool> pass = reference::EvaluatePredicate<T>(input, predicate);
+  for (bool partition : {false, true}) {
+    absl::StatusOr<Selection<T>> selected =
+        client.Select<T>(input, predicate, v1::SelectRequest::VALUES_AND_INDICES, partition);
+    ASSERT_TRUE(selected.ok()) << selected.status();
+    const reference::SelectResult<T> want = reference::Select<T>(input, pass, partition);
+    EXPECT_EQ(selected->values, want.values) << "partition " << partition;
+    EXPECT_EQ(selected->indices, want.indices) << "partition " << partition;
+    EXPECT_EQ(selected->count, want.count) << "partition " << partition;
+  }
+  absl::StatusOr<std::vector<T>> unique = client.Unique<T>(input);
+  ASSERT_TRUE(unique.ok()) << unique.status();
+  EXPECT_EQ(*unique, reference::Unique<T>(input));
+  absl::StatusOr<RunLengths<T>> runs = client.RunLengthEncode<T>(input);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  EXPECT_EQ(runs->lengths, reference::RunLengthEncode<T>(input).lengths);
+  absl::StatusOr<KeyedReduction<int32_t, T>> keyed =
+      client.ReduceByKey<int32_t, T>(keys, values, Op::kSum);
+  ASSERT_TRUE(keyed.ok()) << keyed.status();
+  const reference::KeyedValues<int32_t, T> want_keyed =
+      reference::ReduceByKey<int32_t, T>(keys, values, Op::kSum);
+  EXPECT_EQ(keyed->keys, want_keyed.keys);
+  EXPECT_EQ(keyed->values, want_keyed.values);  // small integers: exact in any order
+}
+
 // A typed call's error is the raw call's: the server's code and message.
 void ExpectSameError(const absl::Status& typed, const absl::Status& raw) {
   EXPECT_FALSE(raw.ok());

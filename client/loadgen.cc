@@ -5,11 +5,14 @@
 // requests/s, items/s, payload GB/s, latency percentiles and errors.
 // --mode=echo sends the same bytes to the Echo method, which does no work, so
 // the transport's limit shows beside the primitive's (--mode=both: both, and
-// their ratio).
+// their ratio). --stream_piece_bytes sends each request through the RPC's
+// streaming form (ScanStream, ...) in pieces, and the Echo calls through
+// EchoStream in the same pieces.
 //
 //   primload --rpc=scan --dtype=int32 --n=1048576 --concurrency=1,16,64 --mode=both
 //   primload --rpc=select --dtype=float32 --rate=100,1000 --verify --csv=select.csv
 //   primload --rpc=scan --n=1048576 --shm --verify     # arrays in POSIX shared memory
+//   primload --rpc=scan --n=67108864 --stream_piece_bytes=4194304 --mode=both --verify
 //   primload_cuda --rpc=scan --n=268435456 --cuda_shm --in_place --distinct_requests=1
 //
 // --shm puts every request's inputs and outputs in one POSIX shared-memory
@@ -73,9 +76,12 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/slice.h"
 #include "core/primitives.h"
 #include "core/rpc.h"
@@ -125,6 +131,11 @@ ABSL_FLAG(int, channels, 1, "HTTP/2 connections to spread the requests over.");
 ABSL_FLAG(bool, multiplex, false,
           "Send the primitive calls as requests on one Multiplex stream per channel instead of "
           "as unary calls (Echo stays unary).");
+ABSL_FLAG(uint64_t, stream_piece_bytes, 0,
+          "Send each request through the RPC's streaming form (ScanStream, SelectStream, ...) "
+          "in pieces of about this many bytes (whole elements), the answers joined for "
+          "--verify; with --mode=echo or both, the same pieces go to EchoStream, each asking "
+          "back its share of the answer's bytes. 0: unary calls.");
 ABSL_FLAG(double, warmup_seconds, 2, "Load before each level's measurement, not measured.");
 ABSL_FLAG(double, measure_seconds, 5, "Measurement time of each level.");
 ABSL_FLAG(int, timeout_seconds, 60, "Deadline of each call, and of connecting.");
@@ -213,6 +224,7 @@ struct Options {
   int max_outstanding = 0;
   int channels = 0;
   bool multiplex = false;  // primitive calls as requests on Multiplex streams
+  uint64_t stream_piece_bytes = 0;  // 0: unary calls
   absl::Duration warmup;
   absl::Duration measure;
   absl::Duration timeout;
@@ -380,6 +392,12 @@ absl::StatusOr<Options> ParseOptions() {
   options.max_outstanding = absl::GetFlag(FLAGS_max_outstanding);
   options.channels = absl::GetFlag(FLAGS_channels);
   options.multiplex = absl::GetFlag(FLAGS_multiplex);
+  options.stream_piece_bytes = absl::GetFlag(FLAGS_stream_piece_bytes);
+  if (options.stream_piece_bytes > 0 && options.multiplex) {
+    return absl::InvalidArgumentError(
+        "--stream_piece_bytes and --multiplex do not go together: a call is a stream of one "
+        "request's pieces, or a request on a Multiplex stream");
+  }
   if (options.max_outstanding < 1 || options.channels < 1) {
     return absl::InvalidArgumentError("--max_outstanding and --channels must be at least 1");
   }
@@ -408,6 +426,11 @@ absl::StatusOr<Options> ParseOptions() {
   }
   options.placement = shm ? Placement::kSystem : cuda_shm ? Placement::kCuda : Placement::kInline;
   const char* placement_flag = shm ? "--shm" : "--cuda_shm";
+  if (options.placement != Placement::kInline && options.stream_piece_bytes > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        placement_flag, " and --stream_piece_bytes do not go together: the streaming RPCs carry "
+        "inline bytes only"));
+  }
   if (options.placement != Placement::kInline && options.mode != Mode::kPrimitive) {
     return absl::InvalidArgumentError(absl::StrCat(
         placement_flag, " places the primitive's arrays; the Echo method carries inline bytes "
@@ -715,6 +738,244 @@ class MultiplexTarget final : public Target {
   std::vector<Request> requests_;
 };
 
+// ---------------------------------------------------------------------------
+// Streams: a request cut into pieces and sent through the RPC's *Stream form
+
+// The array fields (primserve.v1.Array) a message sets.
+std::vector<const google::protobuf::FieldDescriptor*> SetArrays(
+    const google::protobuf::Message& message) {
+  std::vector<const google::protobuf::FieldDescriptor*> arrays;
+  const google::protobuf::Descriptor* descriptor = message.GetDescriptor();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* field = descriptor->field(i);
+    if (field->message_type() == v1::Array::descriptor() && !field->is_repeated() &&
+        message.GetReflection()->HasField(message, field)) {
+      arrays.push_back(field);
+    }
+  }
+  return arrays;
+}
+
+size_t ElementBytes(v1::DType dtype) {
+  return dtype == v1::INT32 || dtype == v1::UINT32 || dtype == v1::FLOAT32 ? 4 : 8;
+}
+
+// One message of a stream: elements [start, end) of the whole request's arrays.
+struct StreamPiece {
+  std::unique_ptr<google::protobuf::Message> message;
+  uint64_t start = 0;
+  uint64_t end = 0;
+};
+
+// `whole` as the messages of a stream of pieces of about `piece_bytes` (whole
+// elements; the arrays of a two-array request in pieces of equal length):
+// the first carries every parameter, later ones only their pieces of the
+// arrays (dtypes repeated). At least one message.
+std::vector<StreamPiece> CutIntoPieces(const google::protobuf::Message& whole,
+                                       uint64_t piece_bytes) {
+  const std::vector<const google::protobuf::FieldDescriptor*> arrays = SetArrays(whole);
+  const google::protobuf::Reflection* reflection = whole.GetReflection();
+  const auto array = [&](const google::protobuf::Message& m,
+                         const google::protobuf::FieldDescriptor* field) -> const v1::Array& {
+    return static_cast<const v1::Array&>(m.GetReflection()->GetMessage(m, field));
+  };
+  uint64_t n = 0, bytes_per_element = 0;
+  for (const auto* field : arrays) {
+    const size_t size = ElementBytes(array(whole, field).dtype());
+    n = array(whole, field).data().size() / size;
+    bytes_per_element += size;
+  }
+  const uint64_t step = std::max<uint64_t>(1, piece_bytes / std::max<uint64_t>(1, bytes_per_element));
+  std::vector<StreamPiece> pieces;
+  for (uint64_t start = 0; start < n || pieces.empty(); start += step) {
+    StreamPiece piece{std::unique_ptr<google::protobuf::Message>(whole.New()), start,
+                      std::min(n, start + step)};
+    if (pieces.empty()) piece.message->CopyFrom(whole);
+    for (const auto* field : arrays) {
+      const v1::Array& from = array(whole, field);
+      const size_t size = ElementBytes(from.dtype());
+      auto* to = static_cast<v1::Array*>(reflection->MutableMessage(piece.message.get(), field));
+      to->set_dtype(from.dtype());
+      to->set_data(from.data().substr(piece.start * size, (piece.end - piece.start) * size));
+    }
+    pieces.push_back(std::move(piece));
+  }
+  return pieces;
+}
+
+// The answers of a stream as the one response the unary call gives: arrays
+// concatenated, other fields (Select's running count) as the last set them.
+bool JoinAnswers(const std::vector<grpc::ByteBuffer>& answers, google::protobuf::Message* joined) {
+  joined->Clear();
+  std::unique_ptr<google::protobuf::Message> answer(joined->New());
+  for (grpc::ByteBuffer buffer : answers) {
+    if (!grpc::GenericDeserialize<grpc::ProtoBufferReader, google::protobuf::Message>(
+             &buffer, answer.get())
+             .ok()) {
+      return false;
+    }
+    const google::protobuf::Reflection* reflection = answer->GetReflection();
+    for (const auto* field : SetArrays(*answer)) {
+      const auto& piece = static_cast<const v1::Array&>(reflection->GetMessage(*answer, field));
+      auto* to = static_cast<v1::Array*>(reflection->MutableMessage(joined, field));
+      to->set_dtype(piece.dtype());
+      to->mutable_data()->append(piece.data());
+      reflection->ClearField(answer.get(), field);
+    }
+    joined->MergeFrom(*answer);
+  }
+  return true;
+}
+
+// One call of a stream: writes the messages in order, one at a time, while
+// reading the answers; deletes itself when done.
+class StreamCall final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  // `done` gets the call's status, its answers' bytes and (with
+  // `keep_answers`) the answers.
+  using Done = std::function<void(const grpc::Status&, uint64_t response_bytes,
+                                  std::vector<grpc::ByteBuffer> answers)>;
+
+  StreamCall(const std::vector<grpc::ByteBuffer>* messages, bool keep_answers, Done done)
+      : messages_(messages), keep_answers_(keep_answers), done_(std::move(done)) {}
+
+  void Start(grpc::GenericStub& stub, const std::string& method, absl::Duration timeout) {
+    context_.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    stub.PrepareBidiStreamingCall(&context_, method, grpc::StubOptions(), this);
+    StartRead(&incoming_);
+    WriteNext();
+    StartCall();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (ok) WriteNext();  // else the call is ending: OnDone says how
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    response_bytes_ += incoming_.Length();
+    if (keep_answers_) answers_.push_back(incoming_);
+    StartRead(&incoming_);
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    done_(status, response_bytes_, std::move(answers_));
+    delete this;
+  }
+
+ private:
+  void WriteNext() {
+    if (next_ < messages_->size()) {
+      StartWrite(&(*messages_)[next_++]);
+    } else {
+      StartWritesDone();
+    }
+  }
+
+  const std::vector<grpc::ByteBuffer>* const messages_;
+  const bool keep_answers_;
+  const Done done_;
+  grpc::ClientContext context_;
+  grpc::ByteBuffer incoming_;
+  size_t next_ = 0;
+  uint64_t response_bytes_ = 0;
+  std::vector<grpc::ByteBuffer> answers_;
+};
+
+// Each call a stream of a request's pieces, to the RPC's *Stream form (Add)
+// or to EchoStream (AddMessages).
+class StreamTarget final : public Target {
+ public:
+  // Whether a stream's answers are right.
+  using AnswersCheck = std::function<bool(const std::vector<grpc::ByteBuffer>&)>;
+
+  // `response_type`: the unary response the answers join into (Add); null
+  // for AddMessages only.
+  StreamTarget(std::string name, std::string method,
+               const std::vector<std::shared_ptr<grpc::Channel>>& channels,
+               absl::Duration timeout, uint64_t piece_bytes,
+               const google::protobuf::Message* response_type)
+      : name_(std::move(name)),
+        method_(std::move(method)),
+        timeout_(timeout),
+        piece_bytes_(piece_bytes),
+        response_type_(response_type) {
+    for (const auto& channel : channels) {
+      stubs_.push_back(std::make_unique<grpc::GenericStub>(channel));
+    }
+  }
+
+  const std::string& name() const override { return name_; }
+  size_t num_requests() const override { return requests_.size(); }
+
+  // `request` cut into pieces of about piece_bytes; `check` sees the
+  // answers joined into the unary response.
+  void Add(const google::protobuf::Message& request, Check check) override {
+    std::vector<const google::protobuf::Message*> messages;
+    const std::vector<StreamPiece> pieces = CutIntoPieces(request, piece_bytes_);
+    for (const StreamPiece& piece : pieces) messages.push_back(piece.message.get());
+    AnswersCheck answers_check;
+    if (check) {
+      answers_check = [check = std::move(check), type = response_type_](
+                          const std::vector<grpc::ByteBuffer>& answers) {
+        std::unique_ptr<google::protobuf::Message> joined(type->New());
+        if (!JoinAnswers(answers, joined.get())) return false;
+        grpc::Slice bytes(joined->SerializeAsString());
+        return check(grpc::ByteBuffer(&bytes, 1));
+      };
+    }
+    AddMessages(messages, std::move(answers_check));
+  }
+
+  // A stream of these messages, as they are.
+  void AddMessages(const std::vector<const google::protobuf::Message*>& messages,
+                   AnswersCheck check) {
+    Request request;
+    for (const google::protobuf::Message* message : messages) {
+      grpc::Slice bytes(message->SerializeAsString());
+      request.messages.emplace_back(&bytes, 1);
+      request.bytes += request.messages.back().Length();
+    }
+    request.check = std::move(check);
+    requests_.push_back(std::move(request));
+  }
+
+  void Start(size_t channel, size_t index, bool verify,
+             std::function<void(const CallOutcome&)> done) const override {
+    const Request& request = requests_[index];
+    auto* call = new StreamCall(
+        &request.messages, verify,
+        [&request, verify, done = std::move(done)](
+            const grpc::Status& status, uint64_t response_bytes,
+            std::vector<grpc::ByteBuffer> answers) {
+          CallOutcome outcome;
+          outcome.status = status;
+          if (status.ok()) {
+            outcome.bytes = request.bytes + response_bytes;
+            outcome.verified = verify;
+            outcome.mismatch = verify && !request.check(answers);
+          }
+          done(outcome);
+        });
+    call->Start(*stubs_[channel], method_, timeout_);
+  }
+
+ private:
+  struct Request {
+    std::vector<grpc::ByteBuffer> messages;
+    uint64_t bytes = 0;
+    AnswersCheck check;
+  };
+
+  const std::string name_;
+  const std::string method_;
+  const absl::Duration timeout_;
+  const uint64_t piece_bytes_;
+  const google::protobuf::Message* const response_type_;
+  std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;  // one per channel
+  std::vector<Request> requests_;
+};
+
 // Whether `response` holds what Echo promises: the data of the request's
 // arrays, concatenated, then cut or zero-padded to response_bytes.
 bool EchoMatches(const v1::EchoRequest& request, const v1::EchoResponse& response) {
@@ -795,9 +1056,21 @@ class Workload {
       : verify_(options.verify_every > 0),
         placement_(options.placement),
         in_place_(options.in_place),
-        cuda_device_(options.cuda_device) {
+        cuda_device_(options.cuda_device),
+        stream_piece_bytes_(options.stream_piece_bytes) {
+    const std::string service = absl::StrCat("/", v1::Primitives::service_full_name(), "/");
     if (options.mode != Mode::kEcho) {
-      if (options.multiplex) {
+      if (options.stream_piece_bytes > 0) {
+        const std::string method = absl::StrCat(RpcName(options.rpc.rpc), "Stream");
+        primitive_ = std::make_unique<StreamTarget>(
+            absl::StrCat(options.rpc.flag, "/stream"), service + method, channels,
+            options.timeout, options.stream_piece_bytes,
+            google::protobuf::MessageFactory::generated_factory()->GetPrototype(
+                google::protobuf::DescriptorPool::generated_pool()
+                    ->FindServiceByName(v1::Primitives::service_full_name())
+                    ->FindMethodByName(method)
+                    ->output_type()));
+      } else if (options.multiplex) {
         primitive_ = std::make_unique<MultiplexTarget>(
             absl::StrCat(options.rpc.flag, "/multiplex"), options.rpc.rpc, channels);
       } else {
@@ -807,7 +1080,13 @@ class Workload {
             channels, options.timeout);
       }
     }
-    if (options.mode != Mode::kPrimitive) {
+    if (options.mode != Mode::kPrimitive && options.stream_piece_bytes > 0) {
+      auto echo = std::make_unique<StreamTarget>(
+          "echo/stream", absl::StrCat("/", v1::Echo::service_full_name(), "/EchoStream"),
+          channels, options.timeout, options.stream_piece_bytes, nullptr);
+      echo_stream_ = echo.get();
+      echo_ = std::move(echo);
+    } else if (options.mode != Mode::kPrimitive) {
       echo_ = std::make_unique<UnaryTarget>("echo",
                                        absl::StrCat("/", v1::Echo::service_full_name(), "/Echo"),
                                        channels, options.timeout);
@@ -854,7 +1133,9 @@ class Workload {
     if (primitive_ != nullptr) {
       primitive_->Add(request, verify_ ? Parsed<Response>(std::move(check)) : nullptr);
     }
-    if (echo_ != nullptr) {
+    if (echo_stream_ != nullptr) {
+      AddEchoStream(request, expected.ByteSizeLong());
+    } else if (echo_ != nullptr) {
       const v1::EchoRequest echo = EchoOf(request, expected.ByteSizeLong());
       echo_->Add(echo, verify_ ? Parsed<v1::EchoResponse>([echo](const v1::EchoResponse& r) {
                    return EchoMatches(echo, r);
@@ -864,6 +1145,40 @@ class Workload {
   }
 
  private:
+  // `request`'s pieces to EchoStream, each asking back its share (by
+  // elements) of the `response_bytes` the primitive answers with.
+  void AddEchoStream(const google::protobuf::Message& request, uint64_t response_bytes) {
+    const std::vector<StreamPiece> pieces = CutIntoPieces(request, stream_piece_bytes_);
+    const uint64_t n = pieces.back().end;
+    const auto share = [&](uint64_t element) {
+      return n == 0 ? response_bytes : response_bytes * element / n;
+    };
+    auto echoes = std::make_shared<std::vector<v1::EchoRequest>>();
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const uint64_t start = i == 0 ? 0 : share(pieces[i].start);
+      echoes->push_back(EchoOf(*pieces[i].message, share(pieces[i].end) - start));
+    }
+    std::vector<const google::protobuf::Message*> messages;
+    for (const v1::EchoRequest& echo : *echoes) messages.push_back(&echo);
+    StreamTarget::AnswersCheck check;
+    if (verify_) {
+      check = [echoes](const std::vector<grpc::ByteBuffer>& answers) {
+        if (answers.size() != echoes->size()) return false;
+        for (size_t i = 0; i < answers.size(); ++i) {
+          v1::EchoResponse response;
+          grpc::ByteBuffer answer = answers[i];
+          if (!grpc::SerializationTraits<v1::EchoResponse>::Deserialize(&answer, &response)
+                   .ok() ||
+              !EchoMatches((*echoes)[i], response)) {
+            return false;
+          }
+        }
+        return true;
+      };
+    }
+    echo_stream_->AddMessages(messages, std::move(check));
+  }
+
   // Keeps `request` until Place() puts it in the region; its answers are
   // read back from there before `check` sees them.
   template <typename Response>
@@ -900,8 +1215,10 @@ class Workload {
   std::unique_ptr<PlacementRegion> region_;
   uint64_t placed_bytes_ = 0;
   std::vector<std::function<absl::Status(PlacementRegion&, uint64_t*)>> pending_;
+  const uint64_t stream_piece_bytes_;
   std::unique_ptr<Target> primitive_;
   std::unique_ptr<Target> echo_;
+  StreamTarget* echo_stream_ = nullptr;  // echo_, when it streams
   uint64_t first_request_bytes_ = 0;
   uint64_t first_response_bytes_ = 0;
 };
@@ -1468,14 +1785,18 @@ std::string FormatBytes(uint64_t bytes) {
 }
 
 void PrintHeader(const Options& options, const Workload& workload) {
-  std::string placed;
+  std::string arrays;  // how the arrays travel, unless whole in each message
   if (options.placement != Placement::kInline) {
-    placed = absl::StrCat(
+    arrays = absl::StrCat(
         " (arrays in a ", FormatBytes(workload.region_bytes()),
         options.placement == Placement::kSystem ? " POSIX shared-memory region"
                                                 : " CUDA IPC region",
         options.in_place ? ", in place" : "", "; inline the response would be ",
         FormatBytes(workload.first_response_bytes()), ")");
+  }
+  if (options.stream_piece_bytes > 0) {
+    arrays = absl::StrCat(" (streamed in pieces of about ", FormatBytes(options.stream_piece_bytes),
+                          ")");
   }
   std::cout << absl::StreamFormat(
       "primload: %s %s%s, %d elements per request, %d distinct; request %s, response %s%s; %d "
@@ -1485,7 +1806,7 @@ void PrintHeader(const Options& options, const Workload& workload) {
       options.distinct_requests, FormatBytes(workload.first_request_bytes()),
       options.placement == Placement::kInline ? FormatBytes(workload.first_response_bytes())
                                               : "placed",
-      placed, options.channels,
+      arrays, options.channels,
       options.channels == 1 ? "" : "s", absl::GetFlag(FLAGS_address),
       absl::ToDoubleSeconds(options.warmup), absl::ToDoubleSeconds(options.measure));
 }
@@ -1539,7 +1860,7 @@ int Main() {
 
   PrintHeader(*options, workload);
   const std::string rpc(options->rpc.flag);
-  Table table(Columns(*options), rpc.size() + std::string("/echo").size(), std::move(csv));
+  Table table(Columns(*options), rpc.size() + std::string("/stream/echo").size(), std::move(csv));
   uint64_t failures = 0;
   for (const double level : options->levels) {
     const std::string label = absl::StrCat(level);

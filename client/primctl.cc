@@ -88,9 +88,10 @@ ABSL_FLAG(std::optional<double>, generate_flags, std::nullopt,
 ABSL_FLAG(std::string, output, "values",
           "select: what to return: values, indices, values_and_indices or count.");
 ABSL_FLAG(uint64_t, piece_bytes, 0,
-          "scan, select: send the input as a stream (ScanStream, SelectStream) of pieces of about "
-          "this many bytes each (whole elements); 0: one unary call, or a stream of 4 MiB pieces "
-          "for an input over 64 MiB.");
+          "scan, select, unique, rle, reduce_by_key: send the arrays as a stream (ScanStream, "
+          "SelectStream, ...) of pieces of about this many bytes each (whole elements, all "
+          "arrays together); 0: one unary call, or a stream of 4 MiB pieces for arrays over "
+          "64 MiB.");
 ABSL_FLAG(bool, partition, false, "select: also return the rejected elements after the kept.");
 ABSL_FLAG(std::string, keys, "", "reduce_by_key, aggregate_by_key: file of keys (--key_dtype).");
 ABSL_FLAG(std::string, generate_keys, "",
@@ -598,62 +599,77 @@ int Send(PrimitivesClient& client, PrintMode mode, const Request& inline_request
   return printed.ok() ? 0 : RpcError(printed);
 }
 
-// The flags array of a Select, made if absent (a Scan has none).
-v1::Array* MutableFlags(v1::ScanRequest*) { return nullptr; }
-v1::Array* MutableFlags(v1::SelectRequest* request) { return request->mutable_flags(); }
-bool HasFlags(const v1::ScanRequest&) { return false; }
-bool HasFlags(const v1::SelectRequest& request) { return request.has_flags(); }
-
-void AppendArray(const v1::Array& piece, v1::Array* joined) {
-  joined->set_dtype(piece.dtype());
-  joined->mutable_data()->append(piece.data());
+// The arrays (primserve.v1.Array fields) a message sets.
+std::vector<const google::protobuf::FieldDescriptor*> SetArrays(
+    const google::protobuf::Message& message) {
+  std::vector<const google::protobuf::FieldDescriptor*> arrays;
+  const google::protobuf::Descriptor* descriptor = message.GetDescriptor();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* field = descriptor->field(i);
+    if (field->message_type() == v1::Array::descriptor() && !field->is_repeated() &&
+        message.GetReflection()->HasField(message, field)) {
+      arrays.push_back(field);
+    }
+  }
+  return arrays;
 }
 
-// Adds one streamed answer to the whole.
-void AppendAnswer(const v1::ScanResponse& answer, v1::ScanResponse* joined) {
-  AppendArray(answer.output(), joined->mutable_output());
+v1::Array* MutableArray(google::protobuf::Message* message,
+                        const google::protobuf::FieldDescriptor* field) {
+  return static_cast<v1::Array*>(message->GetReflection()->MutableMessage(message, field));
 }
-void AppendAnswer(const v1::SelectResponse& answer, v1::SelectResponse* joined) {
-  if (answer.has_values()) AppendArray(answer.values(), joined->mutable_values());
-  if (answer.has_indices()) AppendArray(answer.indices(), joined->mutable_indices());
-  joined->set_count(answer.count());
+
+// Adds one streamed answer to the whole: arrays appended, other fields (a
+// Select's running count) as the last answer sets them.
+template <typename Response>
+void AppendAnswer(Response answer, Response* joined) {
+  for (const google::protobuf::FieldDescriptor* field : SetArrays(answer)) {
+    v1::Array* piece = MutableArray(&answer, field);
+    v1::Array* whole = MutableArray(joined, field);
+    whole->set_dtype(piece->dtype());
+    whole->mutable_data()->append(piece->data());
+    answer.GetReflection()->ClearField(&answer, field);
+  }
+  joined->MergeFrom(answer);
 }
 
 // The bytes of a piece --piece_bytes asks for; 0 for one unary call (always
-// with --shm: the streams carry inline bytes only).
-uint64_t PieceBytes(const v1::Array& input) {
+// with --shm: the streams carry inline bytes only). `input_bytes`: all the
+// request's arrays together.
+uint64_t PieceBytes(uint64_t input_bytes) {
   if (absl::GetFlag(FLAGS_shm)) return 0;
   const uint64_t asked = absl::GetFlag(FLAGS_piece_bytes);
   if (asked != 0) return asked;
-  return input.data().size() > PrimitivesClient::kStreamAboveBytes
-             ? PrimitivesClient::kStreamPieceBytes
-             : 0;
+  return input_bytes > PrimitivesClient::kStreamAboveBytes ? PrimitivesClient::kStreamPieceBytes
+                                                           : 0;
 }
 
-// Sends `whole` as a stream of pieces of about `piece_bytes` of its input
-// (other arrays cut alike), joins the answers into one response (arrays
-// concatenated, the last answer's count) and prints it as Send does.
+// Sends `whole` as a stream of pieces of about `piece_bytes` (all its
+// arrays together, cut into pieces of equal length), joins the answers into
+// one response and prints it as Send does.
 template <typename Request, typename Response, typename Describe>
 int SendStream(PrimitivesClient& client, PrintMode mode, Request whole, uint64_t piece_bytes,
                Describe describe) {
   // The arrays' bytes move out of `whole`, which keeps the parameters.
   struct Cut {
-    bool is_input;  // else the flags
+    const google::protobuf::FieldDescriptor* field;
     v1::DType dtype;
     std::string data;
     size_t element_bytes;
   };
   std::vector<Cut> cuts;
-  const auto cut_out = [&](bool is_input, v1::Array* array) {
-    Cut cut{is_input, array->dtype(), {}, DTypeSize(static_cast<DType>(array->dtype()))};
+  size_t bytes_per_element = 0;
+  for (const google::protobuf::FieldDescriptor* field : SetArrays(whole)) {
+    v1::Array* array = MutableArray(&whole, field);
+    Cut cut{field, array->dtype(), {}, DTypeSize(static_cast<DType>(array->dtype()))};
     cut.data.swap(*array->mutable_data());
+    bytes_per_element += cut.element_bytes;
     cuts.push_back(std::move(cut));
-  };
-  cut_out(true, whole.mutable_input());
-  if (HasFlags(whole)) cut_out(false, MutableFlags(&whole));
+  }
   const size_t n = cuts.front().data.size() / cuts.front().element_bytes;
-  const size_t piece = std::max<uint64_t>(1, piece_bytes / cuts.front().element_bytes);
-  const size_t payload_bytes = whole.ByteSizeLong() + cuts.front().data.size();
+  const size_t piece = std::max<uint64_t>(1, piece_bytes / bytes_per_element);
+  size_t payload_bytes = whole.ByteSizeLong();
+  for (const Cut& cut : cuts) payload_bytes += cut.data.size();
   size_t start = 0;
   bool first = true;
   const auto next = [&](Request* message) {
@@ -661,7 +677,7 @@ int SendStream(PrimitivesClient& client, PrintMode mode, Request whole, uint64_t
     const size_t size = std::min(piece, n - start);
     if (first) *message = whole;
     for (const Cut& cut : cuts) {
-      v1::Array* to = cut.is_input ? message->mutable_input() : MutableFlags(message);
+      v1::Array* to = MutableArray(message, cut.field);
       to->set_dtype(cut.dtype);
       to->set_data(cut.data.substr(start * cut.element_bytes, size * cut.element_bytes));
     }
@@ -683,6 +699,17 @@ int SendStream(PrimitivesClient& client, PrintMode mode, Request whole, uint64_t
   return printed.ok() ? 0 : RpcError(printed);
 }
 
+// Sends `request` as SendStream does above the streaming threshold (or with
+// --piece_bytes), else as Send does.
+template <typename Request, typename Response, typename Describe>
+int SendEither(PrimitivesClient& client, PrintMode mode, Request request, uint64_t input_bytes,
+               Describe describe) {
+  if (const uint64_t piece_bytes = PieceBytes(input_bytes); piece_bytes != 0) {
+    return SendStream<Request, Response>(client, mode, std::move(request), piece_bytes, describe);
+  }
+  return Send(client, mode, request, describe);
+}
+
 int Scan(PrimitivesClient& client, PrintMode mode) {
   absl::StatusOr<v1::Array> input = MainInput();
   absl::StatusOr<Op> op = ParseOp();
@@ -698,7 +725,7 @@ int Scan(PrimitivesClient& client, PrintMode mode) {
   const auto describe = [](const v1::ScanResponse& response) {
     return Result{{{"output", &response.output()}}};
   };
-  if (const uint64_t piece_bytes = PieceBytes(request.input()); piece_bytes != 0) {
+  if (const uint64_t piece_bytes = PieceBytes(request.input().data().size()); piece_bytes != 0) {
     return SendStream<v1::ScanRequest, v1::ScanResponse>(client, mode, std::move(request),
                                                          piece_bytes, describe);
   }
@@ -749,7 +776,8 @@ int Select(PrimitivesClient& client, PrintMode mode) {
   // A stream has no partition: only an explicit --piece_bytes streams it
   // (and the server refuses it, saying so).
   const uint64_t piece_bytes = request.partition() ? absl::GetFlag(FLAGS_piece_bytes)
-                                                   : PieceBytes(request.input());
+                                                   : PieceBytes(request.input().data().size() +
+                                                                request.flags().data().size());
   if (piece_bytes != 0) {
     return SendStream<v1::SelectRequest, v1::SelectResponse>(client, mode, std::move(request),
                                                              piece_bytes, describe);
@@ -762,9 +790,11 @@ int Unique(PrimitivesClient& client, PrintMode mode) {
   if (!input.ok()) return UsageError(input.status());
   v1::UniqueRequest request;
   *request.mutable_input() = *std::move(input);
-  return Send(client, mode, request, [](const v1::UniqueResponse& response) {
-    return Result{{{"values", &response.values()}}};
-  });
+  const uint64_t bytes = request.input().data().size();
+  return SendEither<v1::UniqueRequest, v1::UniqueResponse>(
+      client, mode, std::move(request), bytes, [](const v1::UniqueResponse& response) {
+        return Result{{{"values", &response.values()}}};
+      });
 }
 
 int RunLengthEncode(PrimitivesClient& client, PrintMode mode) {
@@ -772,9 +802,11 @@ int RunLengthEncode(PrimitivesClient& client, PrintMode mode) {
   if (!input.ok()) return UsageError(input.status());
   v1::RunLengthEncodeRequest request;
   *request.mutable_input() = *std::move(input);
-  return Send(client, mode, request, [](const v1::RunLengthEncodeResponse& response) {
-    return Result{{{"values", &response.values()}, {"lengths", &response.lengths()}}};
-  });
+  const uint64_t bytes = request.input().data().size();
+  return SendEither<v1::RunLengthEncodeRequest, v1::RunLengthEncodeResponse>(
+      client, mode, std::move(request), bytes, [](const v1::RunLengthEncodeResponse& response) {
+        return Result{{{"values", &response.values()}, {"lengths", &response.lengths()}}};
+      });
 }
 
 int ReduceByKey(PrimitivesClient& client, PrintMode mode) {
@@ -787,9 +819,11 @@ int ReduceByKey(PrimitivesClient& client, PrintMode mode) {
   *request.mutable_keys() = *std::move(keys);
   *request.mutable_values() = *std::move(values);
   request.set_op(static_cast<v1::Op>(*op));
-  return Send(client, mode, request, [](const v1::ReduceByKeyResponse& response) {
-    return Result{{{"keys", &response.keys()}, {"values", &response.values()}}};
-  });
+  const uint64_t bytes = request.keys().data().size() + request.values().data().size();
+  return SendEither<v1::ReduceByKeyRequest, v1::ReduceByKeyResponse>(
+      client, mode, std::move(request), bytes, [](const v1::ReduceByKeyResponse& response) {
+        return Result{{{"keys", &response.keys()}, {"values", &response.values()}}};
+      });
 }
 
 int AggregateByKey(PrimitivesClient& client, PrintMode mode) {

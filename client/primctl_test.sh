@@ -99,6 +99,12 @@ expect $'1,2,3\n2,3,1' rle --values=1,1,2,2,2,3 --print=all
 # reduce_by_key and aggregate_by_key, keys from files, text and binary
 printf '7 7 8 8 8\n' >"$TMP/keys.txt"
 expect $'7,8\n2,5' reduce_by_key --keys="$TMP/keys.txt" --values=1,2,3,4,5 --op=max --print=all
+# ... and through their streams (--piece_bytes), runs across pieces joined
+expect "0.5,-0,0,nan" unique --dtype=float64 --values=0.5,0.5,-0,0,nan,nan --piece_bytes=8 \
+  --print=all
+expect $'1,2,3\n2,3,1' rle --values=1,1,2,2,2,3 --piece_bytes=8 --print=all
+expect $'7,8\n2,5' reduce_by_key --keys="$TMP/keys.txt" --values=1,2,3,4,5 --op=max \
+  --piece_bytes=16 --print=all
 printf '\x00\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00' >"$TMP/keys.bin"
 expect "4,4,2" aggregate_by_key --keys="$TMP/keys.bin" --input_format=binary --values=1,2,3,4 \
   --num_keys=3 --print=all

@@ -6,6 +6,9 @@
 # no errors. Then checks that failed calls are counted by status code and that
 # the exit status tells.
 #
+# Then the same through the streaming RPCs (--stream_piece_bytes) and
+# EchoStream.
+#
 # Usage: primload_test.sh <primserve binary> <primctl binary> <primload binary>
 set -u
 
@@ -124,6 +127,28 @@ load segmented --rpc=scan --dtype=float32 --segments=7 --n=20000 --concurrency=2
   --verify_every=1
 expect_row segmented scan 2
 
+# Streams: each request cut into pieces through the RPC's *Stream form, the
+# answers joined and verified against the reference; arrays larger than one
+# request may hold (MAX_ELEMENTS) stream through. Beside EchoStream.
+load stream --rpc=scan --n=$((MAX_ELEMENTS * 3 / 2)) --stream_piece_bytes=65536 \
+  --concurrency=1,4 --mode=both --verify --verify_every=1
+expect_rows stream 6
+expect_row stream scan/stream 1
+expect_row stream scan/stream 4
+expect_row stream echo/stream 1
+expect_row stream echo/stream 4
+for rpc in select unique rle reduce_by_key; do
+  load "stream_$rpc" --rpc="$rpc" --dtype=int64 --n=50000 --stream_piece_bytes=40000 \
+    --concurrency=2 --verify --verify_every=1
+  expect_row "stream_$rpc" "$rpc/stream" 2
+done
+load stream_segmented --rpc=scan --dtype=float32 --segments=7 --n=50000 \
+  --stream_piece_bytes=12345 --concurrency=2 --verify --verify_every=1
+expect_row stream_segmented scan/stream 2
+load stream_count --rpc=select --output=count --dtype=uint32 --n=50000 \
+  --stream_piece_bytes=4096 --concurrency=2 --verify --verify_every=1
+expect_row stream_count select/stream 2
+
 # Failed calls: counted by status code, and primload exits 1.
 "$PRIMLOAD" --address="$ADDRESS" --n=$((MAX_ELEMENTS + 1)) --concurrency=1 --warmup_seconds=0 \
   --measure_seconds=0.3 >"$TMP/too_large.out" 2>&1
@@ -134,7 +159,8 @@ awk '$1 == "scan" && $9 == 0 && $12 ~ /^RESOURCE_EXHAUSTED=[0-9]+$/ { found = 1 
   fail "too_large: no RESOURCE_EXHAUSTED count: $(cat "$TMP/too_large.out")"
 
 # Bad command lines exit 2.
-for args in "--rpc=scan --op=argmax" "--concurrency=0" "--mode=fast" "--no_such_flag"; do
+for args in "--rpc=scan --op=argmax" "--concurrency=0" "--mode=fast" "--no_such_flag" \
+  "--stream_piece_bytes=4096 --multiplex" "--stream_piece_bytes=4096 --shm"; do
   # shellcheck disable=SC2086
   "$PRIMLOAD" --address="$ADDRESS" $args >/dev/null 2>&1
   status=$?

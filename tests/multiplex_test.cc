@@ -1,8 +1,10 @@
 // The Multiplex RPC against a real server (CPU backend, loopback): many
 // requests of every RPC on one stream get exactly the unary answers, matched
 // by id; answers come back out of order; one bad request gets its own code
-// while the stream goes on; an id already in flight is refused; and a client
-// that stops reading stalls only its own stream.
+// while the stream goes on; an id already in flight is refused; a message
+// that is no request (so has no id) ends the stream with INVALID_ARGUMENT
+// once the requests before it are answered; and a client that stops reading
+// stalls only its own stream.
 #include <atomic>
 #include <cstdint>
 #include <thread>
@@ -206,6 +208,57 @@ TEST_F(MultiplexTest, ABadRequestGetsItsOwnCodeAndTheStreamGoesOn) {
   for (const auto& r : good) {
     EXPECT_EQ(answers[r.id()].SerializeAsString(), Unary(r).SerializeAsString());
   }
+}
+
+TEST_F(MultiplexTest, AMessageThatIsNoRequestEndsTheStreamAfterTheAnswersBeforeIt) {
+  Start(std::make_unique<CpuBackend>());
+  std::mt19937 rng(6);
+  std::vector<v1::MultiplexRequest> good;
+  for (int i = 0; i < 5; ++i) good.push_back(RandomRequest(rng, i));
+  grpc::ClientContext context;
+  const std::string method =
+      absl::StrCat("/", v1::Primitives::service_full_name(), "/Multiplex");
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+          channel_.get(),
+          grpc::internal::RpcMethod(method.c_str(), grpc::internal::RpcMethod::BIDI_STREAMING),
+          &context));
+  std::vector<std::string> messages;
+  for (const auto& r : good) messages.push_back(r.SerializeAsString());
+  messages.push_back(std::string("\x12\x05" "ab", 4));  // scan says 5 bytes follow; 2 do
+  messages.push_back(RandomRequest(rng, 77).SerializeAsString());
+  for (const std::string& m : messages) {
+    grpc::Slice slice(m);
+    if (!stream->Write(grpc::ByteBuffer(&slice, 1))) break;
+  }
+  stream->WritesDone();
+  absl::flat_hash_map<uint64_t, v1::MultiplexResponse> answers;
+  grpc::ByteBuffer raw;
+  while (stream->Read(&raw)) {
+    v1::MultiplexResponse answer;
+    ASSERT_TRUE(grpc::SerializationTraits<v1::MultiplexResponse>::Deserialize(&raw, &answer).ok());
+    answers[answer.id()] = answer;
+  }
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("Multiplex message 5: the request is not a valid "
+                        "primserve.v1.MultiplexRequest"));
+  // Every request before it answered, as the unary call answers; none after.
+  ASSERT_EQ(answers.size(), good.size());
+  for (const auto& r : good) {
+    EXPECT_EQ(answers[r.id()].SerializeAsString(), Unary(r).SerializeAsString());
+  }
+  // The server goes on.
+  v1::MultiplexRequest next = RandomRequest(rng, 8);
+  grpc::ClientContext next_context;
+  auto next_stream = stub_->Multiplex(&next_context);
+  ASSERT_TRUE(next_stream->Write(next));
+  ASSERT_TRUE(next_stream->WritesDone());
+  v1::MultiplexResponse answer;
+  ASSERT_TRUE(next_stream->Read(&answer));
+  EXPECT_EQ(answer.SerializeAsString(), Unary(next).SerializeAsString());
+  EXPECT_TRUE(next_stream->Finish().ok());
 }
 
 TEST_F(MultiplexTest, AnIdInFlightIsRefusedForTheNewRequestOnly) {

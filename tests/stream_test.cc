@@ -2,7 +2,8 @@
 // RPC and dtype, an array sent in random pieces (empty ones included, and as
 // a single piece) gets answers that concatenate to the unary answer for the
 // whole array; every streaming error gets its status and message, and the
-// server answers the next request; a cancelled stream ends CANCELLED; and a
+// server answers the next request (a message that is no request included:
+// the streams take raw buffers); a cancelled stream ends CANCELLED; and a
 // client that stops reading stalls only its own stream. Values are small
 // integers (PROD's in [-2, 2]), so float SUM and PROD are exact whatever the
 // association, and answers compare byte for byte.
@@ -224,6 +225,31 @@ class StreamTest : public ::testing::Test {
     ASSERT_TRUE(status.ok()) << status.error_message();
     EXPECT_EQ(answer.SerializeAsString(), Unary(unary, whole).SerializeAsString())
         << whole.DebugString().substr(0, 300);
+  }
+
+  // Writes `messages`, as bytes, to the streaming method `rpc` and counts
+  // the answers.
+  grpc::Status RawStream(const std::string& rpc, const std::vector<std::string>& messages,
+                         int* answers) {
+    grpc::ClientContext context;
+    const std::string method = absl::StrCat("/", v1::Primitives::service_full_name(), "/", rpc);
+    std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream(
+        grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+            channel_.get(),
+            grpc::internal::RpcMethod(method.c_str(), grpc::internal::RpcMethod::BIDI_STREAMING),
+            &context));
+    std::thread writer([&] {
+      for (const std::string& m : messages) {
+        grpc::Slice slice(m);
+        if (!stream->Write(grpc::ByteBuffer(&slice, 1))) break;
+      }
+      stream->WritesDone();
+    });
+    grpc::ByteBuffer answer;
+    *answers = 0;
+    while (stream->Read(&answer)) ++*answers;
+    writer.join();
+    return stream->Finish();
   }
 
   // The server still answers: a small unary scan.
@@ -533,6 +559,42 @@ TEST_F(StreamTest, EachStreamingErrorHasItsStatusAndTheServerGoesOn) {
   EXPECT_THAT(status.error_message(), HasSubstr("stream message 1 (from element 2): "));
   ExpectAtRest();
   ExpectServing();
+}
+
+TEST_F(StreamTest, AMessageThatIsNoRequestEndsItsStreamAndTheServerGoesOn) {
+  v1::ScanRequest first;
+  *first.mutable_input() = PackArray<int32_t>(std::vector<int32_t>{1, 2, 3});
+  first.set_op(v1::SUM);
+  v1::ScanRequest later;
+  *later.mutable_input() = PackArray<int32_t>(std::vector<int32_t>{4, 5});
+  // Field 1 (input) says 5 bytes follow; 2 do.
+  const std::string garbage("\x0a\x05" "ab", 4);
+  int answers = 0;
+  grpc::Status status = RawStream(
+      "ScanStream", {first.SerializeAsString(), garbage, later.SerializeAsString()}, &answers);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("stream message 1 (from element 3): the request is not a valid "
+                        "primserve.v1.ScanRequest"));
+  EXPECT_LE(answers, 1);
+  ExpectAtRest();
+  ExpectServing();
+
+  // The first message, of a stream with one answer.
+  status = RawStream("ReduceStream", {garbage}, &answers);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("stream message 0 (from element 0): the request is not a valid "
+                        "primserve.v1.ReduceRequest"));
+  EXPECT_EQ(answers, 0);
+  ExpectAtRest();
+  ExpectServing();
+
+  // The same stream of valid messages is answered whole.
+  status = RawStream("ScanStream", {first.SerializeAsString(), later.SerializeAsString()},
+                     &answers);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(answers, 2);
 }
 
 TEST_F(StreamTest, ACancelledStreamEndsCancelledAndTheServerGoesOn) {

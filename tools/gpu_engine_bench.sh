@@ -3,7 +3,8 @@
 # the service with primload, each figure beside the Echo method on the same
 # payload (the transport's limit): 1K-element scans unary (batching on and
 # off) and through Multiplex, a 1M-element scan, 64M-element scans and selects
-# over TCP and over a Unix socket; then what a client would do instead
+# over TCP and over a Unix socket, the 64M scan also through ScanStream beside
+# EchoStream of the same pieces (TCP and Unix socket); then what a client would do instead
 # (numpy.cumsum on one core) and, when gpu_bundle/wheels/ holds the Python
 # client, its 64M scan. Results go to $1.
 set -uo pipefail
@@ -52,6 +53,14 @@ load large_scan_vs_echo --rpc=scan --n=67108864 --distinct_requests=2 --concurre
   --mode=both --warmup_seconds=3 --measure_seconds=15
 load large_scan_unix_vs_echo --address=unix:$socket --rpc=scan --n=67108864 --distinct_requests=2 \
   --concurrency=1 --channels=1 --mode=both --warmup_seconds=3 --measure_seconds=15
+# The 64M scan through ScanStream in 4 MiB pieces (the C++ client's default),
+# beside EchoStream carrying the same pieces and answer bytes.
+load large_scan_stream_vs_echo_stream --rpc=scan --n=67108864 --distinct_requests=2 \
+  --stream_piece_bytes=4194304 --concurrency=1 --channels=1 --mode=both --warmup_seconds=3 \
+  --measure_seconds=15
+load large_scan_stream_unix_vs_echo_stream --address=unix:$socket --rpc=scan --n=67108864 \
+  --distinct_requests=2 --stream_piece_bytes=4194304 --concurrency=1 --channels=1 --mode=both \
+  --warmup_seconds=3 --measure_seconds=15
 load large_select_vs_echo --rpc=select --predicate=gt --operand=0 --n=67108864 \
   --distinct_requests=2 --concurrency=1 --mode=both --warmup_seconds=3 --measure_seconds=15
 # Where the server's time went (stage sums and counts per RPC).
