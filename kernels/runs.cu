@@ -130,7 +130,8 @@ __global__ void __launch_bounds__(kCompactBlock, detail::kRunMinBlocksPerSm)
   const RunPairOp<P, kOp> pair_op{};
 
   if (threadIdx.x == 0) {
-    s_tile = p.status.AcquireTileIndex();
+    // A single tile takes index 0 without the counter (see RunRuns).
+    s_tile = p.status.num_tiles() > 1 ? p.status.AcquireTileIndex() : 0;
     s_num_tails = 0;
   }
   __syncthreads();
@@ -244,7 +245,9 @@ int RunRuns(void* d_temp, const void* keys, const void* values, uint64_t n,
   constexpr int kRunTile = kRunTileFor<KB, V>;
   const int64_t tiles = static_cast<int64_t>((n + kRunTile - 1) / kRunTile);
   detail::TileStatus<P> status(static_cast<char*>(d_temp) + detail::kHeaderBytes, tiles);
-  PRIMSERVE_CUDA_TRY(detail::InitTileStatusAsync(status, stream));
+  // A single tile needs no reset: it takes tile 0 without the counter and
+  // its published slot is never read (one launch instead of two).
+  if (tiles > 1) PRIMSERVE_CUDA_TRY(detail::InitTileStatusAsync(status, stream));
   RunParams<KB, V, OffsetT> p{};
   p.keys = static_cast<const KB*>(keys);
   p.values = static_cast<const V*>(values);
