@@ -110,8 +110,12 @@ __device__ __forceinline__ void LoadRunTile(const RunParams<KB, V, OffsetT>& p,
 }
 
 // kRle: V = OffsetT counts, values implicit ones, op SUM. One tile per
-// block (see SelectKernel's launch in select.cu).
-template <typename KB, typename V, typename OffsetT, bool kRle, Op kOp, typename Lookback>
+// block (see SelectKernel's launch in select.cu). kSingleTile: the launch is
+// one tile, which takes index 0 without the counter (see RunRuns); a
+// compile-time choice, since the run-time test made the many-tile kernels
+// 1-2% slower at 2^28 on an H100.
+template <typename KB, typename V, typename OffsetT, bool kRle, Op kOp, typename Lookback,
+          bool kSingleTile>
 __global__ void __launch_bounds__(kCompactBlock, detail::kRunMinBlocksPerSm)
     RunsKernel(const RunParams<KB, V, OffsetT> p) {
   using P = RunPair<OffsetT, V>;
@@ -130,8 +134,7 @@ __global__ void __launch_bounds__(kCompactBlock, detail::kRunMinBlocksPerSm)
   const RunPairOp<P, kOp> pair_op{};
 
   if (threadIdx.x == 0) {
-    // A single tile takes index 0 without the counter (see RunRuns).
-    s_tile = p.status.num_tiles() > 1 ? p.status.AcquireTileIndex() : 0;
+    s_tile = kSingleTile ? 0 : p.status.AcquireTileIndex();
     s_num_tails = 0;
   }
   __syncthreads();
@@ -260,14 +263,19 @@ int RunRuns(void* d_temp, const void* keys, const void* values, uint64_t n,
   p.values_vector_ok = reinterpret_cast<uintptr_t>(values) % 16 == 0;
   p.status = status;
   // One block per tile: see SelectKernel's launch for why not persistent.
+  // A single tile never looks back, so one look-back policy serves it.
+  if (tiles == 1) {
+    RunsKernel<KB, V, OffsetT, kRle, kOp, RunsLookback, true><<<1, kCompactBlock, 0, stream>>>(p);
+    return static_cast<int>(cudaGetLastError());
+  }
   if constexpr (detail::AssociationMatters<RunPairOp<P, kOp>>::value) {
     if (!in_order) {
-      RunsKernel<KB, V, OffsetT, kRle, kOp, TreeRunsLookback>
+      RunsKernel<KB, V, OffsetT, kRle, kOp, TreeRunsLookback, false>
           <<<static_cast<unsigned>(tiles), kCompactBlock, 0, stream>>>(p);
       return static_cast<int>(cudaGetLastError());
     }
   }
-  RunsKernel<KB, V, OffsetT, kRle, kOp, RunsLookback>
+  RunsKernel<KB, V, OffsetT, kRle, kOp, RunsLookback, false>
       <<<static_cast<unsigned>(tiles), kCompactBlock, 0, stream>>>(p);
   return static_cast<int>(cudaGetLastError());
 }
