@@ -71,23 +71,73 @@ FairAdmission::FairAdmission(const AdmissionOptions& options, Scheduler* next, M
 FairAdmission::~FairAdmission() { Shutdown(); }
 
 absl::Status FairAdmission::Schedule(std::unique_ptr<Task>* task) {
+  return Enter(task, /*may_run=*/false);
+}
+
+absl::Status FairAdmission::ScheduleOrRun(std::unique_ptr<Task>* task) {
+  return Enter(task, /*may_run=*/true);
+}
+
+bool FairAdmission::Fits(const Peer& peer, uint64_t cost) const {
+  const bool peer_fits =
+      peer.in_flight == 0 || peer.in_flight + cost <= options_.max_peer_in_flight_bytes;
+  const bool total_fits = in_flight_ == 0 || in_flight_ + cost <= options_.max_in_flight_bytes;
+  return peer_fits && total_fits;
+}
+
+std::shared_ptr<absl::AnyInvocable<void(absl::StatusOr<Result>)>> FairAdmission::ReleaseWhenDone(
+    Task* task, const std::string& peer, uint64_t cost) {
+  // The cost is freed once the answer has been handed to the transport.
+  auto done =
+      std::make_shared<absl::AnyInvocable<void(absl::StatusOr<Result>)>>(std::move(task->done));
+  task->done = [this, peer, cost, done](absl::StatusOr<Result> result) {
+    (*done)(std::move(result));
+    Release(peer, cost);
+  };
+  return done;
+}
+
+absl::Status FairAdmission::Enter(std::unique_ptr<Task>* task, bool may_run) {
   const uint64_t cost = AdmissionCost((*task)->operation);
   std::vector<Handoff> admitted;
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return absl::UnavailableError("the server is shutting down");
     Peer& peer = peers_[(*task)->peer];
-    if (peer.queue.size() >= options_.max_peer_queued_tasks) {
-      ForgetIfIdle((*task)->peer);
-      if (metrics_ != nullptr) metrics_->Rejected(RejectReason::kQueueFull);
-      return absl::ResourceExhaustedError(
-          absl::StrCat("this caller already has ", options_.max_peer_queued_tasks,
-                       " requests waiting for their turn; retry later"));
+    // Nothing of this caller waits and the task fits: admitted at once, as a
+    // pass over the turns would admit it, without a queue or a hand-off.
+    if (peer.queue.empty() && Fits(peer, cost)) {
+      peer.in_flight += cost;
+      in_flight_ += cost;
+    } else {
+      if (peer.queue.size() >= options_.max_peer_queued_tasks) {
+        ForgetIfIdle((*task)->peer);
+        if (metrics_ != nullptr) metrics_->Rejected(RejectReason::kQueueFull);
+        return absl::ResourceExhaustedError(
+            absl::StrCat("this caller already has ", options_.max_peer_queued_tasks,
+                         " requests waiting for their turn; retry later"));
+      }
+      if (peer.queue.empty()) turns_.push_back((*task)->peer);
+      peer.queue.push_back({std::move(*task), cost});
+      ++queued_;
+      admitted = TakeAdmitted();
     }
-    if (peer.queue.empty()) turns_.push_back((*task)->peer);
-    peer.queue.push_back({std::move(*task), cost});
-    ++queued_;
-    admitted = TakeAdmitted();
+  }
+  if (*task != nullptr) {
+    const std::string peer = (*task)->peer;
+    auto done = ReleaseWhenDone(task->get(), peer, cost);
+    absl::Status scheduled = may_run ? next_->ScheduleOrRun(task) : next_->Schedule(task);
+    if (scheduled.ok()) return absl::OkStatus();
+    // Answered as a task refused after waiting is (`next` recorded its own
+    // refusal).
+    (*done)(scheduled);
+    {
+      absl::MutexLock lock(&mu_);
+      Free(peer, cost);
+      admitted = TakeAdmitted();
+    }
+    HandOn(std::move(admitted));
+    return absl::OkStatus();
   }
   HandOn(std::move(admitted));
   return absl::OkStatus();
@@ -101,10 +151,7 @@ std::vector<FairAdmission::Handoff> FairAdmission::TakeAdmitted() {
     turns_.pop_front();
     Peer& peer = peers_[name];
     const uint64_t cost = peer.queue.front().cost;
-    const bool peer_fits =
-        peer.in_flight == 0 || peer.in_flight + cost <= options_.max_peer_in_flight_bytes;
-    const bool total_fits = in_flight_ == 0 || in_flight_ + cost <= options_.max_in_flight_bytes;
-    if (!peer_fits || !total_fits) {
+    if (!Fits(peer, cost)) {
       turns_.push_back(std::move(name));
       ++refused;
       continue;
@@ -138,13 +185,7 @@ void FairAdmission::HandOn(std::vector<Handoff> admitted) {
         freed.emplace_back(std::move(handoff.peer), cost);
         continue;
       }
-      // The cost is freed once the answer has been handed to the transport.
-      auto done = std::make_shared<absl::AnyInvocable<void(absl::StatusOr<Result>)>>(
-          std::move(task->done));
-      task->done = [this, peer = handoff.peer, cost, done](absl::StatusOr<Result> result) {
-        (*done)(std::move(result));
-        Release(peer, cost);
-      };
+      auto done = ReleaseWhenDone(task.get(), handoff.peer, cost);
       if (absl::Status scheduled = next_->Schedule(&task); !scheduled.ok()) {
         (*done)(scheduled);  // `next` recorded its own refusal
         freed.emplace_back(std::move(handoff.peer), cost);

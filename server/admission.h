@@ -60,6 +60,9 @@ class FairAdmission final : public Scheduler {
   // Never blocks. Keys the task by Task::peer. RESOURCE_EXHAUSTED when the
   // peer's queue is full, UNAVAILABLE after Shutdown.
   absl::Status Schedule(std::unique_ptr<Task>* task) override;
+  // As Schedule; a task admitted at once (its caller has none waiting and the
+  // bounds allow it) goes on through `next`'s ScheduleOrRun, on this thread.
+  absl::Status ScheduleOrRun(std::unique_ptr<Task>* task) override;
 
   // Refuses new tasks and answers the waiting ones UNAVAILABLE. Tasks already
   // handed on finish there; `next` must still accept their completions.
@@ -82,6 +85,13 @@ class FairAdmission final : public Scheduler {
     Waiting waiting;
   };
 
+  absl::Status Enter(std::unique_ptr<Task>* task, bool may_run);
+  // Whether a task of `cost` from `peer` fits the bounds now.
+  bool Fits(const Peer& peer, uint64_t cost) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes the task's `done` free its cost once called; returns the `done`
+  // it had.
+  std::shared_ptr<absl::AnyInvocable<void(absl::StatusOr<Result>)>> ReleaseWhenDone(
+      Task* task, const std::string& peer, uint64_t cost);
   // Takes, turn by turn, the waiting tasks the bounds now admit.
   std::vector<Handoff> TakeAdmitted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands the tasks on (answering the dead ones), outside the lock.

@@ -24,6 +24,12 @@ class HoldingScheduler final : public Scheduler {
     held_.push_back(std::move(*task));
     return absl::OkStatus();
   }
+  // Counts the calls, then holds the task as Schedule does.
+  absl::Status ScheduleOrRun(std::unique_ptr<Task>* task) override {
+    or_run_calls_.fetch_add(1);
+    return Schedule(task);
+  }
+  int or_run_calls() const { return or_run_calls_.load(); }
   // Peers of the held tasks, in the order they arrived.
   std::vector<std::string> HeldPeers() {
     absl::MutexLock lock(&mu_);
@@ -52,6 +58,21 @@ class HoldingScheduler final : public Scheduler {
   absl::Mutex mu_;
   std::vector<std::unique_ptr<Task>> held_;
   absl::Status refusal_;
+  std::atomic<int> or_run_calls_{0};
+};
+
+// Answers every task on the calling thread, inside ScheduleOrRun (a batcher
+// whose engine is idle).
+class RunningScheduler final : public Scheduler {
+ public:
+  absl::Status Schedule(std::unique_ptr<Task>* task) override {
+    return absl::InternalError("only ScheduleOrRun is expected");
+  }
+  absl::Status ScheduleOrRun(std::unique_ptr<Task>* task) override {
+    std::unique_ptr<Task> taken = std::move(*task);
+    taken->done(ScanResult{});
+    return absl::OkStatus();
+  }
 };
 
 // Random bytes, so that no test passes on zeros.
@@ -217,6 +238,45 @@ TEST(AdmissionTest, WaitingRequestsEndAtTheirDeadlineOrCancellation) {
   EXPECT_EQ(running.calls.load(), 0);
   ASSERT_TRUE(next.CompleteOldest());
   EXPECT_EQ(running.calls.load(), 1);
+}
+
+// ScheduleOrRun hands a task admitted at once to the next scheduler's
+// ScheduleOrRun; one that had to wait its turn goes on through Schedule.
+TEST(AdmissionTest, ScheduleOrRunPassesOnOnlyTasksAdmittedAtOnce) {
+  const std::string data = RandomBytes(1024);
+  HoldingScheduler next;
+  AdmissionOptions options;
+  options.max_peer_in_flight_bytes = AdmissionCost(ScanOperation{ArrayView{DType::kInt32, data}});
+  FairAdmission admission(options, &next);
+  Outcome outcomes[2];
+  auto first = ScanTask("p", data, &outcomes[0]);
+  auto second = ScanTask("p", data, &outcomes[1]);
+  ASSERT_TRUE(admission.ScheduleOrRun(&first).ok());
+  ASSERT_TRUE(admission.ScheduleOrRun(&second).ok());
+  EXPECT_EQ(next.or_run_calls(), 1);
+  EXPECT_EQ(admission.queued(), 1u);
+  ASSERT_TRUE(next.CompleteOldest());
+  EXPECT_EQ(next.HeldPeers(), std::vector<std::string>{"p"});
+  EXPECT_EQ(next.or_run_calls(), 1);
+  ASSERT_TRUE(next.CompleteOldest());
+  EXPECT_EQ(outcomes[0].calls.load(), 1);
+  EXPECT_EQ(outcomes[1].calls.load(), 1);
+  EXPECT_EQ(admission.in_flight_bytes(), 0u);
+}
+
+// A task answered inside ScheduleOrRun frees its cost before it returns.
+TEST(AdmissionTest, ATaskRunByTheCallerFreesItsCost) {
+  const std::string data = RandomBytes(1024);
+  RunningScheduler next;
+  FairAdmission admission(AdmissionOptions{}, &next);
+  for (int i = 0; i < 3; ++i) {
+    Outcome outcome;
+    auto task = ScanTask("p", data, &outcome);
+    ASSERT_TRUE(admission.ScheduleOrRun(&task).ok());
+    EXPECT_EQ(outcome.calls.load(), 1);
+    EXPECT_TRUE(StatusOf(outcome).ok());
+    EXPECT_EQ(admission.in_flight_bytes(), 0u);
+  }
 }
 
 TEST(AdmissionTest, ARefusalDownstreamAnswersTheTaskAndFreesItsCost) {

@@ -8,10 +8,13 @@
 namespace primserve {
 
 Batcher::Batcher(const BatcherOptions& options, ExecutionBackend* backend, Metrics* metrics)
-    : options_(options), backend_(backend), metrics_(metrics) {
+    : options_(options),
+      threads_(std::max(1, options.num_threads)),
+      backend_(backend),
+      metrics_(metrics) {
   if (metrics_ != nullptr) metrics_->SetQueueCapacity(options_.max_enqueued_tasks);
   absl::MutexLock lock(&mu_);
-  for (int i = 0; i < std::max(1, options_.num_threads); ++i) {
+  for (int i = 0; i < threads_; ++i) {
     workers_.emplace_back([this] { WorkerLoop(); });
   }
 }
@@ -59,6 +62,28 @@ absl::Status Batcher::Schedule(std::unique_ptr<Task>* task) {
   return absl::OkStatus();
 }
 
+absl::Status Batcher::ScheduleOrRun(std::unique_ptr<Task>* task) {
+  if (ItemCount((*task)->operation) < options_.large_request_items) {
+    const absl::Time now = absl::Now();
+    bool run_here;
+    {
+      absl::MutexLock lock(&mu_);
+      run_here = !stopping_ && enqueued_ == 0 && running_ == 0;
+      if (run_here) ++running_;
+    }
+    if (run_here) {
+      (*task)->enqueued_at = now;
+      Batch alone;
+      alone.push_back(std::move(*task));
+      Launch(std::move(alone));
+      absl::MutexLock lock(&mu_);
+      Finished();
+      return absl::OkStatus();
+    }
+  }
+  return Schedule(task);
+}
+
 void Batcher::Close(absl::flat_hash_map<BatchKey, OpenBatch>::iterator open) {
   closed_.push_back(ClosedBatch{std::move(open->second.tasks), open->second.number});
   open_.erase(open);
@@ -73,6 +98,9 @@ void Batcher::Shutdown() {
     work_available_.SignalAll();
   }
   for (std::thread& worker : workers) worker.join();
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](int* running) ABSL_NO_THREAD_SAFETY_ANALYSIS { return *running == 0; }, &running_));
 }
 
 uint64_t Batcher::enqueued() const {
@@ -82,6 +110,11 @@ uint64_t Batcher::enqueued() const {
 
 std::optional<Batcher::Batch> Batcher::TakeOldest() {
   while (true) {
+    if (stopping_ && enqueued_ == 0) return std::nullopt;
+    if (running_ >= threads_) {
+      work_available_.Wait(&mu_);
+      continue;
+    }
     // Drop the front entries of batches that have closed since they opened.
     while (!opening_order_.empty()) {
       const auto& [key, number] = opening_order_.front();
@@ -109,11 +142,10 @@ std::optional<Batcher::Batch> Batcher::TakeOldest() {
   }
 }
 
-Batcher::Batch Batcher::DropDead(Batch batch) {
-  Batch alive;
-  alive.reserve(batch.size());
+void Batcher::DropDead(Batch* batch) {
   const absl::Time now = absl::Now();
-  for (std::unique_ptr<Task>& task : batch) {
+  size_t alive = 0;
+  for (std::unique_ptr<Task>& task : *batch) {
     if (task->is_cancelled && task->is_cancelled()) {
       if (metrics_ != nullptr) metrics_->Rejected(RejectReason::kCancelled);
       task->done(absl::CancelledError("the caller cancelled the request"));
@@ -121,10 +153,23 @@ Batcher::Batch Batcher::DropDead(Batch batch) {
       if (metrics_ != nullptr) metrics_->Rejected(RejectReason::kDeadline);
       task->done(absl::DeadlineExceededError("deadline passed while the request was queued"));
     } else {
-      alive.push_back(std::move(task));
+      (*batch)[alive++] = std::move(task);
     }
   }
-  return alive;
+  batch->resize(alive);
+}
+
+void Batcher::Launch(Batch batch) {
+  DropDead(&batch);
+  if (batch.empty()) return;
+  if (metrics_ != nullptr) RecordLaunch(batch, absl::Now());
+  backend_->Execute(std::move(batch));
+}
+
+void Batcher::Finished() {
+  --running_;
+  // A worker held back by the bound on running batches may go now.
+  if (enqueued_ > 0) work_available_.Signal();
 }
 
 void Batcher::RecordLaunch(const Batch& batch, absl::Time now) {
@@ -137,20 +182,21 @@ void Batcher::RecordLaunch(const Batch& batch, absl::Time now) {
 }
 
 void Batcher::WorkerLoop() {
+  bool ran = false;
   while (true) {
     Batch batch;
     {
       absl::MutexLock lock(&mu_);
+      if (ran) Finished();
       std::optional<Batch> oldest = TakeOldest();
       if (!oldest) return;
       batch = *std::move(oldest);
       enqueued_ -= batch.size();
+      ++running_;
       if (metrics_ != nullptr) metrics_->SetQueueDepth(enqueued_);
     }
-    batch = DropDead(std::move(batch));
-    if (batch.empty()) continue;
-    if (metrics_ != nullptr) RecordLaunch(batch, absl::Now());
-    backend_->Execute(std::move(batch));
+    Launch(std::move(batch));
+    ran = true;
   }
 }
 

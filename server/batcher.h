@@ -2,7 +2,10 @@
 // hands them to the backend together, so the backend can fuse them into one
 // segmented launch. Batching costs nothing when the engine is idle: a free
 // worker takes the oldest batch at once, however small, so tasks gather only
-// while every worker is busy (as TF-Serving's and Triton's batchers do). A
+// while every worker is busy (as TF-Serving's and Triton's batchers do); and
+// ScheduleOrRun runs a small task on its caller's thread when nothing runs or
+// waits, saving the hand-off to a worker (a wake-up and two context
+// switches) that an idle engine would otherwise cost each request. A
 // batch stops gathering when it reaches max_batch_size requests or
 // max_batch_items elements, or batch_timeout_micros after it opened; it then
 // waits for a worker. Large tasks bypass batching. Knows nothing of gRPC or
@@ -52,9 +55,14 @@ class Batcher final : public Scheduler {
   ~Batcher() override;  // Shutdown()
 
   absl::Status Schedule(std::unique_ptr<Task>* task) override;
+  // Runs a task under large_request_items on the calling thread when no batch
+  // runs and none waits (it counts as one of num_threads while it runs);
+  // otherwise Schedule.
+  absl::Status ScheduleOrRun(std::unique_ptr<Task>* task) override;
 
-  // Refuses new tasks, runs every task already accepted, joins the threads.
-  // A second call returns at once.
+  // Refuses new tasks, runs every task already accepted, joins the threads,
+  // and waits for tasks running on callers' threads. A second call returns
+  // at once.
   void Shutdown();
 
   // Tasks accepted and not yet handed to the backend.
@@ -76,17 +84,23 @@ class Batcher final : public Scheduler {
 
   void WorkerLoop();
   // The oldest batch, open or closed, or none once stopping with nothing left;
-  // waits while there is nothing to take.
+  // waits while there is nothing to take or num_threads batches run.
   std::optional<Batch> TakeOldest() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stops `open` gathering and queues it for a worker.
   void Close(absl::flat_hash_map<BatchKey, OpenBatch>::iterator open)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Answers tasks whose deadline passed or whose caller left; returns the rest.
-  Batch DropDead(Batch batch);
+  // Answers tasks whose deadline passed or whose caller left; keeps the rest.
+  void DropDead(Batch* batch);
+  // Hands the batch's live tasks to the backend (outside mu_); the caller
+  // counted it in running_.
+  void Launch(Batch batch);
+  // A batch counted in running_ has returned from the backend.
+  void Finished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records how long each task waited and the batch handed to the backend.
   void RecordLaunch(const Batch& batch, absl::Time now);
 
   const BatcherOptions options_;
+  const int threads_;  // options_.num_threads, at least 1
   ExecutionBackend* const backend_;
   Metrics* const metrics_;
 
@@ -99,6 +113,8 @@ class Batcher final : public Scheduler {
   std::deque<ClosedBatch> closed_ ABSL_GUARDED_BY(mu_);
   uint64_t next_number_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;
+  // Batches in the backend's Execute, on workers or (ScheduleOrRun) callers.
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_ ABSL_GUARDED_BY(mu_);
 };

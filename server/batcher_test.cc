@@ -111,6 +111,114 @@ TEST(BatcherTest, IdleEngineLaunchesAtOnce) {
   EXPECT_EQ(call.Output(), call.Expected());
 }
 
+// ScheduleOrRun on an idle engine runs the task on the calling thread and
+// answers before it returns.
+TEST(BatcherTest, ScheduleOrRunOnAnIdleEngineAnswersOnTheCallersThread) {
+  RecordingBackend backend;
+  BatcherOptions options;
+  options.num_threads = 2;
+  options.batch_timeout_micros = 10'000'000;
+  Batcher batcher(options, &backend);
+  std::mt19937 rng(10);
+  for (int i = 0; i < 3; ++i) {
+    Call call;
+    call.input = RandomInts(rng, 100);
+    std::unique_ptr<Task> task = call.MakeTask();
+    std::thread::id answered_on;
+    task->done = [&call, &answered_on](absl::StatusOr<Result> r) {
+      answered_on = std::this_thread::get_id();
+      call.result = std::move(r);
+      call.finished.Notify();
+    };
+    ASSERT_TRUE(batcher.ScheduleOrRun(&task).ok());
+    ASSERT_TRUE(call.finished.HasBeenNotified()) << "not answered before ScheduleOrRun returned";
+    EXPECT_EQ(answered_on, std::this_thread::get_id());
+    EXPECT_EQ(call.Output(), call.Expected());
+  }
+  EXPECT_EQ(backend.batch_sizes(), (std::vector<size_t>{1, 1, 1}));
+  EXPECT_EQ(batcher.enqueued(), 0u);
+}
+
+// While a batch runs, ScheduleOrRun queues like Schedule: tasks of one kind
+// still fuse under load, and large tasks never run on the caller's thread.
+TEST(BatcherTest, ScheduleOrRunQueuesWhileTheEngineIsBusy) {
+  RecordingBackend backend;
+  BatcherOptions options;
+  options.num_threads = 1;
+  options.max_batch_size = 4;
+  options.batch_timeout_micros = 10'000'000;
+  options.large_request_items = 1000;
+  Batcher batcher(options, &backend);
+  absl::Notification gate;
+  Call blocker;
+  Occupy(batcher, backend, gate, blocker);
+  std::mt19937 rng(11);
+  std::vector<Call> calls(4);
+  for (Call& call : calls) {
+    call.input = RandomInts(rng, 10);
+    std::unique_ptr<Task> task = call.MakeTask();
+    ASSERT_TRUE(batcher.ScheduleOrRun(&task).ok());
+    EXPECT_FALSE(call.finished.HasBeenNotified());
+  }
+  gate.Notify();
+  for (Call& call : calls) {
+    call.finished.WaitForNotification();
+    EXPECT_EQ(call.Output(), call.Expected());
+  }
+  blocker.finished.WaitForNotification();
+  EXPECT_EQ(backend.batch_sizes(), (std::vector<size_t>{1, 4}));
+
+  // Idle again, but a large task goes to a worker.
+  Call large;
+  large.input = RandomInts(rng, 1000);
+  std::unique_ptr<Task> task = large.MakeTask();
+  std::thread::id answered_on;
+  task->done = [&large, &answered_on](absl::StatusOr<Result> r) {
+    answered_on = std::this_thread::get_id();
+    large.result = std::move(r);
+    large.finished.Notify();
+  };
+  ASSERT_TRUE(batcher.ScheduleOrRun(&task).ok());
+  large.finished.WaitForNotification();
+  EXPECT_NE(answered_on, std::this_thread::get_id());
+  EXPECT_EQ(large.Output(), large.Expected());
+}
+
+// A task run on its caller's thread counts against num_threads: with the
+// only slot taken by one held there, queued tasks wait for it, then run.
+TEST(BatcherTest, ACallersRunCountsAsOneOfTheThreads) {
+  RecordingBackend backend;
+  BatcherOptions options;
+  options.num_threads = 1;
+  options.batch_timeout_micros = 10'000'000;
+  Batcher batcher(options, &backend);
+  absl::Notification gate;
+  backend.HoldUntil(&gate);
+  std::mt19937 rng(12);
+  Call held;
+  held.input = RandomInts(rng, 10);
+  std::thread caller([&] {
+    std::unique_ptr<Task> task = held.MakeTask(Op::kMin);
+    ASSERT_TRUE(batcher.ScheduleOrRun(&task).ok());
+  });
+  while (backend.batch_sizes().empty()) absl::SleepFor(absl::Milliseconds(1));
+  std::vector<Call> calls(3);
+  for (Call& call : calls) {
+    call.input = RandomInts(rng, 10);
+    std::unique_ptr<Task> task = call.MakeTask();
+    ASSERT_TRUE(batcher.Schedule(&task).ok());
+  }
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(backend.batch_sizes().size(), 1u) << "a worker ran beside the caller's run";
+  gate.Notify();
+  caller.join();
+  for (Call& call : calls) {
+    call.finished.WaitForNotification();
+    EXPECT_EQ(call.Output(), call.Expected());
+  }
+  EXPECT_EQ(backend.batch_sizes(), (std::vector<size_t>{1, 3}));
+}
+
 TEST(BatcherTest, FusesSameKindUpToMaxBatchSize) {
   RecordingBackend backend;
   BatcherOptions options;

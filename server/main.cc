@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpc/support/log.h"
 #include "server/cpu_backend.h"
@@ -289,6 +290,11 @@ int main(int argc, char** argv) {
   };
   absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
+  // Debian builds Abseil without NDEBUG, which leaves absl::Mutex's deadlock
+  // detection on: every Lock and Unlock in the process (gRPC's included)
+  // takes one global spin lock to update a lock graph, which serializes
+  // request threads. Deadlocks are found in tests (TSan), not in serving.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // gRPC's log shows only errors by default; primserve's own lines are INFO.
   if (std::getenv("GRPC_VERBOSITY") == nullptr) gpr_set_log_verbosity(GPR_LOG_SEVERITY_INFO);
   return primserve::Main();

@@ -18,6 +18,13 @@ class Scheduler {
   // other status *task is left with the caller, and `done` is not called:
   // RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE when shutting down.
   virtual absl::Status Schedule(std::unique_ptr<Task>* task) = 0;
+
+  // As Schedule, but when the engine is idle and the task small it may run
+  // the task on the calling thread, calling `done` before it returns: no
+  // hand-off to another thread, so an idle server answers a small request
+  // at once. The caller must hold no lock that `done` takes. By default the
+  // same as Schedule.
+  virtual absl::Status ScheduleOrRun(std::unique_ptr<Task>* task) { return Schedule(task); }
 };
 
 }  // namespace primserve

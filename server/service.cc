@@ -104,8 +104,9 @@ grpc::ServerUnaryReactor* PrimitivesService::Handle(grpc::CallbackServerContext*
     if (framed.ok()) *raw_response = *std::move(framed);
     reactor->Finish(ToGrpc(framed.status()));
   };
+  // An idle engine runs a small task here and answers before this returns.
   // On failure the scheduler recorded its own refusal (queue full).
-  if (absl::Status scheduled = scheduler_->Schedule(&task); !scheduled.ok()) {
+  if (absl::Status scheduled = scheduler_->ScheduleOrRun(&task); !scheduled.ok()) {
     call.Done(scheduled, nullptr, 0);
     reactor->Finish(ToGrpc(scheduled));
   }
