@@ -63,7 +63,7 @@ absl::Status Batcher::Schedule(std::unique_ptr<Task>* task) {
 }
 
 absl::Status Batcher::ScheduleOrRun(std::unique_ptr<Task>* task) {
-  if (ItemCount((*task)->operation) < options_.large_request_items) {
+  if (options_.run_when_idle && ItemCount((*task)->operation) < options_.large_request_items) {
     const absl::Time now = absl::Now();
     bool run_here;
     {

@@ -45,6 +45,9 @@ struct BatcherOptions {
   uint64_t max_enqueued_tasks = 4096;
   // Tasks of at least this many elements run alone, unbatched.
   uint64_t large_request_items = uint64_t{1} << 18;
+  // ScheduleOrRun may run a small task on its caller's thread when the
+  // engine is idle; false: it always hands tasks to the workers.
+  bool run_when_idle = true;
 };
 
 class Batcher final : public Scheduler {
@@ -55,9 +58,9 @@ class Batcher final : public Scheduler {
   ~Batcher() override;  // Shutdown()
 
   absl::Status Schedule(std::unique_ptr<Task>* task) override;
-  // Runs a task under large_request_items on the calling thread when no batch
-  // runs and none waits (it counts as one of num_threads while it runs);
-  // otherwise Schedule.
+  // With run_when_idle, runs a task under large_request_items on the calling
+  // thread when no batch runs and none waits (it counts as one of
+  // num_threads while it runs); otherwise Schedule.
   absl::Status ScheduleOrRun(std::unique_ptr<Task>* task) override;
 
   // Refuses new tasks, runs every task already accepted, joins the threads,

@@ -139,6 +139,27 @@ TEST(BatcherTest, ScheduleOrRunOnAnIdleEngineAnswersOnTheCallersThread) {
   EXPECT_EQ(batcher.enqueued(), 0u);
 }
 
+TEST(BatcherTest, WithoutRunWhenIdleScheduleOrRunHandsTasksToAWorker) {
+  RecordingBackend backend;
+  BatcherOptions options;
+  options.run_when_idle = false;
+  Batcher batcher(options, &backend);
+  std::mt19937 rng(13);
+  Call call;
+  call.input = RandomInts(rng, 100);
+  std::unique_ptr<Task> task = call.MakeTask();
+  std::thread::id answered_on;
+  task->done = [&call, &answered_on](absl::StatusOr<Result> r) {
+    answered_on = std::this_thread::get_id();
+    call.result = std::move(r);
+    call.finished.Notify();
+  };
+  ASSERT_TRUE(batcher.ScheduleOrRun(&task).ok());
+  call.finished.WaitForNotification();
+  EXPECT_NE(answered_on, std::this_thread::get_id());
+  EXPECT_EQ(call.Output(), call.Expected());
+}
+
 // While a batch runs, ScheduleOrRun queues like Schedule: tasks of one kind
 // still fuse under load, and large tasks never run on the caller's thread.
 TEST(BatcherTest, ScheduleOrRunQueuesWhileTheEngineIsBusy) {

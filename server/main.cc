@@ -71,6 +71,10 @@ ABSL_FLAG(uint64_t, max_enqueued_tasks, 4096,
           "Requests accepted but not started; beyond it requests get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(uint64_t, large_request_items, uint64_t{1} << 18,
           "Requests of at least this many elements run alone, unbatched.");
+ABSL_FLAG(bool, run_small_requests_inline, true,
+          "When no batch runs or waits, a small unary request runs on the gRPC thread that "
+          "received it, answered without a hand-off to a batch thread; false: every request goes "
+          "through the batch threads.");
 ABSL_FLAG(uint64_t, max_in_flight_bytes, uint64_t{4} << 30,
           "Admission: cost (request bytes + largest answer) of all requests running at once; "
           "the rest wait, each caller in its own queue, taking turns.");
@@ -219,6 +223,7 @@ int Main() {
   options.batcher.batch_timeout_micros = absl::GetFlag(FLAGS_batch_timeout_micros);
   options.batcher.max_enqueued_tasks = absl::GetFlag(FLAGS_max_enqueued_tasks);
   options.batcher.large_request_items = absl::GetFlag(FLAGS_large_request_items);
+  options.batcher.run_when_idle = absl::GetFlag(FLAGS_run_small_requests_inline);
   options.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_path = absl::GetFlag(FLAGS_tls_key);
   options.tls_client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);
