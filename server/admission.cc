@@ -107,6 +107,9 @@ absl::Status FairAdmission::Enter(std::unique_ptr<Task>* task, bool may_run) {
     // Nothing of this caller waits and the task fits: admitted at once, as a
     // pass over the turns would admit it, without a queue or a hand-off.
     if (peer.queue.empty() && Fits(peer, cost)) {
+      // Only the one request in the server may run on its caller's thread:
+      // under load the batch threads share the work with gRPC's threads.
+      may_run = may_run && in_flight_ == 0;
       peer.in_flight += cost;
       in_flight_ += cost;
     } else {

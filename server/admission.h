@@ -61,7 +61,8 @@ class FairAdmission final : public Scheduler {
   // peer's queue is full, UNAVAILABLE after Shutdown.
   absl::Status Schedule(std::unique_ptr<Task>* task) override;
   // As Schedule; a task admitted at once (its caller has none waiting and the
-  // bounds allow it) goes on through `next`'s ScheduleOrRun, on this thread.
+  // bounds allow it) while no other is in flight goes on through `next`'s
+  // ScheduleOrRun, on this thread.
   absl::Status ScheduleOrRun(std::unique_ptr<Task>* task) override;
 
   // Refuses new tasks and answers the waiting ones UNAVAILABLE. Tasks already

@@ -240,8 +240,9 @@ TEST(AdmissionTest, WaitingRequestsEndAtTheirDeadlineOrCancellation) {
   EXPECT_EQ(running.calls.load(), 1);
 }
 
-// ScheduleOrRun hands a task admitted at once to the next scheduler's
-// ScheduleOrRun; one that had to wait its turn goes on through Schedule.
+// ScheduleOrRun hands a task admitted at once, with no other in flight, to
+// the next scheduler's ScheduleOrRun; one that had to wait its turn, or came
+// while another was in flight, goes on through Schedule.
 TEST(AdmissionTest, ScheduleOrRunPassesOnOnlyTasksAdmittedAtOnce) {
   const std::string data = RandomBytes(1024);
   HoldingScheduler next;
@@ -255,12 +256,20 @@ TEST(AdmissionTest, ScheduleOrRunPassesOnOnlyTasksAdmittedAtOnce) {
   ASSERT_TRUE(admission.ScheduleOrRun(&second).ok());
   EXPECT_EQ(next.or_run_calls(), 1);
   EXPECT_EQ(admission.queued(), 1u);
-  ASSERT_TRUE(next.CompleteOldest());
-  EXPECT_EQ(next.HeldPeers(), std::vector<std::string>{"p"});
+  // Another caller's task fits, but one is in flight.
+  Outcome other;
+  auto third = ScanTask("q", data, &other);
+  ASSERT_TRUE(admission.ScheduleOrRun(&third).ok());
   EXPECT_EQ(next.or_run_calls(), 1);
+  EXPECT_EQ(next.HeldPeers(), (std::vector<std::string>{"p", "q"}));
+  ASSERT_TRUE(next.CompleteOldest());
+  EXPECT_EQ(next.HeldPeers(), (std::vector<std::string>{"q", "p"}));
+  EXPECT_EQ(next.or_run_calls(), 1);
+  ASSERT_TRUE(next.CompleteOldest());
   ASSERT_TRUE(next.CompleteOldest());
   EXPECT_EQ(outcomes[0].calls.load(), 1);
   EXPECT_EQ(outcomes[1].calls.load(), 1);
+  EXPECT_EQ(other.calls.load(), 1);
   EXPECT_EQ(admission.in_flight_bytes(), 0u);
 }
 
