@@ -1,7 +1,8 @@
 // Reliability (issue #6) against a real in-process primserve with batching on:
 // - Soak: --callers concurrent callers send a random mix of every RPC, dtype
-//   and size for --soak_seconds; every answer is checked against the CPU
-//   reference, none may fail, and the process's resident memory, settled
+//   and size for --soak_seconds, unary, through the streaming RPCs in random
+//   pieces and in bursts on Multiplex streams; every answer is checked against
+//   the CPU reference, none may fail, and the process's resident memory, settled
 //   with no calls running, must be at the end what it was after a warm-up.
 // - Callers that leave mid-request (cancelled, deadline, channel dropped,
 //   connection cut): afterwards the server's own gauges (requests in flight,
@@ -28,6 +29,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -57,6 +59,7 @@
 #include "server/server.h"
 #include "tests/array_diff.h"
 #include "tests/http_testing.h"
+#include "tests/stream_calls.h"
 
 ABSL_FLAG(int, soak_seconds, 30, "How long the soak test sends load, in seconds.");
 ABSL_FLAG(std::string, backend, "cpu", "Execution backend under test: cpu or cuda.");
@@ -181,6 +184,7 @@ class Generator {
   uint64_t Below(uint64_t n) { return rng_() % n; }
   bool OneIn(uint64_t n) { return Below(n) == 0; }
   double Uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }  // [0, 1)
+  std::mt19937_64& engine() { return rng_; }
 
   // Mostly small requests, which the batcher fuses; one in eight of up to 1M
   // elements and one in 200 of 2M to 4M, which run alone.
@@ -617,26 +621,192 @@ Gauges Scrape(int port) {
 
 bool UsesCuda() { return absl::GetFlag(FLAGS_backend) == "cuda"; }
 
-void SoakCaller(int port, uint64_t seed, absl::Time end,
-                std::array<std::atomic<int64_t>, kNumRpcs>* answered,
-                std::atomic<uint64_t>* elements, Failures* wrong, Failures* errors) {
-  PrimitivesClient client(OwnChannel(port), kCallTimeout);
+// How a soak caller sends a request: as a unary call, through its *Stream
+// RPC in random pieces, or among a burst of requests on one Multiplex stream.
+enum class Path { kUnary, kStream, kMultiplex };
+constexpr int kNumPaths = 3;
+constexpr const char* kPathNames[kNumPaths] = {"unary", "stream", "multiplex"};
+
+// What the soak's callers got right and wrong.
+struct Tally {
+  std::array<std::atomic<int64_t>, kNumRpcs> by_rpc{};
+  std::array<std::atomic<int64_t>, kNumPaths> by_path{};
+  std::atomic<uint64_t> elements{0};
+  Failures wrong;
+  Failures errors;
+
+  template <typename Response>
+  void Check(const Case& c, size_t rpc, Path path, const grpc::Status& status,
+             const Response& got, const Response& want) {
+    const std::string kind = absl::StrCat(kPathNames[static_cast<int>(path)], " ", c.kind);
+    if (!status.ok()) {
+      errors.Add(kind, absl::StrCat(c.size, ": ", status.error_message()));
+    } else if (std::string diff = Diff(got, want, c.tolerant); !diff.empty()) {
+      wrong.Add(kind, absl::StrCat(c.size, ": ", diff));
+    } else {
+      ++by_rpc[rpc];
+      ++by_path[static_cast<int>(path)];
+      elements += c.elements;
+    }
+  }
+};
+
+// Piece sizes adding up to n: a single piece one time in four, else up to 32
+// pieces of random sizes, empty ones among them.
+std::vector<size_t> PieceSizes(Generator& gen, uint64_t n) {
+  if (gen.OneIn(4)) return {n};
+  const uint64_t pieces = 1 + gen.Below(32);
+  std::vector<size_t> sizes;
+  for (uint64_t left = n; left > 0;) {
+    const uint64_t size = gen.OneIn(8) ? 0 : std::min(left, 1 + gen.Below(2 * n / pieces + 1));
+    sizes.push_back(size);
+    left -= size;
+  }
+  return sizes;
+}
+
+// The request sent through its streaming RPC in `pieces`, the answers joined
+// into the one the unary call gives.
+template <typename Request, typename Response>
+grpc::Status CallStream(v1::Primitives::Stub& stub, const std::vector<Request>& pieces,
+                        Response* answer) {
+  using S = v1::Primitives::Stub;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
+  if constexpr (std::is_same_v<Request, v1::ReduceRequest>) {
+    return testing::ClientStream(stub, &S::ReduceStream, &context, pieces, answer);
+  } else if constexpr (std::is_same_v<Request, v1::AggregateByKeyRequest>) {
+    return testing::ClientStream(stub, &S::AggregateByKeyStream, &context, pieces, answer);
+  } else {
+    std::unique_ptr<grpc::ClientReaderWriter<Request, Response>> (S::*method)(
+        grpc::ClientContext*);
+    if constexpr (std::is_same_v<Request, v1::ScanRequest>) method = &S::ScanStream;
+    if constexpr (std::is_same_v<Request, v1::SelectRequest>) method = &S::SelectStream;
+    if constexpr (std::is_same_v<Request, v1::UniqueRequest>) method = &S::UniqueStream;
+    if constexpr (std::is_same_v<Request, v1::RunLengthEncodeRequest>) {
+      method = &S::RunLengthEncodeStream;
+    }
+    if constexpr (std::is_same_v<Request, v1::ReduceByKeyRequest>) method = &S::ReduceByKeyStream;
+    std::vector<Response> answers;
+    const grpc::Status status = testing::Bidi(stub, method, &context, pieces, &answers);
+    *answer = testing::Join(answers);
+    return status;
+  }
+}
+
+// Whether a request can go through its streaming RPC (SelectStream refuses
+// partitions).
+template <typename Request>
+bool Streamable(const Request& request) {
+  if constexpr (std::is_same_v<Request, v1::SelectRequest>) return !request.partition();
+  return true;
+}
+
+// A burst of 1 to 64 random requests on one Multiplex stream, written from
+// another thread while the answers are read; each answer is matched to its
+// request by id.
+void MultiplexBurst(v1::Primitives::Stub& stub, Generator& gen, Tally* tally) {
+  struct Sent {
+    size_t rpc;
+    Case c;
+  };
+  std::vector<Sent> sent;
+  std::vector<v1::MultiplexRequest> messages;
+  for (uint64_t i = 0, k = 1 + gen.Below(64); i < k; ++i) {
+    const size_t rpc = gen.Below(kNumRpcs);
+    sent.push_back({rpc, MakeCase(gen, rpc, gen.Size())});
+    v1::MultiplexRequest& m = messages.emplace_back();
+    m.set_id(i);
+    // MultiplexRequest's oneof holds the RPCs' requests in their order, from
+    // field 2 (its response's, from field 4).
+    std::visit(
+        [&](const auto& exchange) {
+          m.GetReflection()
+              ->MutableMessage(&m, m.GetDescriptor()->FindFieldByNumber(2 + rpc))
+              ->CopyFrom(exchange.request);
+        },
+        sent.back().c.exchange);
+  }
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
+  auto stream = stub.Multiplex(&context);
+  std::thread writer([&] {
+    for (const v1::MultiplexRequest& m : messages) {
+      if (!stream->Write(m)) break;
+    }
+    stream->WritesDone();
+  });
+  std::vector<std::optional<v1::MultiplexResponse>> answers(sent.size());
+  v1::MultiplexResponse answer;
+  int misrouted = 0;
+  while (stream->Read(&answer)) {
+    if (answer.id() >= answers.size() || answers[answer.id()].has_value()) {
+      ++misrouted;
+    } else {
+      answers[answer.id()] = answer;
+    }
+  }
+  writer.join();
+  const grpc::Status status = stream->Finish();
+  if (!status.ok() || misrouted > 0) {
+    tally->errors.Add("multiplex stream",
+                      absl::StrCat(status.error_message(), "; ", misrouted,
+                                   " answers with an unknown or repeated id"));
+  }
+  for (size_t i = 0; i < sent.size(); ++i) {
+    std::visit(
+        [&](const auto& exchange) {
+          using Response = std::decay_t<decltype(exchange.expected)>;
+          const std::optional<v1::MultiplexResponse>& got = answers[i];
+          grpc::Status inner = grpc::Status::OK;
+          Response response;
+          if (!got.has_value()) {
+            inner = grpc::Status(grpc::StatusCode::INTERNAL, "no answer on the stream");
+          } else if (got->code() != 0) {
+            inner = grpc::Status(static_cast<grpc::StatusCode>(got->code()), got->message());
+          } else {
+            response.CopyFrom(got->GetReflection()->GetMessage(
+                *got, got->GetDescriptor()->FindFieldByNumber(4 + sent[i].rpc)));
+          }
+          tally->Check(sent[i].c, sent[i].rpc, Path::kMultiplex, inner, response,
+                       exchange.expected);
+        },
+        sent[i].c.exchange);
+  }
+}
+
+// Sends random requests until `end`, each unary (half of them), through its
+// streaming RPC (a quarter), or in a Multiplex burst (a quarter).
+void SoakCaller(int port, uint64_t seed, absl::Time end, Tally* tally) {
+  std::shared_ptr<grpc::Channel> channel = OwnChannel(port);
+  PrimitivesClient client(channel, kCallTimeout);
+  std::unique_ptr<v1::Primitives::Stub> stub = v1::Primitives::NewStub(channel);
   Generator gen(seed);
   while (absl::Now() < end) {
+    const uint64_t pick = gen.Below(4);
+    if (pick == 3) {
+      MultiplexBurst(*stub, gen, tally);
+      continue;
+    }
     const size_t rpc = gen.Below(kNumRpcs);
     Case c = MakeCase(gen, rpc, gen.Size());
     std::visit(
         [&](const auto& exchange) {
-          auto got = client.Call(exchange.request);
-          if (!got.ok()) {
-            errors->Add(c.kind, absl::StrCat(c.size, ": ", got.status().ToString()));
-          } else if (std::string diff = Diff(*got, exchange.expected, c.tolerant);
-                     !diff.empty()) {
-            wrong->Add(c.kind, absl::StrCat(c.size, ": ", diff));
-          } else {
-            ++(*answered)[rpc];
-            *elements += c.elements;
+          if (pick == 2 && Streamable(exchange.request)) {
+            std::decay_t<decltype(exchange.expected)> got;
+            const grpc::Status status = CallStream(
+                *stub, testing::Cut(exchange.request, PieceSizes(gen, c.elements), gen.engine()),
+                &got);
+            tally->Check(c, rpc, Path::kStream, status, got, exchange.expected);
+            return;
           }
+          auto got = client.Call(exchange.request);
+          const grpc::Status status =
+              got.ok() ? grpc::Status::OK
+                       : grpc::Status(grpc::StatusCode::UNKNOWN, got.status().ToString());
+          tally->Check(c, rpc, Path::kUnary, status,
+                       got.ok() ? *got : std::decay_t<decltype(exchange.expected)>(),
+                       exchange.expected);
         },
         c.exchange);
   }
@@ -653,9 +823,7 @@ TEST(SoakTest, MixedLoadIsAnsweredCorrectlyAndMemoryStaysFlat) {
   const uint64_t seed = std::random_device{}();
   std::printf("soak: seed %llu\n", static_cast<unsigned long long>(seed));
 
-  std::array<std::atomic<int64_t>, kNumRpcs> answered{};
-  std::atomic<uint64_t> elements{0};
-  Failures wrong, errors;
+  Tally tally;
   const absl::Time start = absl::Now();
   std::vector<double> rss_samples;  // MiB, one a second
   absl::Notification stop_sampling;
@@ -672,7 +840,7 @@ TEST(SoakTest, MixedLoadIsAnsweredCorrectlyAndMemoryStaysFlat) {
     std::vector<std::thread> threads;
     for (int c = 0; c < callers; ++c) {
       threads.emplace_back(SoakCaller, (*server)->port(), seed + stretch * callers + c, end,
-                           &answered, &elements, &wrong, &errors);
+                           &tally);
     }
     for (std::thread& thread : threads) thread.join();
     return SettledRssMib();
@@ -688,8 +856,13 @@ TEST(SoakTest, MixedLoadIsAnsweredCorrectlyAndMemoryStaysFlat) {
   int64_t requests = 0;
   std::string by_rpc;
   for (size_t rpc = 0; rpc < kNumRpcs; ++rpc) {
-    requests += answered[rpc];
-    absl::StrAppend(&by_rpc, rpc == 0 ? "" : ", ", RpcName(kAllRpcs[rpc]), " ", answered[rpc].load());
+    requests += tally.by_rpc[rpc];
+    absl::StrAppend(&by_rpc, rpc == 0 ? "" : ", ", RpcName(kAllRpcs[rpc]), " ",
+                    tally.by_rpc[rpc].load());
+  }
+  for (int path = 0; path < kNumPaths; ++path) {
+    absl::StrAppend(&by_rpc, path == 0 ? "; " : ", ", kPathNames[path], " ",
+                    tally.by_path[path].load());
   }
   const Gauges gauges = Scrape(metrics.http_port());
   std::printf("soak: RSS MiB each second: %s\n",
@@ -699,13 +872,16 @@ TEST(SoakTest, MixedLoadIsAnsweredCorrectlyAndMemoryStaysFlat) {
       "%.1f M elements, in %.0f batches; wrong=%d errors=%d; RSS MiB warm %.0f peak %.0f "
       "end %.0f (warm and end settled with no calls running; end may exceed warm by %.0f)\n",
       absl::GetFlag(FLAGS_backend).c_str(), callers, seconds, static_cast<long long>(requests),
-      requests / seconds, by_rpc.c_str(), elements.load() / 1e6, gauges.batches, wrong.count(),
-      errors.count(), warm_rss, peak_rss, end_rss, rss_bound);
+      requests / seconds, by_rpc.c_str(), tally.elements.load() / 1e6, gauges.batches,
+      tally.wrong.count(), tally.errors.count(), warm_rss, peak_rss, end_rss, rss_bound);
 
-  EXPECT_EQ(wrong.count(), 0) << wrong.Described();
-  EXPECT_EQ(errors.count(), 0) << errors.Described();
+  EXPECT_EQ(tally.wrong.count(), 0) << tally.wrong.Described();
+  EXPECT_EQ(tally.errors.count(), 0) << tally.errors.Described();
   for (size_t rpc = 0; rpc < kNumRpcs; ++rpc) {
-    EXPECT_GT(answered[rpc].load(), 0) << RpcName(kAllRpcs[rpc]) << " was never answered";
+    EXPECT_GT(tally.by_rpc[rpc].load(), 0) << RpcName(kAllRpcs[rpc]) << " was never answered";
+  }
+  for (int path = 0; path < kNumPaths; ++path) {
+    EXPECT_GT(tally.by_path[path].load(), 0) << "nothing was answered " << kPathNames[path];
   }
   EXPECT_LE(end_rss - warm_rss, rss_bound) << "resident memory grew under steady load";
 }

@@ -28,14 +28,15 @@
 #include "server/metrics.h"
 #include "server/server.h"
 #include "tests/http_testing.h"
+#include "tests/stream_calls.h"
 
 namespace primserve {
 namespace {
 
-using ::google::protobuf::FieldDescriptor;
-using ::google::protobuf::Message;
 using ::testing::HasSubstr;
 using S = v1::Primitives::Stub;
+using testing::Cut;
+using testing::Join;
 
 template <typename F>
 void ForEachDType(F f) {
@@ -79,67 +80,6 @@ std::vector<uint64_t> Offsets(std::mt19937& rng, size_t n) {
   return offsets;
 }
 
-// The array fields of a message (of type primserve.v1.Array).
-std::vector<const FieldDescriptor*> ArrayFields(const Message& m) {
-  std::vector<const FieldDescriptor*> fields;
-  for (int i = 0; i < m.GetDescriptor()->field_count(); ++i) {
-    const FieldDescriptor* f = m.GetDescriptor()->field(i);
-    if (f->message_type() == v1::Array::descriptor()) fields.push_back(f);
-  }
-  return fields;
-}
-
-// `whole` cut into messages of `sizes` elements: the first keeps every
-// parameter, later ones only their pieces of the arrays (dtype repeated one
-// time in two).
-template <typename Request>
-std::vector<Request> Cut(const Request& whole, const std::vector<size_t>& sizes,
-                         std::mt19937& rng) {
-  std::vector<Request> messages;
-  size_t start = 0;
-  for (size_t size : sizes) {
-    Request m;
-    if (messages.empty()) m = whole;
-    for (const FieldDescriptor* f : ArrayFields(whole)) {
-      const Message& from = whole.GetReflection()->GetMessage(whole, f);
-      if (!whole.GetReflection()->HasField(whole, f)) continue;
-      const auto& array = static_cast<const v1::Array&>(from);
-      const size_t element = array.dtype() == v1::INT32 || array.dtype() == v1::UINT32 ||
-                                     array.dtype() == v1::FLOAT32
-                                 ? 4
-                                 : 8;
-      auto* to = static_cast<v1::Array*>(m.GetReflection()->MutableMessage(&m, f));
-      to->set_data(array.data().substr(start * element, size * element));
-      if (messages.empty() || rng() % 2) to->set_dtype(array.dtype());
-    }
-    messages.push_back(std::move(m));
-    start += size;
-  }
-  return messages;
-}
-
-// The answers of a stream joined into one: arrays concatenated, other fields
-// (Select's count) from the last answer.
-template <typename Response>
-Response Join(const std::vector<Response>& answers) {
-  Response joined;
-  for (const Response& answer : answers) {
-    const std::vector<const FieldDescriptor*> arrays = ArrayFields(answer);
-    Response rest = answer;
-    for (const FieldDescriptor* f : arrays) rest.GetReflection()->ClearField(&rest, f);
-    joined.MergeFrom(rest);
-    for (const FieldDescriptor* f : arrays) {
-      if (!answer.GetReflection()->HasField(answer, f)) continue;
-      const auto& piece =
-          static_cast<const v1::Array&>(answer.GetReflection()->GetMessage(answer, f));
-      auto* to = static_cast<v1::Array*>(joined.GetReflection()->MutableMessage(&joined, f));
-      to->set_dtype(piece.dtype());
-      to->mutable_data()->append(piece.data());
-    }
-  }
-  return joined;
-}
-
 class StreamTest : public ::testing::Test {
  protected:
   void SetUp() override { Start(std::make_unique<CpuBackend>()); }
@@ -173,17 +113,7 @@ class StreamTest : public ::testing::Test {
           grpc::ClientContext*),
       const std::vector<Request>& messages, std::vector<Response>* answers) {
     grpc::ClientContext context;
-    auto stream = (stub_.get()->*method)(&context);
-    std::thread writer([&] {
-      for (const Request& m : messages) {
-        if (!stream->Write(m)) break;
-      }
-      stream->WritesDone();
-    });
-    Response answer;
-    while (stream->Read(&answer)) answers->push_back(answer);
-    writer.join();
-    return stream->Finish();
+    return testing::Bidi(*stub_, method, &context, messages, answers);
   }
 
   template <typename Request, typename Response>
@@ -191,12 +121,7 @@ class StreamTest : public ::testing::Test {
       std::unique_ptr<grpc::ClientWriter<Request>> (S::*method)(grpc::ClientContext*, Response*),
       const std::vector<Request>& messages, Response* answer) {
     grpc::ClientContext context;
-    auto stream = (stub_.get()->*method)(&context, answer);
-    for (const Request& m : messages) {
-      if (!stream->Write(m)) break;
-    }
-    stream->WritesDone();
-    return stream->Finish();
+    return testing::ClientStream(*stub_, method, &context, messages, answer);
   }
 
   // A stream of `whole` in random pieces answers as the unary call does.
