@@ -155,10 +155,10 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
 CudaBackend::CudaBackend(std::unique_ptr<MemoryBudget> budget,
                          std::unique_ptr<cuda::LanePool> lanes, std::string device_names,
                          Metrics* metrics)
-    : budget_(std::move(budget)),
-      lanes_(std::move(lanes)),
-      device_names_(std::move(device_names)),
-      metrics_(metrics) {}
+    : device_names_(std::move(device_names)),
+      metrics_(metrics),
+      budget_(std::move(budget)),
+      lanes_(std::move(lanes)) {}
 
 // The lanes drain as they are destroyed, before the budget they release into.
 CudaBackend::~CudaBackend() = default;
@@ -359,12 +359,11 @@ std::vector<absl::StatusOr<Result>> CudaBackend::Run(Lane& lane, absl::Span<Task
                                                   RpcIndex(RpcOf(tasks.front()->operation)))));
 }
 
-void CudaBackend::Record(const Lane& lane, absl::Span<Task* const> tasks) {
-  const Rpc rpc = RpcOf(tasks.front()->operation);
+void CudaBackend::Record(const Lane& lane, Rpc rpc, size_t requests) {
   const absl::Duration h2d = lane.Between(Lane::kStart, Lane::kInputsIn);
   const absl::Duration kernel = lane.Between(Lane::kInputsIn, Lane::kKernelDone);
   const absl::Duration d2h = lane.Between(Lane::kKernelDone, Lane::kOutputsOut);
-  for (size_t i = 0; i < tasks.size(); ++i) {
+  for (size_t i = 0; i < requests; ++i) {
     metrics_->ObserveStage(rpc, Stage::kH2D, h2d);
     metrics_->ObserveStage(rpc, Stage::kKernel, kernel);
     metrics_->ObserveStage(rpc, Stage::kD2H, d2h);
@@ -372,7 +371,9 @@ void CudaBackend::Record(const Lane& lane, absl::Span<Task* const> tasks) {
   cudaMemPool_t pool;
   GpuMemory memory;
   size_t free_bytes = 0, total_bytes = 0;
-  if (cudaDeviceGetDefaultMemPool(&pool, lane.device()) == cudaSuccess &&
+  // cudaMemGetInfo reads the calling thread's device.
+  if (cudaSetDevice(lane.device()) == cudaSuccess &&
+      cudaDeviceGetDefaultMemPool(&pool, lane.device()) == cudaSuccess &&
       cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &memory.pool_in_use) ==
           cudaSuccess &&
       cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &memory.pool_reserved) ==
@@ -397,19 +398,26 @@ void CudaBackend::Execute(std::vector<std::unique_ptr<Task>> batch) {
   cudaGetLastError();
   // Every runner waits for its answers before it returns them, so a batch
   // that succeeded is answered before the lane's metrics are read and its
-  // streams drained (cudaMemGetInfo and the drain are off the caller's
-  // latency). A failed one may have left copies in flight from its
-  // requests' memory: it is answered only after the drain.
+  // streams drained, both on the lane pool's thread: cudaMemGetInfo and the
+  // drain are off the caller's latency, even when the caller is the gRPC
+  // thread that must return before its answer goes out. A failed one may
+  // have left copies in flight from its requests' memory: it is answered
+  // only after the drain.
   const bool all_ok = std::all_of(results.begin(), results.end(),
                                   [](const absl::StatusOr<Result>& r) { return r.ok(); });
   if (all_ok) {
     for (size_t i = 0; i < batch.size(); ++i) batch[i]->done(std::move(results[i]));
+    // Answers already read are complete; a drain that fails says the device
+    // failed after them (a sticky error stops serving from here on).
+    lanes_->ReleaseLater(lane, [this, lane, rpc = RpcOf(tasks.front()->operation),
+                                count = tasks.size()](absl::Status drained) {
+      if (metrics_ != nullptr) Record(*lane, rpc, count);
+      NoteFailure(drained);
+    });
+    return;
   }
-  if (metrics_ != nullptr) Record(*lane, tasks);
-  // Answers already read are complete; a drain that fails says the device
-  // failed after them (a sticky error stops serving from here on).
+  if (metrics_ != nullptr) Record(*lane, RpcOf(tasks.front()->operation), tasks.size());
   NoteFailure(lanes_->Release(lane));
-  if (all_ok) return;
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!results[i].ok()) NoteFailure(results[i].status());
     batch[i]->done(std::move(results[i]));

@@ -87,19 +87,22 @@ class CudaBackend final : public ExecutionBackend {
 
   // Runs the batch on `lane`; one result per task, in order.
   std::vector<absl::StatusOr<Result>> Run(cuda::Lane& lane, absl::Span<Task* const> tasks);
-  // Stage times of the batch just run on `lane`, and the device's memory.
-  void Record(const cuda::Lane& lane, absl::Span<Task* const> tasks);
+  // Stage times of the batch of `requests` just run on `lane`, and the
+  // device's memory.
+  void Record(const cuda::Lane& lane, Rpc rpc, size_t requests);
   // Records a sticky CUDA error: health goes NOT_SERVING.
   void NoteFailure(const absl::Status& status);
+
+  // Declared before the lanes: the pool's thread records into them until the
+  // pool is destroyed.
+  const std::string device_names_;
+  Metrics* const metrics_;
+  mutable absl::Mutex health_mu_;
+  absl::Status health_ ABSL_GUARDED_BY(health_mu_);
 
   // Lanes release device memory into it until they are destroyed.
   const std::unique_ptr<MemoryBudget> budget_;
   const std::unique_ptr<cuda::LanePool> lanes_;
-  const std::string device_names_;
-  Metrics* const metrics_;
-
-  mutable absl::Mutex health_mu_;
-  absl::Status health_ ABSL_GUARDED_BY(health_mu_);
 };
 
 }  // namespace primserve

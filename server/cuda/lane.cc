@@ -115,8 +115,44 @@ absl::Status Lane::Drain() {
 }
 
 LanePool::LanePool(std::vector<std::unique_ptr<Lane>> lanes) : lanes_(std::move(lanes)) {
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& lane : lanes_) free_.push_back(lane.get());
+  }
+  tidier_ = std::thread([this] { Tidy(); });
+}
+
+LanePool::~LanePool() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  tidier_.join();
+}
+
+void LanePool::ReleaseLater(Lane* lane, absl::AnyInvocable<void(absl::Status)> drained) {
   absl::MutexLock lock(&mu_);
-  for (const auto& lane : lanes_) free_.push_back(lane.get());
+  returned_.push_back({lane, std::move(drained)});
+}
+
+void LanePool::Tidy() {
+  for (;;) {
+    Returned next;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !returned_.empty() || stopping_;
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (returned_.empty()) return;  // stopping, and every lane is back
+      next = std::move(returned_.front());
+      returned_.pop_front();
+    }
+    // The lane is freed only after `drained`, which may read its marks.
+    next.drained(next.lane->Drain());
+    absl::MutexLock lock(&mu_);
+    free_.push_back(next.lane);
+  }
 }
 
 Lane* LanePool::Acquire() {

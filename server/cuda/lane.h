@@ -8,10 +8,13 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <deque>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -101,19 +104,36 @@ class Lane final {
 class LanePool final {
  public:
   explicit LanePool(std::vector<std::unique_ptr<Lane>> lanes);
+  // Waits for the lanes given back with ReleaseLater.
+  ~LanePool();
 
   // Waits for a free lane.
   Lane* Acquire();
   // Drains `lane` (nothing of its batch stays in flight), then frees it for
   // the next batch; returns the drain's error, if any.
   absl::Status Release(Lane* lane);
+  // Release on the pool's own thread, calling `drained` with the drain's
+  // status before the lane is free again (it may read the lane's marks): a
+  // batch whose answers are out is not held up by its drain (which waits for
+  // its stream-ordered frees) nor by `drained`. (A caller answering on a
+  // gRPC thread has its answer sent only once it returns.)
+  void ReleaseLater(Lane* lane, absl::AnyInvocable<void(absl::Status)> drained);
 
   const std::vector<std::unique_ptr<Lane>>& lanes() const { return lanes_; }
 
  private:
+  struct Returned {
+    Lane* lane;
+    absl::AnyInvocable<void(absl::Status)> drained;
+  };
+  void Tidy();
+
   const std::vector<std::unique_ptr<Lane>> lanes_;
   absl::Mutex mu_;
   std::vector<Lane*> free_ ABSL_GUARDED_BY(mu_);
+  std::deque<Returned> returned_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread tidier_;
 };
 
 // One device allocation for a batch, stream-ordered on its lane's stream,
