@@ -599,16 +599,20 @@ class MultiplexStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, g
   }
 
   void OnWriteDone(bool ok) override {
-    bool next = false, close = false;
+    bool next = false, more = false, close = false;
     {
       absl::MutexLock lock(&mu_);
       writes_.pop_front();
       if (!ok) writes_.clear();
       next = !writes_.empty();
+      more = writes_.size() > 1;
       writing_ = next;
       close = !next && closing_;
     }
-    if (next) StartWrite(&writes_.front());
+    // With more requests queued behind it, a request may wait in gRPC's
+    // buffer for the next: several go out in one write to the socket.
+    if (next) StartWrite(&writes_.front(), more ? grpc::WriteOptions().set_buffer_hint()
+                                                : grpc::WriteOptions());
     if (close) StartWritesDone();
   }
 

@@ -79,6 +79,7 @@ void MultiplexReactor::OnWriteDone(bool ok) {
 
 void MultiplexReactor::Advance() {
   const grpc::ByteBuffer* write = nullptr;
+  bool more_writes = false;
   grpc::ByteBuffer* read = nullptr;
   std::optional<grpc::Status> finish;
   {
@@ -87,6 +88,7 @@ void MultiplexReactor::Advance() {
     if (!writing_ && !writes_.empty()) {
       writing_ = true;
       write = &writes_.front();
+      more_writes = writes_.size() > 1;
     }
     if (!reading_ && !reads_done_ && !broken_ && error_.ok() &&
         unanswered_ < limits_.multiplex_window) {
@@ -99,7 +101,12 @@ void MultiplexReactor::Advance() {
       finish = context_->IsCancelled() ? grpc::Status::CANCELLED : ToGrpc(error_);
     }
   }
-  if (write != nullptr) StartWrite(write);
+  // With more answers queued behind it, an answer may wait in gRPC's buffer
+  // for the next: several go out in one write to the socket. The last one
+  // queued goes without the hint, and flushes them.
+  if (write != nullptr) {
+    StartWrite(write, more_writes ? grpc::WriteOptions().set_buffer_hint() : grpc::WriteOptions());
+  }
   if (read != nullptr) StartRead(read);
   if (finish) Finish(*finish);
 }
