@@ -119,10 +119,10 @@ TEST(CopyPoolTest, ThreadsCountsTheCaller) {
 TEST(CopyPoolTest, RandomCopiesMatchASerialCopy) {
   std::mt19937_64 random(2);
   for (int threads : {0, 1, 2, 3, 8}) {
-    for (size_t chunk : {size_t{1}, size_t{999}, size_t{4096}, size_t{65536}}) {
+    for (size_t chunk : {size_t{13}, size_t{999}, size_t{4096}, size_t{65536}}) {
       CopyPool pool(threads, chunk, /*min_parallel_bytes=*/1);
-      for (int round = 0; round < 25; ++round) {
-        const Source source = MakeSource(random, 60, 20000);
+      for (int round = 0; round < 20; ++round) {
+        const Source source = MakeSource(random, 40, 5000);
         const Gather gather(source.pieces);
         const auto [offset, n] = RandomRange(random, gather.size());
         CheckCopy(&pool, source, gather, offset, n, random() % 8);
@@ -136,7 +136,7 @@ TEST(CopyPoolTest, LargePiecesAreCutIntoChunks) {
   std::mt19937_64 random(3);
   CopyPool pool(4, /*chunk_bytes=*/10000, /*min_parallel_bytes=*/1);
   for (size_t max_pieces : {size_t{1}, size_t{3}}) {
-    for (int round = 0; round < 10; ++round) {
+    for (int round = 0; round < 4; ++round) {
       Source source;
       do source = MakeSource(random, max_pieces, 1 << 20);
       while (source.whole.empty());
@@ -168,13 +168,13 @@ TEST(CopyPoolTest, SmallAndLargeCopiesAroundTheThreshold) {
 // own chunks meanwhile).
 TEST(CopyPoolTest, ConcurrentCallersShareThePool) {
   CopyPool pool(4, /*chunk_bytes=*/4096, /*min_parallel_bytes=*/8192);
-  constexpr int kCallers = 12;
+  constexpr int kCallers = 8;
   std::vector<std::thread> callers;
   for (int c = 0; c < kCallers; ++c) {
     callers.emplace_back([&pool, c] {
       std::mt19937_64 random(100 + c);
-      for (int round = 0; round < 30; ++round) {
-        const Source source = MakeSource(random, 30, 40000);
+      for (int round = 0; round < 15; ++round) {
+        const Source source = MakeSource(random, 30, 20000);
         const Gather gather(source.pieces);
         const auto [offset, n] = RandomRange(random, gather.size());
         CheckCopy(&pool, source, gather, offset, n, random() % 8);
