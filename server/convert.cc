@@ -449,42 +449,27 @@ absl::StatusOr<grpc::ByteBuffer> Framed(Result result, Response* response,
 
 }  // namespace
 
-// A payload's slices, to be copied range by range into `memory`.
+// A payload's slices, to be copied range by range into `memory` by `copies`
+// (null: the calling thread).
 class DeferredInputs::Copy final : public PendingBytes {
  public:
-  Copy(const wire::Payload& payload, wire::PayloadBuffer memory) : memory_(std::move(memory)) {
-    size_t offset = 0;
-    for (const grpc::Slice& slice : payload.slices()) {
-      starts_.push_back(offset);
-      pieces_.emplace_back(reinterpret_cast<const char*>(slice.begin()), slice.size());
-      offset += slice.size();
-    }
-  }
+  Copy(const wire::Payload& payload, wire::PayloadBuffer memory, wire::CopyPool* copies)
+      : memory_(std::move(memory)), from_(payload.AsGather()), copies_(copies) {}
   char* data() const { return memory_.get(); }
 
   void Fill(size_t offset, size_t n) const override {
-    // The last piece that starts at or before `offset`.
-    size_t i = std::upper_bound(starts_.begin(), starts_.end(), offset) - starts_.begin() - 1;
-    char* to = memory_.get() + offset;
-    while (n > 0 && i < pieces_.size()) {
-      const size_t skip = offset - starts_[i];
-      const size_t take = std::min(n, pieces_[i].size() - skip);
-      std::memcpy(to, pieces_[i].data() + skip, take);
-      to += take;
-      offset += take;
-      n -= take;
-      ++i;
-    }
+    wire::Copy(copies_, from_, offset, n, memory_.get() + offset);
   }
 
  private:
   const wire::PayloadBuffer memory_;
-  std::vector<size_t> starts_;
-  std::vector<absl::string_view> pieces_;
+  const wire::Gather from_;
+  wire::CopyPool* const copies_;
 };
 
-DeferredInputs::DeferredInputs(wire::PayloadAllocator allocator, size_t min_bytes)
-    : allocator_(std::move(allocator)), min_bytes_(min_bytes) {}
+DeferredInputs::DeferredInputs(wire::PayloadAllocator allocator, size_t min_bytes,
+                               wire::CopyPool* copies)
+    : allocator_(std::move(allocator)), min_bytes_(min_bytes), copies_(copies) {}
 
 DeferredInputs::~DeferredInputs() = default;
 
@@ -494,8 +479,8 @@ std::optional<ArrayView> DeferredInputs::Defer(const wire::Payload& payload, DTy
   }
   wire::PayloadBuffer memory = allocator_(payload.size());
   if (memory == nullptr) return std::nullopt;
-  copies_.push_back(std::make_unique<Copy>(payload, std::move(memory)));
-  const Copy& copy = *copies_.back();
+  pending_.push_back(std::make_unique<Copy>(payload, std::move(memory), copies_));
+  const Copy& copy = *pending_.back();
   return ArrayView{dtype, absl::string_view(copy.data(), payload.size()), &copy};
 }
 

@@ -48,8 +48,10 @@ class DeferredInputs {
   // `allocator` gives the memory (page-locked: server/pinned_payloads.h);
   // payloads of fewer than `min_bytes` bytes, those that lie in one slice
   // (used in place), and those it gives no memory for are made contiguous
-  // at once as usual (wire::Payload::Contiguous).
-  DeferredInputs(wire::PayloadAllocator allocator, size_t min_bytes);
+  // at once as usual (wire::Payload::Contiguous). `copies` (not owned; null:
+  // the thread that fills) makes the pending copies.
+  DeferredInputs(wire::PayloadAllocator allocator, size_t min_bytes,
+                 wire::CopyPool* copies = nullptr);
   ~DeferredInputs();
   DeferredInputs(const DeferredInputs&) = delete;
   DeferredInputs& operator=(const DeferredInputs&) = delete;
@@ -62,7 +64,8 @@ class DeferredInputs {
   class Copy;
   const wire::PayloadAllocator allocator_;
   const size_t min_bytes_;
-  std::vector<std::unique_ptr<Copy>> copies_;
+  wire::CopyPool* const copies_;
+  std::vector<std::unique_ptr<Copy>> pending_;
 };
 
 // The returned Operation views the request, which must outlive it, and the

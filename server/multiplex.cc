@@ -13,14 +13,16 @@ namespace primserve {
 MultiplexReactor::MultiplexReactor(grpc::CallbackServerContext* context, Scheduler* scheduler,
                                    const RequestLimits& limits, Metrics* metrics,
                                    std::string caller, const shm::Registry* shared_memory,
-                                   wire::PayloadAllocator payload_allocator)
+                                   wire::PayloadAllocator payload_allocator,
+                                   wire::CopyPool* payload_copies)
     : context_(context),
       scheduler_(scheduler),
       limits_(limits),
       metrics_(metrics),
       caller_(std::move(caller)),
       shared_memory_(shared_memory),
-      payload_allocator_(std::move(payload_allocator)) {
+      payload_allocator_(std::move(payload_allocator)),
+      payload_copies_(payload_copies) {
   Advance();
 }
 
@@ -46,7 +48,7 @@ std::unique_ptr<MultiplexReactor::Received> MultiplexReactor::Parse() {
     raw.Swap(&incoming_);
     seq = messages_read_++;
   }
-  auto received = std::make_unique<Received>(payload_allocator_);
+  auto received = std::make_unique<Received>(payload_allocator_, payload_copies_);
   received->bytes_in = raw.Length();
   absl::Status parsed = received->payloads.Parse(raw, &received->request);
   if (parsed.ok()) {

@@ -22,6 +22,7 @@
 #include "server/convert.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
+#include "wire/parallel_copy.h"
 #include "wire/received.h"
 
 namespace primserve {
@@ -31,10 +32,11 @@ class MultiplexReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, 
   // Starts reading; deletes itself when the stream is done.
   // `caller` keys the stream's requests for admission (CallerOf).
   // `payload_allocator`: where the requests' arrays are made contiguous
-  // (empty: the heap).
+  // (empty: the heap); `payload_copies` (null: this thread) copies them.
   MultiplexReactor(grpc::CallbackServerContext* context, Scheduler* scheduler,
                    const RequestLimits& limits, Metrics* metrics, std::string caller,
-                   const shm::Registry* shared_memory, wire::PayloadAllocator payload_allocator);
+                   const shm::Registry* shared_memory, wire::PayloadAllocator payload_allocator,
+                   wire::CopyPool* payload_copies = nullptr);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -44,7 +46,8 @@ class MultiplexReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, 
   // A request as received: its Array.data fields are tokens for payloads
   // left in gRPC's slices, which its operation views until it is answered.
   struct Received {
-    explicit Received(wire::PayloadAllocator allocator) : payloads(std::move(allocator)) {}
+    Received(wire::PayloadAllocator allocator, wire::CopyPool* copies)
+        : payloads(std::move(allocator), copies) {}
     v1::MultiplexRequest request;
     wire::ReceivedMessage payloads;
     uint64_t bytes_in = 0;  // the message's size on the wire
@@ -73,6 +76,7 @@ class MultiplexReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, 
   const std::string caller_;
   const shm::Registry* const shared_memory_;  // null: off
   const wire::PayloadAllocator payload_allocator_;
+  wire::CopyPool* const payload_copies_;
 
   absl::Mutex mu_;
   grpc::ByteBuffer incoming_ ABSL_GUARDED_BY(mu_);

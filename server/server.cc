@@ -99,10 +99,11 @@ PrimServer::PrimServer(std::unique_ptr<ExecutionBackend> backend, const ServerOp
                           ? std::make_unique<PinnedPayloads>(backend_.get(),
                                                              options.pinned_answer_bytes)
                           : nullptr),
+      input_copies_(options.input_copy_threads),
       service_(&admission_, options.limits, options.metrics, options.caller_header,
                shared_memory_.get(), backend_.get(),
                pinned_payloads_ != nullptr ? pinned_payloads_->Allocator() : nullptr,
-               pinned_answers_ != nullptr ? pinned_answers_->Answers() : nullptr),
+               pinned_answers_ != nullptr ? pinned_answers_->Answers() : nullptr, &input_copies_),
       echo_service_(options.limits.max_response_bytes) {}
 
 absl::StatusOr<std::map<std::string, int>> ParseChannelArgs(absl::string_view text) {

@@ -26,6 +26,7 @@
 #include "server/service.h"
 #include "server/shm/registry.h"
 #include "server/shm/shm_service.h"
+#include "wire/parallel_copy.h"
 
 namespace primserve {
 
@@ -86,6 +87,11 @@ struct ServerOptions {
   // answer from the device into it and gRPC sends it from there, after which
   // it is reused (Task::answers). 0: none (answers go through strings).
   size_t pinned_answer_bytes = size_t{1} << 30;
+  // Threads that copy each large request array out of gRPC's receive
+  // buffers (into pinned memory, or the heap), the receiving thread among
+  // them: a fixed pool shared by every request (wire::CopyPool). 0 or 1:
+  // the receiving thread alone. 8: server/results/h200-2026-11-26-input-copy.
+  int input_copy_threads = 8;
   // Serve the SharedMemory service, and let unary and Multiplex requests
   // name registered regions (Array.shm, output_location). Off by default:
   // any caller could then make the server open and write the shm objects
@@ -122,6 +128,7 @@ class PrimServer final {
   std::unique_ptr<PinnedPayloads> pinned_payloads_;
   // Likewise for options.pinned_answer_bytes.
   std::unique_ptr<PinnedPayloads> pinned_answers_;
+  wire::CopyPool input_copies_;  // outlives the service that copies with it
   PrimitivesService service_;
   EchoService echo_service_;  // no work: measures the transport; served when options.echo
   std::unique_ptr<grpc::Server> server_;

@@ -54,13 +54,14 @@ grpc::ServerUnaryReactor* PrimitivesService::Handle(grpc::CallbackServerContext*
   // The parsed request and its payloads, which the operation views, live
   // until the answer is sent.
   struct Received {
-    Received(const wire::PayloadAllocator& allocator, size_t min_pending_bytes)
-        : payloads(allocator), deferred(allocator, min_pending_bytes) {}
+    Received(const wire::PayloadAllocator& allocator, size_t min_pending_bytes,
+             wire::CopyPool* copies)
+        : payloads(allocator, copies), deferred(allocator, min_pending_bytes, copies) {}
     Request request;
     wire::ReceivedMessage payloads;
     DeferredInputs deferred;
   };
-  auto received = std::make_unique<Received>(payload_allocator_, min_pending_bytes_);
+  auto received = std::make_unique<Received>(payload_allocator_, min_pending_bytes_, payload_copies_);
   if (absl::Status parsed = received->payloads.Parse(*raw_request, &received->request);
       !parsed.ok()) {
     RecordRefusal(metrics_, parsed);
@@ -133,13 +134,13 @@ PRIMSERVE_RAW_UNARY(AggregateByKey)
 RawBidiReactor* PrimitivesService::Multiplex(grpc::CallbackServerContext* context) {
   return new MultiplexReactor(context, scheduler_, limits_, metrics_,
                               CallerOf(*context, caller_header_), shared_memory_,
-                              payload_allocator_);
+                              payload_allocator_, payload_copies_);
 }
 
 StreamEnvironment PrimitivesService::StreamEnvironmentOf(
     const grpc::CallbackServerContext& context) const {
   return StreamEnvironment{scheduler_, limits_, metrics_, CallerOf(context, caller_header_),
-                           backend_, payload_allocator_};
+                           backend_, payload_allocator_, payload_copies_};
 }
 
 RawBidiReactor* PrimitivesService::ScanStream(grpc::CallbackServerContext* context) {

@@ -13,6 +13,7 @@
 #include "server/metrics.h"
 #include "server/scheduler.h"
 #include "server/stream_reactor.h"
+#include "wire/parallel_copy.h"
 #include "wire/received.h"
 
 namespace primserve {
@@ -61,12 +62,16 @@ class PrimitivesService final : public raw::Primitives {
   // (wire::ReceivedMessage), unary, streamed or multiplexed;
   // `answer_allocator` (may be empty) where the backend may write unary
   // requests' large answers, sent from there (Task::answers).
+  // `payload_copies` (not owned; null: each on the thread that makes it)
+  // copies arrays out of gRPC's slices, when made contiguous or filled
+  // pending.
   PrimitivesService(Scheduler* scheduler, const RequestLimits& limits,
                     Metrics* metrics = nullptr, std::string caller_header = "",
                     const shm::Registry* shared_memory = nullptr,
                     const ExecutionBackend* backend = nullptr,
                     wire::PayloadAllocator payload_allocator = nullptr,
-                    AnswerAllocator answer_allocator = nullptr)
+                    AnswerAllocator answer_allocator = nullptr,
+                    wire::CopyPool* payload_copies = nullptr)
       : scheduler_(scheduler),
         limits_(limits),
         metrics_(metrics),
@@ -75,6 +80,7 @@ class PrimitivesService final : public raw::Primitives {
         backend_(backend),
         payload_allocator_(std::move(payload_allocator)),
         answer_allocator_(std::move(answer_allocator)),
+        payload_copies_(payload_copies),
         min_pending_bytes_(backend != nullptr && payload_allocator_
                                ? backend->MinPendingInputBytes()
                                : 0) {}
@@ -131,6 +137,7 @@ class PrimitivesService final : public raw::Primitives {
   const ExecutionBackend* const backend_;
   const wire::PayloadAllocator payload_allocator_;
   const AnswerAllocator answer_allocator_;
+  wire::CopyPool* const payload_copies_;
   // Scan inputs this large reach the backend pending (DeferredInputs), into
   // memory from payload_allocator_; 0: none.
   const size_t min_pending_bytes_;

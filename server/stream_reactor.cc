@@ -34,7 +34,8 @@ using Responses = std::vector<grpc::ByteBuffer>;
 template <typename Request>
 class Piece {
  public:
-  explicit Piece(wire::PayloadAllocator allocator) : received_(std::move(allocator)) {}
+  Piece(wire::PayloadAllocator allocator, wire::CopyPool* copies)
+      : received_(std::move(allocator), copies) {}
 
   // INVALID_ARGUMENT if `raw` is not a Request.
   absl::Status Parse(const grpc::ByteBuffer& raw) {
@@ -610,7 +611,8 @@ class StreamReactor final : public Base {
   // called for one piece at a time, in stream order.
   void Start(uint64_t seq, const grpc::ByteBuffer& raw) {
     const uint64_t start = elements_read_;
-    auto piece = std::make_unique<Piece<Request>>(environment_.payload_allocator);
+    auto piece = std::make_unique<Piece<Request>>(environment_.payload_allocator,
+                                                  environment_.payload_copies);
     if (absl::Status parsed = piece->Parse(raw); !parsed.ok()) {
       RecordRefusal(environment_.metrics, parsed);
       Fail(InPiece(parsed, seq, start));
@@ -742,7 +744,7 @@ class StreamReactor final : public Base {
   // At the end of a serial stream: parks its last operation (TakeFlush) as
   // one more piece, or fails the stream; false if there is none.
   bool ParkFlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto piece = std::make_unique<Piece<Request>>(nullptr);
+    auto piece = std::make_unique<Piece<Request>>(nullptr, nullptr);
     piece->request().CopyFrom(pieces_->parameters());
     absl::StatusOr<bool> flush = family_.TakeFlush(piece.get());
     if (!flush.ok()) {

@@ -26,6 +26,7 @@
 #include "server/convert.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
+#include "wire/parallel_copy.h"
 #include "wire/received.h"
 
 namespace primserve {
@@ -45,6 +46,9 @@ struct StreamEnvironment {
   // Where the pieces' arrays are made contiguous (the unary requests' too:
   // PrimitivesService's payload_allocator); empty: the heap.
   wire::PayloadAllocator payload_allocator;
+  // What copies them there (not owned; null: the thread that makes them
+  // contiguous).
+  wire::CopyPool* payload_copies = nullptr;
 };
 
 // The streams take and give raw buffers: each message is parsed with its

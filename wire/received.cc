@@ -108,7 +108,8 @@ enum class Walk { kOk, kHandOver };
 // references to the received slices). kHandOver for
 // anything this walk does not follow: protobuf then parses the whole message.
 Walk Rewrite(Cursor& cursor, size_t end, const google::protobuf::Descriptor* type, int depth,
-             const PayloadAllocator* allocator, std::deque<Payload>& payloads, Pieces* header) {
+             const PayloadAllocator* allocator, CopyPool* copies, std::deque<Payload>& payloads,
+             Pieces* header) {
   std::string scratch;
   const auto append_varint = [&](uint64_t value) {
     scratch.clear();
@@ -146,7 +147,7 @@ Walk Rewrite(Cursor& cursor, size_t end, const google::protobuf::Descriptor* typ
     const google::protobuf::FieldDescriptor* field = type->FindFieldByNumber(number);
     if (wire_type == kLengthDelimited && is_array && number == kArrayDataField && length > 0) {
       const uint64_t index = payloads.size();
-      payloads.emplace_back(cursor.Take(length), allocator);
+      payloads.emplace_back(cursor.Take(length), allocator, copies);
       append_varint(sizeof(index));
       header->AppendBytes(absl::string_view(reinterpret_cast<const char*>(&index), sizeof(index)));
     } else if (wire_type == kLengthDelimited && field != nullptr &&
@@ -154,7 +155,7 @@ Walk Rewrite(Cursor& cursor, size_t end, const google::protobuf::Descriptor* typ
                BearsArray(field->message_type())) {
       Pieces sub;
       if (Rewrite(cursor, cursor.position() + length, field->message_type(), depth + 1, allocator,
-                  payloads, &sub) == Walk::kHandOver) {
+                  copies, payloads, &sub) == Walk::kHandOver) {
         return Walk::kHandOver;
       }
       append_varint(sub.size());
@@ -183,8 +184,9 @@ void* AllocateAligned(size_t bytes) {
 
 }  // namespace
 
-Payload::Payload(std::vector<grpc::Slice> slices, const PayloadAllocator* allocator)
-    : slices_(std::move(slices)), allocator_(allocator) {
+Payload::Payload(std::vector<grpc::Slice> slices, const PayloadAllocator* allocator,
+                 CopyPool* copies)
+    : slices_(std::move(slices)), allocator_(allocator), copies_(copies) {
   for (const grpc::Slice& s : slices_) size_ += s.size();
 }
 
@@ -198,13 +200,18 @@ absl::string_view Payload::Contiguous() {
       copy_ = PayloadBuffer(static_cast<char*>(AllocateAligned(size_)), [](char* p) { std::free(p); });
       if (copy_ == nullptr) throw std::bad_alloc();
     }
-    char* to = copy_.get();
-    for (const grpc::Slice& s : slices_) {
-      std::memcpy(to, s.begin(), s.size());
-      to += s.size();
-    }
+    Copy(copies_, AsGather(), 0, size_, copy_.get());
   }
   return absl::string_view(copy_.get(), size_);
+}
+
+Gather Payload::AsGather() const {
+  std::vector<absl::string_view> pieces;
+  pieces.reserve(slices_.size());
+  for (const grpc::Slice& s : slices_) {
+    pieces.emplace_back(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return Gather(pieces);
 }
 
 absl::Status ReceivedMessage::Parse(const grpc::ByteBuffer& buffer,
@@ -218,9 +225,8 @@ absl::Status ReceivedMessage::Parse(const grpc::ByteBuffer& buffer,
   }
   Cursor cursor(slices);
   Pieces header;
-  if (Rewrite(cursor, cursor.size(), message->GetDescriptor(), 0, &allocator_, payloads_,
-              &header) ==
-      Walk::kOk) {
+  if (Rewrite(cursor, cursor.size(), message->GetDescriptor(), 0, &allocator_, copies_, payloads_,
+              &header) == Walk::kOk) {
     grpc::ByteBuffer header_bytes = std::move(header).ToByteBuffer();
     grpc::ProtoBufferReader header_reader(&header_bytes);
     if (!message->ParseFromZeroCopyStream(&header_reader)) {

@@ -25,6 +25,7 @@
 #include "google/protobuf/message.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
+#include "wire/parallel_copy.h"
 
 namespace primserve::wire {
 
@@ -37,8 +38,10 @@ using PayloadAllocator = std::function<PayloadBuffer(size_t bytes)>;
 // more of its slices, not a copy.
 class Payload {
  public:
-  // `allocator` (may be null or empty) must outlive the payload.
-  Payload(std::vector<grpc::Slice> slices, const PayloadAllocator* allocator);
+  // `allocator` (may be null or empty) and `copies` (may be null: copies on
+  // the calling thread) must outlive the payload.
+  Payload(std::vector<grpc::Slice> slices, const PayloadAllocator* allocator,
+          CopyPool* copies = nullptr);
 
   size_t size() const { return size_; }
   const std::vector<grpc::Slice>& slices() const { return slices_; }
@@ -47,22 +50,27 @@ class Payload {
   // a copy this payload owns, made on the first call (large ones backed by
   // 2 MB pages where the kernel allows, so that hundreds of MB take hundreds
   // of page faults, not tens of thousands).
-  // The copy comes from the ReceivedMessage's allocator where it gives one.
+  // The copy comes from the ReceivedMessage's allocator where it gives one,
+  // and is made by its copy pool.
   absl::string_view Contiguous();
+  // The slices' bytes as one range to copy from.
+  Gather AsGather() const;
 
  private:
   std::vector<grpc::Slice> slices_;
   size_t size_ = 0;
   const PayloadAllocator* allocator_;
+  CopyPool* const copies_;
   PayloadBuffer copy_;
 };
 
 class ReceivedMessage {
  public:
   // `allocator`: where payloads made contiguous are copied to (e.g. memory
-  // a GPU copies from directly); empty: the heap.
-  explicit ReceivedMessage(PayloadAllocator allocator = nullptr)
-      : allocator_(std::move(allocator)) {}
+  // a GPU copies from directly); empty: the heap. `copies` (not owned; null:
+  // the calling thread) makes those copies.
+  explicit ReceivedMessage(PayloadAllocator allocator = nullptr, CopyPool* copies = nullptr)
+      : allocator_(std::move(allocator)), copies_(copies) {}
   ReceivedMessage(const ReceivedMessage&) = delete;
   ReceivedMessage& operator=(const ReceivedMessage&) = delete;
 
@@ -89,6 +97,7 @@ class ReceivedMessage {
 
  private:
   const PayloadAllocator allocator_;
+  CopyPool* const copies_;
   std::deque<Payload> payloads_;  // addresses stay put as it grows
   bool tokens_ = false;
 };

@@ -19,6 +19,7 @@
 #include "proto/primserve/v1/echo.pb.h"
 #include "proto/primserve/v1/primitives.pb.h"
 #include "wire/framing.h"
+#include "wire/parallel_copy.h"
 #include "wire/received.h"
 #include "wire/testing.h"
 
@@ -438,6 +439,33 @@ TEST(ParseTest, PayloadOverManySlicesStaysInThem) {
   // Copied once: the second call gives the same bytes.
   EXPECT_EQ(payload->Contiguous().data(), contiguous.data());
   EXPECT_TRUE(SameAsProtobuf(request, bytes, buffer));
+}
+
+// A payload over many slices of odd sizes, made contiguous by a copy pool
+// cut into small chunks: the same bytes, copied once.
+TEST(ParseTest, PayloadOverManySlicesIsCopiedByThePool) {
+  v1::SelectRequest request;
+  *request.mutable_input() = MakeArray(v1::INT64, Bytes(3 << 20, 22));
+  const std::string bytes = request.SerializeAsString();
+  std::vector<std::string> pieces;
+  for (size_t at = 0, size = 1; at < bytes.size(); at += size, size = size * 7 % 100003 + 1) {
+    pieces.push_back(bytes.substr(at, size));
+  }
+  std::vector<grpc::Slice> slices;
+  for (const std::string& piece : pieces) {
+    slices.emplace_back(piece.data(), piece.size(), grpc::Slice::STATIC_SLICE);
+  }
+  CopyPool pool(4, /*chunk_bytes=*/65537, /*min_parallel_bytes=*/1);
+  ReceivedMessage received(nullptr, &pool);
+  v1::SelectRequest got;
+  ASSERT_TRUE(received.Parse(grpc::ByteBuffer(slices.data(), slices.size()), &got).ok());
+  Payload* payload = received.Find(got.input().data());
+  ASSERT_NE(payload, nullptr);
+  ASSERT_GT(payload->slices().size(), 50u);
+  const absl::string_view contiguous = payload->Contiguous();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(contiguous.data()) % 8, 0u);
+  EXPECT_EQ(contiguous, request.input().data());
+  EXPECT_EQ(payload->Contiguous().data(), contiguous.data());
 }
 
 TEST(ParseTest, AlignedPayloadInOneSliceIsNotCopied) {
