@@ -417,25 +417,47 @@ absl::Status Fill(AggregateByKeyResult r, v1::AggregateByKeyResponse* response,
   return Deliver({{shm::Slot::kValues, &r.values, response->mutable_values()}}, memory, held);
 }
 
-template <typename Want, typename Response>
-absl::Status FillFrom(Result result, Response* response, shm::RequestMemory* memory,
-                      HeldArrays* held) {
-  absl::StatusOr<Want> r = Take<Want>(result);
-  if (!r.ok()) return r.status();
-  return Fill(*std::move(r), response, memory, held);
-}
+// The result that fills each response.
+template <typename Response>
+struct AnswerOfResponse;
+template <>
+struct AnswerOfResponse<v1::ScanResponse> { using type = ScanResult; };
+template <>
+struct AnswerOfResponse<v1::ReduceResponse> { using type = ReduceResult; };
+template <>
+struct AnswerOfResponse<v1::SelectResponse> { using type = SelectResult; };
+template <>
+struct AnswerOfResponse<v1::UniqueResponse> { using type = UniqueResult; };
+template <>
+struct AnswerOfResponse<v1::RunLengthEncodeResponse> { using type = RunLengthEncodeResult; };
+template <>
+struct AnswerOfResponse<v1::ReduceByKeyResponse> { using type = ReduceByKeyResult; };
+template <>
+struct AnswerOfResponse<v1::AggregateByKeyResponse> { using type = AggregateByKeyResult; };
+template <typename Response>
+using AnswerOf = typename AnswerOfResponse<Response>::type;
 
 void ReleaseHeld(void* buffer) { delete static_cast<std::shared_ptr<const char>*>(buffer); }
 
-template <typename Want, typename Response>
-absl::StatusOr<grpc::ByteBuffer> Framed(Result result, Response* response,
-                                        shm::RequestMemory* memory) {
+}  // namespace
+
+template <typename Response>
+absl::Status ToResponse(Result result, Response* response, shm::RequestMemory* memory) {
+  absl::StatusOr<AnswerOf<Response>> r = Take<AnswerOf<Response>>(result);
+  if (!r.ok()) return r.status();
+  return Fill(*std::move(r), response, memory, nullptr);
+}
+
+template <typename Response>
+absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, Response* response,
+                                               shm::RequestMemory* memory,
+                                               google::protobuf::Message* message) {
+  absl::StatusOr<AnswerOf<Response>> r = Take<AnswerOf<Response>>(result);
+  if (!r.ok()) return r.status();
   HeldArrays held;
-  if (absl::Status s = FillFrom<Want>(std::move(result), response, memory, &held); !s.ok()) {
-    return s;
-  }
-  return wire::FrameWithSlices(response, [&held](const v1::Array& array)
-                                             -> std::optional<grpc::Slice> {
+  if (absl::Status s = Fill(*std::move(r), response, memory, &held); !s.ok()) return s;
+  return wire::FrameWithSlices(message != nullptr ? message : response,
+                               [&held](const v1::Array& array) -> std::optional<grpc::Slice> {
     for (HeldArray& h : held) {
       if (h.field != &array || h.buffer == nullptr) continue;
       // The slice's reference keeps the buffer out of its pool until gRPC is
@@ -447,7 +469,19 @@ absl::StatusOr<grpc::ByteBuffer> Framed(Result result, Response* response,
   });
 }
 
-}  // namespace
+// The seven responses, each with the result that fills it (AnswerOf).
+#define PRIMSERVE_RESPONSE(Response)                                                      \
+  template absl::Status ToResponse(Result, v1::Response*, shm::RequestMemory*);           \
+  template absl::StatusOr<grpc::ByteBuffer> FrameResponse(                               \
+      Result, v1::Response*, shm::RequestMemory*, google::protobuf::Message*);
+PRIMSERVE_RESPONSE(ScanResponse)
+PRIMSERVE_RESPONSE(ReduceResponse)
+PRIMSERVE_RESPONSE(SelectResponse)
+PRIMSERVE_RESPONSE(UniqueResponse)
+PRIMSERVE_RESPONSE(RunLengthEncodeResponse)
+PRIMSERVE_RESPONSE(ReduceByKeyResponse)
+PRIMSERVE_RESPONSE(AggregateByKeyResponse)
+#undef PRIMSERVE_RESPONSE
 
 // A payload's slices, to be copied range by range into `memory` by `copies`
 // (null: the calling thread).
@@ -686,69 +720,6 @@ absl::StatusOr<Operation> ToOperation(const v1::AggregateByKeyRequest& request,
   }
   o.places = shm::PlacesOf(memory);
   return WithinAnswerLimit(o, limits);
-}
-
-absl::Status ToResponse(Result result, v1::ScanResponse* response, shm::RequestMemory* memory) {
-  return FillFrom<ScanResult>(std::move(result), response, memory, nullptr);
-}
-
-absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::ScanResponse* response,
-                                               shm::RequestMemory* memory) {
-  return Framed<ScanResult>(std::move(result), response, memory);
-}
-
-absl::Status ToResponse(Result result, v1::ReduceResponse* response, shm::RequestMemory* memory) {
-  return FillFrom<ReduceResult>(std::move(result), response, memory, nullptr);
-}
-
-absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::ReduceResponse* response,
-                                               shm::RequestMemory* memory) {
-  return Framed<ReduceResult>(std::move(result), response, memory);
-}
-
-absl::Status ToResponse(Result result, v1::SelectResponse* response, shm::RequestMemory* memory) {
-  return FillFrom<SelectResult>(std::move(result), response, memory, nullptr);
-}
-
-absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::SelectResponse* response,
-                                               shm::RequestMemory* memory) {
-  return Framed<SelectResult>(std::move(result), response, memory);
-}
-
-absl::Status ToResponse(Result result, v1::UniqueResponse* response, shm::RequestMemory* memory) {
-  return FillFrom<UniqueResult>(std::move(result), response, memory, nullptr);
-}
-
-absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::UniqueResponse* response,
-                                               shm::RequestMemory* memory) {
-  return Framed<UniqueResult>(std::move(result), response, memory);
-}
-
-absl::Status ToResponse(Result result, v1::RunLengthEncodeResponse* response, shm::RequestMemory* memory) {
-  return FillFrom<RunLengthEncodeResult>(std::move(result), response, memory, nullptr);
-}
-
-absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::RunLengthEncodeResponse* response,
-                                               shm::RequestMemory* memory) {
-  return Framed<RunLengthEncodeResult>(std::move(result), response, memory);
-}
-
-absl::Status ToResponse(Result result, v1::ReduceByKeyResponse* response, shm::RequestMemory* memory) {
-  return FillFrom<ReduceByKeyResult>(std::move(result), response, memory, nullptr);
-}
-
-absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::ReduceByKeyResponse* response,
-                                               shm::RequestMemory* memory) {
-  return Framed<ReduceByKeyResult>(std::move(result), response, memory);
-}
-
-absl::Status ToResponse(Result result, v1::AggregateByKeyResponse* response, shm::RequestMemory* memory) {
-  return FillFrom<AggregateByKeyResult>(std::move(result), response, memory, nullptr);
-}
-
-absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::AggregateByKeyResponse* response,
-                                               shm::RequestMemory* memory) {
-  return Framed<AggregateByKeyResult>(std::move(result), response, memory);
 }
 
 }  // namespace primserve

@@ -111,20 +111,9 @@ absl::StatusOr<Operation> ToOperation(const v1::AggregateByKeyRequest& request,
 // placed in shared memory there (see RequestMemory::Deliver; null: all
 // inline). INTERNAL if the result is not the response's kind. An array held
 // in an answer buffer (HostArray::held) is copied into the response.
-absl::Status ToResponse(Result result, v1::ScanResponse* response,
-                        shm::RequestMemory* memory = nullptr);
-absl::Status ToResponse(Result result, v1::ReduceResponse* response,
-                        shm::RequestMemory* memory = nullptr);
-absl::Status ToResponse(Result result, v1::SelectResponse* response,
-                        shm::RequestMemory* memory = nullptr);
-absl::Status ToResponse(Result result, v1::UniqueResponse* response,
-                        shm::RequestMemory* memory = nullptr);
-absl::Status ToResponse(Result result, v1::RunLengthEncodeResponse* response,
-                        shm::RequestMemory* memory = nullptr);
-absl::Status ToResponse(Result result, v1::ReduceByKeyResponse* response,
-                        shm::RequestMemory* memory = nullptr);
-absl::Status ToResponse(Result result, v1::AggregateByKeyResponse* response,
-                        shm::RequestMemory* memory = nullptr);
+// `Response` is one of the seven unary responses (v1::ScanResponse, ...).
+template <typename Response>
+absl::Status ToResponse(Result result, Response* response, shm::RequestMemory* memory = nullptr);
 
 // The response to `result` as gRPC sends it: ToResponse's, framed by
 // wire::Frame, except that every inline array held in an answer buffer
@@ -132,23 +121,13 @@ absl::Status ToResponse(Result result, v1::AggregateByKeyResponse* response,
 // which returns to its pool when gRPC is done with it: no copy of the answer
 // on the host. `response` is left with its other fields (the bytes sent are
 // the framed buffer's; Length() is their size). Any protobuf parser reads
-// the bytes as the v1 message ToResponse would have given.
-absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::ScanResponse* response,
-                                               shm::RequestMemory* memory = nullptr);
-absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::ReduceResponse* response,
-                                               shm::RequestMemory* memory = nullptr);
-absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::SelectResponse* response,
-                                               shm::RequestMemory* memory = nullptr);
-absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::UniqueResponse* response,
-                                               shm::RequestMemory* memory = nullptr);
-absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result,
-                                               v1::RunLengthEncodeResponse* response,
-                                               shm::RequestMemory* memory = nullptr);
-absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, v1::ReduceByKeyResponse* response,
-                                               shm::RequestMemory* memory = nullptr);
-absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result,
-                                               v1::AggregateByKeyResponse* response,
-                                               shm::RequestMemory* memory = nullptr);
+// the bytes as the v1 message ToResponse would have given. `message`, if
+// not null, is the message sent, which holds `response` (a Multiplex
+// answer): it is framed instead, the response's arrays within it alike.
+template <typename Response>
+absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, Response* response,
+                                               shm::RequestMemory* memory = nullptr,
+                                               google::protobuf::Message* message = nullptr);
 
 }  // namespace primserve
 

@@ -105,8 +105,9 @@ ABSL_FLAG(uint64_t, pinned_payload_bytes, uint64_t{1} << 30,
           "request's arrays go from gRPC's buffers into it and from it straight to the GPU. 0: "
           "none (each goes through the lane's staging).");
 ABSL_FLAG(uint64_t, pinned_answer_bytes, uint64_t{1} << 30,
-          "Page-locked host memory kept for large answers of unary calls when the backend is "
-          "CUDA: an answer goes from the GPU into it and gRPC sends it from there, with no copy. "
+          "Page-locked host memory kept for large answers (unary, streamed and multiplexed) when "
+          "the backend is CUDA: an answer goes from the GPU into it and gRPC sends it from "
+          "there, with no copy. "
           "Answers that find none free go through ordinary memory. 0: none.");
 ABSL_FLAG(int, input_copy_threads, 8,
           "Threads that copy each large request array (4 MiB or more) out of gRPC's receive "

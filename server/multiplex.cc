@@ -14,7 +14,8 @@ MultiplexReactor::MultiplexReactor(grpc::CallbackServerContext* context, Schedul
                                    const RequestLimits& limits, Metrics* metrics,
                                    std::string caller, const shm::Registry* shared_memory,
                                    wire::PayloadAllocator payload_allocator,
-                                   wire::CopyPool* payload_copies)
+                                   wire::CopyPool* payload_copies,
+                                   AnswerAllocator answer_allocator)
     : context_(context),
       scheduler_(scheduler),
       limits_(limits),
@@ -22,7 +23,8 @@ MultiplexReactor::MultiplexReactor(grpc::CallbackServerContext* context, Schedul
       caller_(std::move(caller)),
       shared_memory_(shared_memory),
       payload_allocator_(std::move(payload_allocator)),
-      payload_copies_(payload_copies) {
+      payload_copies_(payload_copies),
+      answer_allocator_(std::move(answer_allocator)) {
   Advance();
 }
 
@@ -113,10 +115,7 @@ void MultiplexReactor::Advance() {
   if (finish) Finish(*finish);
 }
 
-void MultiplexReactor::Answer(std::unique_ptr<v1::MultiplexResponse> answer, bool releases_id) {
-  const uint64_t id = answer->id();
-  grpc::ByteBuffer framed = wire::Frame(answer.get());
-  answer.reset();
+void MultiplexReactor::Answer(uint64_t id, grpc::ByteBuffer framed, bool releases_id) {
   {
     absl::MutexLock lock(&mu_);
     if (releases_id) ids_in_flight_.erase(id);
@@ -134,7 +133,7 @@ void MultiplexReactor::Refuse(uint64_t id, const absl::Status& status, bool rele
   answer->set_id(id);
   answer->set_code(static_cast<int32_t>(status.code()));
   answer->set_message(std::string(status.message()));
-  Answer(std::move(answer), releases_id);
+  Answer(id, wire::Frame(answer.get()), releases_id);
 }
 
 template <typename Request, typename Response>
@@ -157,21 +156,23 @@ void MultiplexReactor::Schedule(std::unique_ptr<Received> holder, const Request&
   task->deadline = DeadlineOf(*context_);
   task->is_cancelled = [context = context_] { return context->IsCancelled(); };
   task->peer = caller_;
+  task->answers = answer_allocator_;
   // The operation views `holder` (its payloads) and the shared memory
   // `memory` leases, which the task keeps until it is answered.
   task->done = [this, id, holder = std::move(holder), memory = std::move(memory), answer_field,
                 call, elements](absl::StatusOr<Result> result) {
-    auto answer = std::make_unique<v1::MultiplexResponse>();
-    answer->set_id(id);
-    Response* response = (answer.get()->*answer_field)();
-    const absl::Status status =
-        result.ok() ? ToResponse(*std::move(result), response, memory.get()) : result.status();
-    call.Done(status, status.ok() ? response : nullptr, elements);
-    if (!status.ok()) {
-      Refuse(id, status, /*releases_id=*/true);
+    v1::MultiplexResponse answer;
+    answer.set_id(id);
+    Response* response = (answer.*answer_field)();
+    absl::StatusOr<grpc::ByteBuffer> framed =
+        result.ok() ? FrameResponse(*std::move(result), response, memory.get(), &answer)
+                    : absl::StatusOr<grpc::ByteBuffer>(result.status());
+    call.Done(framed.status(), framed.ok() ? framed->Length() : 0, elements);
+    if (!framed.ok()) {
+      Refuse(id, framed.status(), /*releases_id=*/true);
       return;
     }
-    Answer(std::move(answer), /*releases_id=*/true);
+    Answer(id, *std::move(framed), /*releases_id=*/true);
   };
   if (absl::Status scheduled = scheduler_->Schedule(&task); !scheduled.ok()) {
     call.Done(scheduled, nullptr, 0);

@@ -5,9 +5,9 @@
 // client that stops reading stalls only its own stream. Over raw buffers, as
 // the unary RPCs: each message is parsed with its arrays left where gRPC
 // received them (wire::ReceivedMessage), each answer framed with its arrays
-// as slices (wire::Frame). A message that is no MultiplexRequest (so has no
-// id to answer) ends the stream with INVALID_ARGUMENT once the requests
-// before it are answered.
+// as slices, those held in answer buffers over them (FrameResponse). A
+// message that is no MultiplexRequest (so has no id to answer) ends the
+// stream with INVALID_ARGUMENT once the requests before it are answered.
 #ifndef PRIMSERVE_SERVER_MULTIPLEX_H_
 #define PRIMSERVE_SERVER_MULTIPLEX_H_
 
@@ -32,11 +32,14 @@ class MultiplexReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, 
   // Starts reading; deletes itself when the stream is done.
   // `caller` keys the stream's requests for admission (CallerOf).
   // `payload_allocator`: where the requests' arrays are made contiguous
-  // (empty: the heap); `payload_copies` (null: this thread) copies them.
+  // (empty: the heap); `payload_copies` (null: this thread) copies them;
+  // `answer_allocator`: where the backend may write their large answers,
+  // sent from there (Task::answers; empty: strings).
   MultiplexReactor(grpc::CallbackServerContext* context, Scheduler* scheduler,
                    const RequestLimits& limits, Metrics* metrics, std::string caller,
                    const shm::Registry* shared_memory, wire::PayloadAllocator payload_allocator,
-                   wire::CopyPool* payload_copies = nullptr);
+                   wire::CopyPool* payload_copies = nullptr,
+                   AnswerAllocator answer_allocator = nullptr);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -61,8 +64,9 @@ class MultiplexReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, 
   template <typename Request, typename Response>
   void Schedule(std::unique_ptr<Received> holder, const Request& request,
                 Response* (v1::MultiplexResponse::*answer_field)());
-  // Queues the answer for writing; `releases_id` frees its id for reuse.
-  void Answer(std::unique_ptr<v1::MultiplexResponse> answer, bool releases_id);
+  // Queues the answer to request `id`, framed, for writing; `releases_id`
+  // frees its id for reuse.
+  void Answer(uint64_t id, grpc::ByteBuffer framed, bool releases_id);
   // The error answer to request `id`.
   void Refuse(uint64_t id, const absl::Status& status, bool releases_id);
   // After a state change: reads the next request, writes the next answer or
@@ -77,6 +81,7 @@ class MultiplexReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, 
   const shm::Registry* const shared_memory_;  // null: off
   const wire::PayloadAllocator payload_allocator_;
   wire::CopyPool* const payload_copies_;
+  const AnswerAllocator answer_allocator_;
 
   absl::Mutex mu_;
   grpc::ByteBuffer incoming_ ABSL_GUARDED_BY(mu_);

@@ -83,9 +83,10 @@ struct ServerOptions {
   // backend copies to a GPU (server/pinned_payloads.h): a request's arrays go
   // from gRPC's buffers into it and from it to the device. 0: none.
   size_t pinned_payload_bytes = size_t{1} << 30;
-  // The same for large inline answers of unary calls: the backend copies an
-  // answer from the device into it and gRPC sends it from there, after which
-  // it is reused (Task::answers). 0: none (answers go through strings).
+  // The same for large inline answers (unary, streamed and multiplexed): the
+  // backend copies an answer from the device into it and gRPC sends it from
+  // there, after which it is reused (Task::answers). 0: none (answers go
+  // through strings).
   size_t pinned_answer_bytes = size_t{1} << 30;
   // Threads that copy each large request array out of gRPC's receive
   // buffers (into pinned memory, or the heap), the receiving thread among

@@ -134,13 +134,13 @@ PRIMSERVE_RAW_UNARY(AggregateByKey)
 RawBidiReactor* PrimitivesService::Multiplex(grpc::CallbackServerContext* context) {
   return new MultiplexReactor(context, scheduler_, limits_, metrics_,
                               CallerOf(*context, caller_header_), shared_memory_,
-                              payload_allocator_, payload_copies_);
+                              payload_allocator_, payload_copies_, answer_allocator_);
 }
 
 StreamEnvironment PrimitivesService::StreamEnvironmentOf(
     const grpc::CallbackServerContext& context) const {
   return StreamEnvironment{scheduler_, limits_, metrics_, CallerOf(context, caller_header_),
-                           backend_, payload_allocator_, payload_copies_};
+                           backend_, payload_allocator_, payload_copies_, answer_allocator_};
 }
 
 RawBidiReactor* PrimitivesService::ScanStream(grpc::CallbackServerContext* context) {

@@ -60,8 +60,9 @@ class PrimitivesService final : public raw::Primitives {
   // to cut (ExecutionBackend::ReproducibleScanGranule). `payload_allocator`
   // (may be empty) is where requests' arrays are made contiguous
   // (wire::ReceivedMessage), unary, streamed or multiplexed;
-  // `answer_allocator` (may be empty) where the backend may write unary
-  // requests' large answers, sent from there (Task::answers).
+  // `answer_allocator` (may be empty) where the backend may write requests'
+  // large answers, sent from there (Task::answers), unary, streamed or
+  // multiplexed.
   // `payload_copies` (not owned; null: each on the thread that makes it)
   // copies arrays out of gRPC's slices, when made contiguous or filled
   // pending.

@@ -23,26 +23,28 @@ T FromBits(uint64_t bits) {
   return value;
 }
 
+// The answers edited here are the server's own wherever they are held (a
+// string, or an answer buffer: HostArray::mutable_data), edited in place.
 template <typename T>
 T* Elements(HostArray* array) {
-  return reinterpret_cast<T*>(array->bytes.data());
+  return reinterpret_cast<T*>(array->mutable_data().data());
 }
 
 template <typename T>
 uint64_t Count(const HostArray& array) {
-  return array.bytes.size() / sizeof(T);
+  return array.data().size() / sizeof(T);
 }
 
 template <typename T>
 T Get(const HostArray& array, uint64_t i) {
   T value;
-  std::memcpy(&value, array.bytes.data() + i * sizeof(T), sizeof(T));
+  std::memcpy(&value, array.data().data() + i * sizeof(T), sizeof(T));
   return value;
 }
 
 template <typename T>
 void Put(HostArray* array, uint64_t i, T value) {
-  std::memcpy(array->bytes.data() + i * sizeof(T), &value, sizeof(T));
+  std::memcpy(array->mutable_data().data() + i * sizeof(T), &value, sizeof(T));
 }
 
 }  // namespace
@@ -154,7 +156,8 @@ void UniqueStitch::Stitch(const ArrayView& input, HostArray* values) {
     using T = decltype(zero);
     if (last_bits_ && Count<T>(*values) > 0 &&
         BitEqual(Get<T>(*values, 0), FromBits<T>(*last_bits_))) {
-      values->bytes.erase(0, sizeof(T));
+      // A held answer starts one element further into its buffer: no copy.
+      values->RemovePrefix(sizeof(T));
     }
     if (input.size() > 0) last_bits_ = BitsOf(input.as<T>()[input.size() - 1]);
   });
@@ -183,11 +186,17 @@ void RunStitch::Stitch(HostArray* keys, HostArray* payload) {
       held_key_bits_ = BitsOf(Get<K>(*keys, runs - 1));
       held_payload_bits_ = BitsOf(Get<P>(*payload, runs - 1));
       // Finished runs: the held one if it ended, then all but the piece's last.
-      keys->bytes.resize((runs - 1) * sizeof(K));
-      payload->bytes.resize((runs - 1) * sizeof(P));
+      // The held run goes in front of the piece's runs where they lie: into
+      // the room a stream's answer buffer leaves before them (no copy of the
+      // answer; HostArray::Prepend). Emitting it in an answer of its own
+      // would break one answer per piece, and holding the piece's answer
+      // back until the next piece would delay every answer by one piece.
+      keys->Truncate((runs - 1) * sizeof(K));
+      payload->Truncate((runs - 1) * sizeof(P));
       if (emits_held) {
-        keys->bytes.insert(0, reinterpret_cast<const char*>(&held_key), sizeof(K));
-        payload->bytes.insert(0, reinterpret_cast<const char*>(&held_payload), sizeof(P));
+        keys->Prepend(absl::string_view(reinterpret_cast<const char*>(&held_key), sizeof(K)));
+        payload->Prepend(
+            absl::string_view(reinterpret_cast<const char*>(&held_payload), sizeof(P)));
       }
     });
   });

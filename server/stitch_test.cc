@@ -1,12 +1,14 @@
 // Stitching against the CPU reference: an array cut into random pieces (empty
 // ones included), each piece computed on its own by the reference with the
 // stitcher's piece parameters, then stitched, equals the reference's answer
-// for the whole array, bit for bit. Values are small integers, so float SUM
-// and PROD are exact whatever the association.
+// for the whole array, bit for bit, whether the pieces' answers are strings
+// or held in answer buffers (edited there, without a copy). Values are small
+// integers, so float SUM and PROD are exact whatever the association.
 #include "server/stitch.h"
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -311,6 +313,133 @@ TEST(StitchTest, AggregateByKeyEqualsTheWholeAggregation) {
         ASSERT_TRUE(whole.ok());
         EXPECT_EQ(Bytes(Values<V>(stitch.Finish().values)), Bytes(*whole)) << OpName(op);
       }
+    }
+  });
+}
+
+// An answer held in a buffer of its own (HostArray::held), as a stream's
+// answer buffers hold them: `room` bytes of the buffer before it.
+struct HeldBuffer {
+  std::shared_ptr<char> buffer;
+  size_t size = 0;
+
+  // Whether `array` is still held in this buffer (edited where it lies).
+  bool Holds(const HostArray& array) const {
+    return array.held != nullptr && array.bytes.empty() && array.held.get() >= buffer.get() &&
+           array.held.get() + array.held_bytes <= buffer.get() + size;
+  }
+};
+
+HeldBuffer Hold(HostArray* array, size_t room) {
+  const size_t bytes = array->bytes.size();
+  HeldBuffer held{std::shared_ptr<char>(new char[room + bytes], std::default_delete<char[]>()),
+                  room + bytes};
+  if (bytes > 0) std::memcpy(held.buffer.get() + room, array->bytes.data(), bytes);
+  array->held = std::shared_ptr<char>(held.buffer, held.buffer.get() + room);
+  array->held_bytes = bytes;
+  array->held_room = room;
+  array->bytes.clear();
+  return held;
+}
+
+template <typename T>
+void AppendHeld(std::vector<T>* to, const HostArray& array) {
+  const absl::string_view bytes = array.data();
+  const size_t n = to->size();
+  to->resize(n + bytes.size() / sizeof(T));
+  if (!bytes.empty()) std::memcpy(to->data() + n, bytes.data(), bytes.size());
+}
+
+// Answers held in buffers are stitched in place: a scan's carry, a select's
+// positions, a unique's repeated first value dropped and a run held back and
+// put in front of the next piece's runs all leave each answer in its buffer
+// (no copy), and the stitched answers are the whole array's.
+TEST(StitchTest, HeldAnswersAreStitchedWhereTheyLie) {
+  std::mt19937 rng(8);
+  constexpr size_t kRoom = 8;
+  ForEachDType([&](auto zero) {
+    using T = decltype(zero);
+    for (int round = 0; round < 20; ++round) {
+      const std::vector<T> input = Random<T>(rng, rng() % 300);
+      const auto span = absl::MakeConstSpan(input);
+      const std::vector<uint64_t> offsets = Offsets(rng, input.size());
+      ScanStitch scan(Op::kSum, false, offsets);
+      SelectStitch select;
+      UniqueStitch unique;
+      RunStitch runs;
+      RunStitch by_key(Op::kMax);
+      std::vector<T> scanned, selected, uniques, run_values, keys;
+      std::vector<int64_t> positions, lengths;
+      std::vector<T> maxima;
+      uint64_t start = 0;
+      for (uint64_t size : Pieces(rng, input.size())) {
+        const auto piece = span.subspan(start, size);
+        HostArray out = HostArray::Of<T>(
+            DTypeOf<T>(), reference::Scan<T>(piece, Op::kSum, false, scan.PieceOffsets(start, size)));
+        const HeldBuffer out_buffer = Hold(&out, kRoom);
+        scan.Stitch(View(piece), &out);
+        EXPECT_TRUE(out_buffer.Holds(out));
+        AppendHeld(&scanned, out);
+
+        std::vector<bool> keep(size);
+        for (uint64_t i = 0; i < size; ++i) keep[i] = piece[i] > T{0};
+        const auto kept = reference::Select<T>(piece, keep, false);
+        SelectResult result{HostArray::Of<T>(DTypeOf<T>(), kept.values),
+                            HostArray::Of<int64_t>(DType::kInt64, kept.indices), kept.count};
+        const HeldBuffer indices_buffer = Hold(&*result.indices, kRoom);
+        select.Stitch(size, &result);
+        EXPECT_TRUE(indices_buffer.Holds(*result.indices));
+        AppendHeld(&selected, *result.values);
+        AppendHeld(&positions, *result.indices);
+
+        HostArray distinct = HostArray::Of<T>(DTypeOf<T>(), reference::Unique<T>(piece));
+        const HeldBuffer distinct_buffer = Hold(&distinct, kRoom);
+        unique.Stitch(View(piece), &distinct);
+        EXPECT_TRUE(distinct_buffer.Holds(distinct));
+        AppendHeld(&uniques, distinct);
+
+        const auto encoded = reference::RunLengthEncode<T>(piece);
+        HostArray v = HostArray::Of<T>(DTypeOf<T>(), encoded.values);
+        HostArray l = HostArray::Of<int64_t>(DType::kInt64, encoded.lengths);
+        const HeldBuffer v_buffer = Hold(&v, kRoom);
+        const HeldBuffer l_buffer = Hold(&l, kRoom);
+        runs.Stitch(&v, &l);
+        EXPECT_TRUE(v_buffer.Holds(v) && l_buffer.Holds(l));
+        AppendHeld(&run_values, v);
+        AppendHeld(&lengths, l);
+
+        const auto reduced = reference::ReduceByKey<T, T>(piece, piece, Op::kMax);
+        HostArray k = HostArray::Of<T>(DTypeOf<T>(), reduced.keys);
+        HostArray m = HostArray::Of<T>(DTypeOf<T>(), reduced.values);
+        const HeldBuffer k_buffer = Hold(&k, kRoom);
+        const HeldBuffer m_buffer = Hold(&m, kRoom);
+        by_key.Stitch(&k, &m);
+        EXPECT_TRUE(k_buffer.Holds(k) && m_buffer.Holds(m));
+        AppendHeld(&keys, k);
+        AppendHeld(&maxima, m);
+        start += size;
+      }
+      HostArray v, l, k, m;
+      runs.Flush(&v, &l);
+      AppendHeld(&run_values, v);
+      AppendHeld(&lengths, l);
+      by_key.Flush(&k, &m);
+      AppendHeld(&keys, k);
+      AppendHeld(&maxima, m);
+
+      EXPECT_EQ(Bytes(scanned), Bytes(reference::Scan<T>(span, Op::kSum, false, offsets)));
+      std::vector<bool> keep(input.size());
+      for (size_t i = 0; i < input.size(); ++i) keep[i] = input[i] > T{0};
+      const auto kept = reference::Select<T>(span, keep, false);
+      EXPECT_EQ(Bytes(selected), Bytes(kept.values));
+      EXPECT_EQ(positions, kept.indices);
+      EXPECT_EQ(Bytes(uniques), Bytes(reference::Unique<T>(span)));
+      const auto encoded = reference::RunLengthEncode<T>(span);
+      EXPECT_EQ(Bytes(run_values), Bytes(encoded.values));
+      EXPECT_EQ(lengths, encoded.lengths);
+      const auto reduced = reference::ReduceByKey<T, T>(span, span, Op::kMax);
+      EXPECT_EQ(Bytes(keys), Bytes(reduced.keys));
+      EXPECT_EQ(Bytes(maxima), Bytes(reduced.values));
     }
   });
 }

@@ -26,6 +26,21 @@ namespace {
 // bytes, as the unary answers).
 using Responses = std::vector<grpc::ByteBuffer>;
 
+// Bytes a stream's answer buffers keep before each answer
+// (HostArray::held_room): room for the one element RunStitch puts in front
+// of a piece's runs.
+constexpr size_t kAnswerRoom = 8;
+
+// `answers` with kAnswerRoom bytes before each buffer it gives.
+AnswerAllocator WithRoom(AnswerAllocator answers) {
+  if (!answers) return nullptr;
+  return [answers = std::move(answers)](size_t bytes) -> std::shared_ptr<char> {
+    std::shared_ptr<char> buffer = answers(bytes + kAnswerRoom);
+    if (buffer == nullptr) return nullptr;
+    return std::shared_ptr<char>(buffer, buffer.get() + kAnswerRoom);
+  };
+}
+
 // One message of a stream as received: its Array.data fields are tokens for
 // payloads left in gRPC's slices (wire::ReceivedMessage), made contiguous
 // once, into the service's payload allocator, when the piece is validated.
@@ -557,7 +572,10 @@ class StreamReactor final : public Base {
  public:
   StreamReactor(grpc::CallbackServerContext* context, StreamEnvironment environment,
                 grpc::ByteBuffer* response)
-      : context_(context), environment_(std::move(environment)), response_(response) {
+      : context_(context),
+        environment_(std::move(environment)),
+        response_(response),
+        answers_(WithRoom(environment_.answer_allocator)) {
     Advance();
   }
 
@@ -685,9 +703,16 @@ class StreamReactor final : public Base {
     task->deadline = DeadlineOf(*context_);
     task->is_cancelled = [context = context_] { return context->IsCancelled(); };
     task->peer = environment_.caller;
+    task->answers = answers_;
     task->done = [this, seq, start, call, elements,
                   piece = std::move(piece)](absl::StatusOr<Result> result) mutable {
       call.Done(result.status(), nullptr, result.ok() ? elements : 0);
+      if (result.ok()) {
+        // Every answer held came from answers_ (in a buffer of its own).
+        ForEachArray(*result, [](HostArray& array) {
+          if (array.held != nullptr) array.held_room = kAnswerRoom;
+        });
+      }
       Completed(seq, start, std::move(piece), std::move(result));
       // Nothing of the reactor after this: it may be gone.
     };
@@ -931,6 +956,8 @@ class StreamReactor final : public Base {
   grpc::CallbackServerContext* const context_;
   const StreamEnvironment environment_;
   grpc::ByteBuffer* const response_;  // the single answer's, else null
+  // The pieces' Task::answers: environment_'s, with room in front.
+  const AnswerAllocator answers_;
 
   // Touched only on the read path, one piece at a time (and Family::Begin
   // happens before any stitch, which runs under mu_).

@@ -2,7 +2,9 @@
 // a stream of pieces. Each piece becomes an ordinary request (validated,
 // limited, batched and scheduled like a unary call), pieces of one stream are
 // stitched in order (server/stitch.h), and each piece's answer is written as
-// soon as it and the pieces before it are done. The stream reads at most
+// soon as it and the pieces before it are done. A piece's large answer may be
+// written by the backend into an answer buffer (Task::answers), stitched
+// there and sent from there, as a unary answer is. The stream reads at most
 // kStreamWindow pieces ahead of the answers written (or, for the RPCs with
 // one answer, of the pieces stitched), so its memory is a few pieces and a
 // client that stops reading stalls only its own stream.
@@ -49,6 +51,10 @@ struct StreamEnvironment {
   // What copies them there (not owned; null: the thread that makes them
   // contiguous).
   wire::CopyPool* payload_copies = nullptr;
+  // Where the backend may write the pieces' large answers (Task::answers:
+  // PrimitivesService's answer_allocator), stitched and sent from there;
+  // empty: strings.
+  AnswerAllocator answer_allocator;
 };
 
 // The streams take and give raw buffers: each message is parsed with its

@@ -1,6 +1,9 @@
 #include "server/task.h"
 
 #include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
 #include <type_traits>
 
 namespace primserve {
@@ -19,6 +22,47 @@ static_assert(kAt<Rpc::kScan, ScanOperation> && kAt<Rpc::kReduce, ReduceOperatio
 int DTypeInt(DType dtype) { return static_cast<int>(dtype); }
 
 }  // namespace
+
+void HostArray::Truncate(size_t n) {
+  if (held != nullptr) {
+    held_bytes = std::min(held_bytes, n);
+  } else if (n < bytes.size()) {
+    bytes.resize(n);
+  }
+}
+
+void HostArray::RemovePrefix(size_t n) {
+  if (held == nullptr) {
+    bytes.erase(0, n);
+    return;
+  }
+  n = std::min(n, held_bytes);
+  held = std::shared_ptr<char>(held, held.get() + n);  // the same buffer, further in
+  held_bytes -= n;
+  held_room += n;
+}
+
+void HostArray::Prepend(absl::string_view front) {
+  if (held == nullptr) {
+    bytes.insert(0, front.data(), front.size());
+    return;
+  }
+  if (front.size() <= held_room) {
+    held = std::shared_ptr<char>(held, held.get() - front.size());
+    std::memcpy(held.get(), front.data(), front.size());
+    held_bytes += front.size();
+    held_room -= front.size();
+    return;
+  }
+  std::string moved;
+  moved.reserve(front.size() + held_bytes);
+  moved.append(front.data(), front.size());
+  moved.append(held.get(), held_bytes);
+  bytes.swap(moved);
+  held.reset();
+  held_bytes = 0;
+  held_room = 0;
+}
 
 BatchKey BatchKeyOf(const Operation& operation) {
   BatchKey key;

@@ -64,14 +64,31 @@ struct HostArray {
   uint64_t bytes_in_place = 0;
   // Non-null: the answer is the first `held_bytes` bytes of this buffer (one
   // of Task::answers, which the backend wrote it into), sent from there, and
-  // `bytes` is empty.
-  std::shared_ptr<const char> held;
+  // `bytes` is empty. The buffer is the server's own until it is sent: the
+  // server may edit the answer there (mutable_data).
+  std::shared_ptr<char> held;
   size_t held_bytes = 0;
+  // Bytes of the buffer just before `held` that are this answer's too, where
+  // Prepend writes without moving the answer (a stream's answer buffers
+  // leave some: server/stream_reactor.cc).
+  size_t held_room = 0;
 
   // The answer's bytes, wherever they are held (empty if in place).
   absl::string_view data() const {
     return held != nullptr ? absl::string_view(held.get(), held_bytes) : absl::string_view(bytes);
   }
+  // The same, to edit in place.
+  absl::Span<char> mutable_data() {
+    return held != nullptr ? absl::MakeSpan(held.get(), held_bytes) : absl::MakeSpan(bytes);
+  }
+  // Keeps the first `n` bytes of the answer.
+  void Truncate(size_t n);
+  // Drops the first `n` bytes of the answer: a held answer then starts
+  // further into its buffer (no copy), the bytes dropped becoming its room.
+  void RemovePrefix(size_t n);
+  // Puts `front` before the answer: a held answer into its room when it has
+  // enough (no copy of the answer), else the answer moves into `bytes`.
+  void Prepend(absl::string_view front);
 
   template <typename T>
   static HostArray Of(DType dtype, absl::Span<const T> values) {
@@ -308,8 +325,36 @@ uint64_t MaxAnswerBytes(const Operation& operation);
 // reused: server/pinned_payloads.h), so that the answer is sent from there
 // with no copy: a buffer of at least `bytes`, given back when the last
 // reference goes, or null (too small to be worth it, or none free), and the
-// answer takes a string as usual.
+// answer takes a string as usual. A backend holds each answer in a buffer of
+// its own, from the buffer's first byte or further in (HostArray::held).
 using AnswerAllocator = std::function<std::shared_ptr<char>(size_t bytes)>;
+
+// Calls `f` with every array of `result` (the ones present).
+template <typename F>
+void ForEachArray(Result& result, F f) {
+  std::visit(Overloaded{
+                 [&](ScanResult& r) { f(r.output); },
+                 [&](ReduceResult& r) {
+                   f(r.values);
+                   if (r.indices) f(*r.indices);
+                 },
+                 [&](SelectResult& r) {
+                   if (r.values) f(*r.values);
+                   if (r.indices) f(*r.indices);
+                 },
+                 [&](UniqueResult& r) { f(r.values); },
+                 [&](RunLengthEncodeResult& r) {
+                   f(r.values);
+                   f(r.lengths);
+                 },
+                 [&](ReduceByKeyResult& r) {
+                   f(r.keys);
+                   f(r.values);
+                 },
+                 [&](AggregateByKeyResult& r) { f(r.values); },
+             },
+             result);
+}
 
 // One request on its way through the scheduler to a backend.
 struct Task {

@@ -1,8 +1,10 @@
 // Which operations may share a fused launch: only those a backend can run
-// with one set of parameters.
+// with one set of parameters; and an answer edited wherever it is held.
 #include "server/task.h"
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -110,6 +112,55 @@ TEST(BatchKeyTest, ReproducibleIntegerAndMinMaxRequestsStillFuse) {
   ReduceOperation argmax{View(kInput), Op::kArgMax, {}, true};
   argmax.input.dtype = DType::kFloat64;
   EXPECT_FALSE(BatchKeyOf(argmax).reproducible);
+}
+
+// "0123456789" held 4 bytes into a buffer of its own ("....0123456789").
+HostArray HeldDigits(std::shared_ptr<char>* buffer) {
+  const std::string bytes = "....0123456789";
+  buffer->reset(new char[bytes.size()], std::default_delete<char[]>());
+  bytes.copy(buffer->get(), bytes.size());
+  HostArray array;
+  array.held = std::shared_ptr<char>(*buffer, buffer->get() + 4);
+  array.held_bytes = 10;
+  array.held_room = 4;
+  return array;
+}
+
+TEST(HostArrayTest, AHeldAnswerIsEditedInItsBuffer) {
+  std::shared_ptr<char> buffer;
+  HostArray array = HeldDigits(&buffer);
+  array.mutable_data()[0] = 'a';
+  EXPECT_EQ(buffer.get()[4], 'a');
+  array.Truncate(8);
+  array.RemovePrefix(3);  // the dropped bytes become room
+  EXPECT_EQ(array.data(), "34567");
+  EXPECT_EQ(array.held_room, 7u);
+  array.Prepend("xyz_abc");
+  EXPECT_EQ(array.data(), "xyz_abc34567");
+  EXPECT_EQ(array.held.get(), buffer.get());  // no copy: the same buffer
+  EXPECT_EQ(array.held_room, 0u);
+  EXPECT_TRUE(array.bytes.empty());
+}
+
+TEST(HostArrayTest, APrependWithoutRoomMovesTheAnswerIntoAString) {
+  std::shared_ptr<char> buffer;
+  HostArray array = HeldDigits(&buffer);
+  array.Prepend("abcde");
+  EXPECT_EQ(array.held, nullptr);
+  EXPECT_EQ(array.bytes, "abcde0123456789");
+  EXPECT_EQ(array.data(), "abcde0123456789");
+  EXPECT_EQ(buffer.use_count(), 1);  // the buffer let go
+}
+
+TEST(HostArrayTest, AStringAnswerIsEditedAlike) {
+  HostArray array{DType::kInt32, "0123456789"};
+  array.mutable_data()[9] = 'z';
+  array.Truncate(12);  // no longer than it is: unchanged
+  array.Truncate(9);
+  array.RemovePrefix(2);
+  array.Prepend("ab");
+  EXPECT_EQ(array.data(), "ab2345678");
+  EXPECT_EQ(array.held, nullptr);
 }
 
 }  // namespace

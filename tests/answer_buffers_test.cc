@@ -2,23 +2,20 @@
 // server/pinned_payloads.h), as the CUDA backend sends them, here with a
 // backend that runs the CPU reference and moves each large answer into an
 // answer buffer the way the CUDA runners copy one there from the device, and
-// that records what it pins as cudaHostRegister would. A stock client sees
+// that records what it pins as cudaHostRegister would
+// (tests/answer_holding_backend.h). A stock client sees
 // the answers the typed path gives, byte for byte; the buffers are reused,
 // back in their pool once gRPC has sent them, and a pool with no room left
 // makes answers go through strings as before, with no failure. A large
 // scan's input left pending in gRPC's buffers (DeferredInputs) reaches the
 // backend intact however it fills it.
-#include <algorithm>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -27,6 +24,7 @@
 #include "server/cpu_backend.h"
 #include "server/pinned_payloads.h"
 #include "server/server.h"
+#include "tests/answer_holding_backend.h"
 
 namespace primserve {
 namespace {
@@ -35,135 +33,9 @@ using google::protobuf::util::MessageDifferencer;
 
 constexpr size_t kMiB = size_t{1} << 20;
 
-// The CPU reference with its large answers moved into the task's answer
-// buffers, where it gets one; with `min_pending_bytes`, it takes large scans'
-// inputs pending and fills them in uneven ranges first, as the CUDA
-// pipeline fills its chunks.
-class HoldingBackend final : public ExecutionBackend {
- public:
-  explicit HoldingBackend(size_t min_pending_bytes = 0) : min_pending_bytes_(min_pending_bytes) {}
-
-  std::string name() const override { return "holding"; }
-  size_t MinPendingInputBytes() const override { return min_pending_bytes_; }
-
-  void Execute(std::vector<std::unique_ptr<Task>> batch) override {
-    for (std::unique_ptr<Task>& task : batch) {
-      if (auto* scan = std::get_if<ScanOperation>(&task->operation);
-          scan != nullptr && scan->input.pending != nullptr) {
-        const size_t size = scan->input.bytes.size();
-        for (size_t at = 0, range = 1; at < size; at += range, range = range * 3 + 4097) {
-          scan->input.pending->Fill(at, std::min(range, size - at));
-        }
-        absl::MutexLock lock(&mu_);
-        ++pending_;
-      }
-      task->done = [this, done = std::move(task->done),
-                    answers = task->answers](absl::StatusOr<Result> result) mutable {
-        if (result.ok()) std::visit([&](auto& r) { HoldAll(r, answers); }, *result);
-        done(std::move(result));
-      };
-    }
-    cpu_.Execute(std::move(batch));
-  }
-
-  absl::Status PinHostMemory(void* data, size_t bytes) override {
-    absl::MutexLock lock(&mu_);
-    EXPECT_EQ(pinned_.count(data), 0u);
-    pinned_[data] = bytes;
-    ++pins_;
-    return absl::OkStatus();
-  }
-  void UnpinHostMemory(void* data) override {
-    absl::MutexLock lock(&mu_);
-    EXPECT_EQ(pinned_.erase(data), 1u);
-  }
-  bool PinsHostMemory() const override { return true; }
-
-  int pins() const {
-    absl::MutexLock lock(&mu_);
-    return pins_;
-  }
-  int held() const {
-    absl::MutexLock lock(&mu_);
-    return held_;
-  }
-  int not_held() const {
-    absl::MutexLock lock(&mu_);
-    return not_held_;
-  }
-  int pending() const {
-    absl::MutexLock lock(&mu_);
-    return pending_;
-  }
-  // Whether every answer buffer handed to gRPC has been let go of, waiting
-  // up to `wait` for gRPC to finish with the last ones.
-  bool AllReleased(absl::Duration wait) {
-    const absl::Time until = absl::Now() + wait;
-    while (true) {
-      {
-        absl::MutexLock lock(&mu_);
-        bool all = true;
-        for (const std::weak_ptr<const char>& buffer : handed_out_) all &= buffer.expired();
-        if (all) return true;
-      }
-      if (absl::Now() > until) return false;
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-  }
-
- private:
-  void Hold(HostArray& array, const AnswerAllocator& answers) {
-    if (array.bytes.size() < PinnedPayloads::kMinPinnedBytes) return;
-    std::shared_ptr<char> buffer = answers ? answers(array.bytes.size()) : nullptr;
-    absl::MutexLock lock(&mu_);
-    if (buffer == nullptr) {
-      ++not_held_;
-      return;
-    }
-    std::memcpy(buffer.get(), array.bytes.data(), array.bytes.size());
-    array.held_bytes = array.bytes.size();
-    array.held = std::move(buffer);
-    std::string().swap(array.bytes);
-    handed_out_.push_back(array.held);
-    ++held_;
-  }
-  void Hold(std::optional<HostArray>& array, const AnswerAllocator& answers) {
-    if (array) Hold(*array, answers);
-  }
-  void HoldAll(ScanResult& r, const AnswerAllocator& a) { Hold(r.output, a); }
-  void HoldAll(ReduceResult& r, const AnswerAllocator& a) {
-    Hold(r.values, a);
-    Hold(r.indices, a);
-  }
-  void HoldAll(SelectResult& r, const AnswerAllocator& a) {
-    Hold(r.values, a);
-    Hold(r.indices, a);
-  }
-  void HoldAll(UniqueResult& r, const AnswerAllocator& a) { Hold(r.values, a); }
-  void HoldAll(RunLengthEncodeResult& r, const AnswerAllocator& a) {
-    Hold(r.values, a);
-    Hold(r.lengths, a);
-  }
-  void HoldAll(ReduceByKeyResult& r, const AnswerAllocator& a) {
-    Hold(r.keys, a);
-    Hold(r.values, a);
-  }
-  void HoldAll(AggregateByKeyResult& r, const AnswerAllocator& a) { Hold(r.values, a); }
-
-  const size_t min_pending_bytes_;
-  CpuBackend cpu_;
-  mutable absl::Mutex mu_;
-  std::map<void*, size_t> pinned_ ABSL_GUARDED_BY(mu_);
-  int pins_ ABSL_GUARDED_BY(mu_) = 0;
-  int held_ ABSL_GUARDED_BY(mu_) = 0;
-  int not_held_ ABSL_GUARDED_BY(mu_) = 0;
-  int pending_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<std::weak_ptr<const char>> handed_out_ ABSL_GUARDED_BY(mu_);
-};
-
 struct Served {
   std::unique_ptr<PrimServer> server;
-  HoldingBackend* backend = nullptr;
+  AnswerHoldingBackend* backend = nullptr;
   std::unique_ptr<v1::Primitives::Stub> stub;
 };
 
@@ -172,7 +44,7 @@ Served Serve(size_t pinned_answer_bytes, size_t min_pending_bytes = 0) {
   options.address = "127.0.0.1:0";
   options.max_receive_message_bytes = 256 << 20;
   options.pinned_answer_bytes = pinned_answer_bytes;
-  auto backend = std::make_unique<HoldingBackend>(min_pending_bytes);
+  auto backend = std::make_unique<AnswerHoldingBackend>(min_pending_bytes);
   Served served;
   served.backend = backend.get();
   absl::StatusOr<std::unique_ptr<PrimServer>> server =

@@ -144,7 +144,7 @@ HostArray StagedRun::Answer(const Slice& slice, DType dtype, size_t bytes, size_
   if (slice.at != nullptr || slice.place != nullptr) return HostArray{dtype, {}, bytes};
   if (slice.held >= 0) {
     const std::shared_ptr<char>& buffer = held_[slice.held];
-    return HostArray{dtype, {}, 0, std::shared_ptr<const char>(buffer, buffer.get() + offset),
+    return HostArray{dtype, {}, 0, std::shared_ptr<char>(buffer, buffer.get() + offset),
                      bytes};
   }
   return ToHostArray(dtype, staged(slice) + offset, bytes);
