@@ -56,6 +56,12 @@ Metrics::Metrics()
                       .Help("GPU memory: the backend pool's in-use and reserved bytes, the "
                             "device's total and free bytes, the backend's budget.")
                       .Register(*registry_)),
+      pinned_host_(prometheus::BuildGauge()
+                       .Name("primserve_pinned_host_bytes")
+                       .Help("Page-locked host memory of the request payload and answer "
+                             "buffer pools: bytes handed out (in_use) and pinned (in use or "
+                             "free).")
+                       .Register(*registry_)),
       build_info_(prometheus::BuildGauge()
                       .Name("primserve_build_info")
                       .Help("Always 1; labels name the version, backend and device.")
@@ -220,6 +226,11 @@ void Metrics::SetGpuMemory(int device, const GpuMemory& memory) {
   for (size_t i = 0; i < it->second.size(); ++i) {
     it->second[i]->Set(static_cast<double>(values[i]));
   }
+}
+
+HostPoolGauges Metrics::PinnedHostPool(const std::string& pool) {
+  return HostPoolGauges{&pinned_host_.Add({{"pool", pool}, {"kind", "in_use"}}),
+                        &pinned_host_.Add({{"pool", pool}, {"kind", "pinned"}})};
 }
 
 }  // namespace primserve

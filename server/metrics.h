@@ -50,6 +50,13 @@ struct GpuMemory {
   uint64_t budget = 0;  // most the backend lets batches hold at once; 0: none
 };
 
+// The series of one pool of page-locked host memory
+// (server/pinned_payloads.h): bytes handed out, and bytes pinned (handed out
+// or free).
+struct HostPoolGauges {
+  prometheus::Gauge* in_use = nullptr;
+  prometheus::Gauge* pinned = nullptr;
+};
 
 class Metrics final {
  public:
@@ -95,6 +102,10 @@ class Metrics final {
 
   void SetGpuMemory(int device, const GpuMemory& memory);
 
+  // primserve_pinned_host_bytes{pool, kind="in_use"|"pinned"} of the pool
+  // named `pool` ("payloads", "answers"), which sets them.
+  HostPoolGauges PinnedHostPool(const std::string& pool);
+
   // Op label slots: 0 "none", then Op's values 1..6; DType likewise.
   static constexpr size_t kNumOpLabels = 7;
   static constexpr size_t kNumDTypeLabels = 7;
@@ -114,6 +125,7 @@ class Metrics final {
   prometheus::Family<prometheus::Counter>& requests_total_;
   prometheus::Family<prometheus::Histogram>& request_duration_;
   prometheus::Family<prometheus::Gauge>& gpu_memory_;
+  prometheus::Family<prometheus::Gauge>& pinned_host_;
   prometheus::Family<prometheus::Gauge>& build_info_;
 
   // Series created on first use; null until then.

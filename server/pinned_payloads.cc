@@ -13,23 +13,34 @@ constexpr size_t kHugePage = size_t{2} << 20;
 
 }  // namespace
 
-PinnedPayloads::PinnedPayloads(ExecutionBackend* backend, size_t max_bytes)
+PinnedPayloads::PinnedPayloads(ExecutionBackend* backend, size_t max_bytes,
+                               HostPoolGauges gauges)
     : state_(std::make_shared<State>()) {
   state_->backend = backend;
   state_->max_bytes = max_bytes;
+  state_->gauges = gauges;
+  absl::MutexLock lock(&state_->mu);
+  Publish(*state_);
 }
 
 PinnedPayloads::~PinnedPayloads() {
   absl::MutexLock lock(&state_->mu);
-  state_->closed = true;
   for (Buffer& buffer : state_->free) Destroy(*state_, buffer);
   state_->free.clear();
+  state_->closed = true;
+}
+
+void PinnedPayloads::Publish(const State& state) {
+  if (state.closed || state.gauges.in_use == nullptr) return;
+  state.gauges.in_use->Set(static_cast<double>(state.in_use));
+  state.gauges.pinned->Set(static_cast<double>(state.pinned));
 }
 
 void PinnedPayloads::Destroy(State& state, Buffer buffer) {
   state.backend->UnpinHostMemory(buffer.data);
   std::free(buffer.data);
   state.pinned -= buffer.capacity;
+  Publish(state);
 }
 
 void PinnedPayloads::Release(const std::shared_ptr<State>& state, Buffer buffer) {
@@ -39,6 +50,7 @@ void PinnedPayloads::Release(const std::shared_ptr<State>& state, Buffer buffer)
     Destroy(*state, buffer);
   } else {
     state->free.push_back(buffer);
+    Publish(*state);
   }
 }
 
@@ -48,6 +60,7 @@ wire::PayloadBuffer PinnedPayloads::Allocate(size_t bytes) {
   // Called with the lock held.
   const auto hand_out = [state = state_](Buffer buffer) {
     state->in_use += buffer.capacity;
+    Publish(*state);
     return wire::PayloadBuffer(buffer.data, [state, buffer](char*) { Release(state, buffer); });
   };
   absl::MutexLock lock(&state_->mu);
@@ -64,6 +77,8 @@ wire::PayloadBuffer PinnedPayloads::Allocate(size_t bytes) {
     state_->free.erase(best);
     return hand_out(buffer);
   }
+  // No room even with every free buffer given back: keep them for what fits.
+  if (state_->in_use + capacity > state_->max_bytes) return nullptr;
   // Room for a new one: free buffers that do not fit give theirs back,
   // largest first.
   std::sort(state_->free.begin(), state_->free.end(),

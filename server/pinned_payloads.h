@@ -15,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "server/backend.h"
+#include "server/metrics.h"
 #include "wire/received.h"
 
 namespace primserve {
@@ -24,8 +25,10 @@ class PinnedPayloads {
   static constexpr size_t kMinPinnedBytes = size_t{1} << 20;
 
   // Keeps at most `max_bytes` pinned, in use or free. `backend` (not owned)
-  // pins and unpins, and must outlive every buffer handed out.
-  PinnedPayloads(ExecutionBackend* backend, size_t max_bytes);
+  // pins and unpins, and must outlive every buffer handed out. `gauges`
+  // (may be empty; their Metrics must outlive the pool) are kept at the
+  // pool's in-use and pinned bytes while it lives.
+  PinnedPayloads(ExecutionBackend* backend, size_t max_bytes, HostPoolGauges gauges = {});
   ~PinnedPayloads();
 
   // A pinned buffer of at least `bytes`, or null (too small to be worth it,
@@ -50,6 +53,7 @@ class PinnedPayloads {
   struct State {
     ExecutionBackend* backend;
     size_t max_bytes;
+    HostPoolGauges gauges;
     mutable absl::Mutex mu;
     std::vector<Buffer> free ABSL_GUARDED_BY(mu);
     size_t pinned ABSL_GUARDED_BY(mu) = 0;  // in use and free
@@ -58,6 +62,8 @@ class PinnedPayloads {
   };
   static void Release(const std::shared_ptr<State>& state, Buffer buffer);
   static void Destroy(State& state, Buffer buffer);
+  // Sets the gauges to the state's bytes (none once the pool is closed).
+  static void Publish(const State& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state.mu);
 
   std::shared_ptr<State> state_;
 };

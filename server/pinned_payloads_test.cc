@@ -122,5 +122,49 @@ TEST(PinnedPayloadsTest, AnswerBuffersGoBackWhenTheLastReferenceDoes) {
   EXPECT_EQ(answers(12 * kMiB), nullptr);
 }
 
+TEST(PinnedPayloadsTest, TheGaugesFollowTheBytesInUseAndPinned) {
+  PinningBackend backend;
+  Metrics metrics;
+  const HostPoolGauges gauges = metrics.PinnedHostPool("answers");
+  {
+    PinnedPayloads pool(&backend, 8 * kMiB, gauges);
+    EXPECT_EQ(gauges.in_use->Value(), 0);
+    EXPECT_EQ(gauges.pinned->Value(), 0);
+    wire::PayloadBuffer first = pool.Allocate(3 * kMiB);
+    wire::PayloadBuffer second = pool.Allocate(kMiB);
+    EXPECT_EQ(gauges.in_use->Value(), 6 * kMiB);  // 2 MiB pages
+    EXPECT_EQ(gauges.pinned->Value(), 6 * kMiB);
+    first.reset();
+    EXPECT_EQ(gauges.in_use->Value(), 2 * kMiB);
+    EXPECT_EQ(gauges.pinned->Value(), 6 * kMiB);
+    // No room for 6 MiB more: the free 4 MiB buffer is unpinned to make it.
+    wire::PayloadBuffer third = pool.Allocate(5 * kMiB);
+    EXPECT_EQ(gauges.in_use->Value(), 8 * kMiB);
+    EXPECT_EQ(gauges.pinned->Value(), 8 * kMiB);
+    second.reset();
+    third.reset();
+    EXPECT_EQ(gauges.in_use->Value(), 0);
+    EXPECT_EQ(gauges.pinned->Value(), 8 * kMiB);
+  }
+  // The pool gave every buffer back.
+  EXPECT_EQ(gauges.pinned->Value(), 0);
+  EXPECT_TRUE(backend.pinned.empty());
+}
+
+// A buffer that could not fit even with every free one given back is
+// refused at once: the free buffers stay pinned for the sizes that fit.
+TEST(PinnedPayloadsTest, ARequestBeyondTheRoomLeftKeepsTheFreeBuffers) {
+  PinningBackend backend;
+  PinnedPayloads pool(&backend, 10 * kMiB);
+  wire::PayloadBuffer a = pool.Allocate(4 * kMiB);
+  wire::PayloadBuffer b = pool.Allocate(4 * kMiB);
+  b.reset();
+  EXPECT_EQ(pool.Allocate(7 * kMiB), nullptr);  // 8 MiB: 4 in use leave 6
+  EXPECT_EQ(pool.pinned_bytes(), 8 * kMiB);
+  EXPECT_EQ(backend.pins, 2);
+  wire::PayloadBuffer again = pool.Allocate(4 * kMiB);  // the free one, reused
+  EXPECT_EQ(backend.pins, 2);
+}
+
 }  // namespace
 }  // namespace primserve

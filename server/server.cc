@@ -79,6 +79,11 @@ class ReflectionOption final : public grpc::ServerBuilderOption {
   const bool enabled_;
 };
 
+// The gauges of the pinned pool named `pool`, or none without metrics.
+HostPoolGauges HostPoolOf(Metrics* metrics, const std::string& pool) {
+  return metrics != nullptr ? metrics->PinnedHostPool(pool) : HostPoolGauges{};
+}
+
 }  // namespace
 
 PrimServer::PrimServer(std::unique_ptr<ExecutionBackend> backend, const ServerOptions& options)
@@ -92,12 +97,14 @@ PrimServer::PrimServer(std::unique_ptr<ExecutionBackend> backend, const ServerOp
                                  ? std::make_unique<shm::SharedMemoryService>(shared_memory_.get())
                                  : nullptr),
       pinned_payloads_(backend_->PinsHostMemory() && options.pinned_payload_bytes > 0
-                           ? std::make_unique<PinnedPayloads>(backend_.get(),
-                                                              options.pinned_payload_bytes)
+                           ? std::make_unique<PinnedPayloads>(
+                                 backend_.get(), options.pinned_payload_bytes,
+                                 HostPoolOf(options.metrics, "payloads"))
                            : nullptr),
       pinned_answers_(backend_->PinsHostMemory() && options.pinned_answer_bytes > 0
-                          ? std::make_unique<PinnedPayloads>(backend_.get(),
-                                                             options.pinned_answer_bytes)
+                          ? std::make_unique<PinnedPayloads>(
+                                backend_.get(), options.pinned_answer_bytes,
+                                HostPoolOf(options.metrics, "answers"))
                           : nullptr),
       input_copies_(options.input_copy_threads),
       service_(&admission_, options.limits, options.metrics, options.caller_header,

@@ -5,7 +5,7 @@
 // among them), has its pieces' answers stitched where they are held and
 // sent from there, and they join into the unary answer for the whole array
 // byte for byte; the buffers are back in their pool once a stream has ended,
-// been cancelled or failed; a pool with no room left makes answers go
+// been cancelled or failed (the pool's gauge of bytes in use at 0); a pool with no room left makes answers go
 // through strings, with the same answers; a Multiplex request's large answer
 // is sent from its buffer too.
 #include <algorithm>
@@ -22,6 +22,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/primserve/v1/primitives.grpc.pb.h"
+#include "server/metrics.h"
 #include "server/server.h"
 #include "tests/answer_holding_backend.h"
 
@@ -137,6 +138,7 @@ class StreamAnswerBuffersTest : public ::testing::Test {
     options.address = "127.0.0.1:0";
     options.max_receive_message_bytes = 256 << 20;
     options.pinned_answer_bytes = pinned_answer_bytes;
+    options.metrics = &metrics_;
     auto backend = std::make_unique<AnswerHoldingBackend>();
     backend_ = backend.get();
     absl::StatusOr<std::unique_ptr<PrimServer>> server =
@@ -214,10 +216,17 @@ class StreamAnswerBuffersTest : public ::testing::Test {
         << whole.GetTypeName();
   }
 
-  // Every answer buffer handed out is back in its pool.
-  void ExpectAllReleased() { EXPECT_TRUE(backend_->AllReleased(absl::Seconds(10))); }
+  // Every answer buffer handed out is back in its pool, as the pool's
+  // gauges say too (primserve_pinned_host_bytes{pool="answers"}).
+  void ExpectAllReleased() {
+    EXPECT_TRUE(backend_->AllReleased(absl::Seconds(10)));
+    const HostPoolGauges answers = metrics_.PinnedHostPool("answers");
+    EXPECT_EQ(answers.in_use->Value(), 0);
+    EXPECT_GT(answers.pinned->Value(), 0);
+  }
 
   std::mt19937_64 rng_{20261126};
+  Metrics metrics_;  // outlives server_
   std::unique_ptr<PrimServer> server_;
   AnswerHoldingBackend* backend_ = nullptr;  // owned by server_
   std::unique_ptr<v1::Primitives::Stub> stub_;
