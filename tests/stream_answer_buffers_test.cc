@@ -14,7 +14,6 @@
 #include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -25,12 +24,11 @@
 #include "server/metrics.h"
 #include "server/server.h"
 #include "tests/answer_holding_backend.h"
+#include "tests/stream_calls.h"
 
 namespace primserve {
 namespace {
 
-using ::google::protobuf::FieldDescriptor;
-using ::google::protobuf::Message;
 using S = v1::Primitives::Stub;
 
 constexpr size_t kMiB = size_t{1} << 20;
@@ -76,61 +74,6 @@ std::vector<size_t> Pieces(std::mt19937_64& rng, size_t n, size_t large) {
   return sizes;
 }
 
-// The array fields of a message.
-std::vector<const FieldDescriptor*> ArrayFields(const Message& m) {
-  std::vector<const FieldDescriptor*> fields;
-  for (int i = 0; i < m.GetDescriptor()->field_count(); ++i) {
-    const FieldDescriptor* f = m.GetDescriptor()->field(i);
-    if (f->message_type() == v1::Array::descriptor()) fields.push_back(f);
-  }
-  return fields;
-}
-
-// `whole` cut into messages of `sizes` elements: the first keeps every
-// parameter, later ones only their pieces of the arrays.
-template <typename Request>
-std::vector<Request> Cut(const Request& whole, const std::vector<size_t>& sizes) {
-  std::vector<Request> messages;
-  size_t start = 0;
-  for (size_t size : sizes) {
-    Request m;
-    if (messages.empty()) m = whole;
-    for (const FieldDescriptor* f : ArrayFields(whole)) {
-      if (!whole.GetReflection()->HasField(whole, f)) continue;
-      const auto& array =
-          static_cast<const v1::Array&>(whole.GetReflection()->GetMessage(whole, f));
-      const size_t element = ElementSize(array.dtype());
-      auto* to = static_cast<v1::Array*>(m.GetReflection()->MutableMessage(&m, f));
-      to->set_dtype(array.dtype());
-      to->set_data(array.data().substr(start * element, size * element));
-    }
-    messages.push_back(std::move(m));
-    start += size;
-  }
-  return messages;
-}
-
-// A stream's answers joined into one: arrays concatenated, other fields
-// (Select's count) from the last answer.
-template <typename Response>
-Response Join(const std::vector<Response>& answers) {
-  Response joined;
-  for (const Response& answer : answers) {
-    Response rest = answer;
-    for (const FieldDescriptor* f : ArrayFields(answer)) rest.GetReflection()->ClearField(&rest, f);
-    joined.MergeFrom(rest);
-    for (const FieldDescriptor* f : ArrayFields(answer)) {
-      if (!answer.GetReflection()->HasField(answer, f)) continue;
-      const auto& piece =
-          static_cast<const v1::Array&>(answer.GetReflection()->GetMessage(answer, f));
-      auto* to = static_cast<v1::Array*>(joined.GetReflection()->MutableMessage(&joined, f));
-      to->set_dtype(piece.dtype());
-      to->mutable_data()->append(piece.data());
-    }
-  }
-  return joined;
-}
-
 class StreamAnswerBuffersTest : public ::testing::Test {
  protected:
   void Serve(size_t pinned_answer_bytes) {
@@ -162,25 +105,6 @@ class StreamAnswerBuffersTest : public ::testing::Test {
     return response;
   }
 
-  // Writes the messages from another thread while reading every answer.
-  template <typename Request, typename Response>
-  grpc::Status Bidi(std::unique_ptr<grpc::ClientReaderWriter<Request, Response>> (S::*method)(
-                        grpc::ClientContext*),
-                    const std::vector<Request>& messages, std::vector<Response>* answers) {
-    grpc::ClientContext context;
-    auto stream = (stub_.get()->*method)(&context);
-    std::thread writer([&] {
-      for (const Request& m : messages) {
-        if (!stream->Write(m)) break;
-      }
-      stream->WritesDone();
-    });
-    Response answer;
-    while (stream->Read(&answer)) answers->push_back(answer);
-    writer.join();
-    return stream->Finish();
-  }
-
   // `whole` through `stream` in random pieces answers as the unary call
   // does; `large` elements make a piece whose answers are held.
   template <typename Request, typename Response>
@@ -190,11 +114,14 @@ class StreamAnswerBuffersTest : public ::testing::Test {
       grpc::Status (S::*unary)(grpc::ClientContext*, const Request&, Response*),
       const Request& whole, size_t n, size_t large) {
     const std::vector<size_t> sizes = Pieces(rng_, n, large);
+    grpc::ClientContext context;
     std::vector<Response> answers;
-    const grpc::Status status = Bidi(stream, Cut(whole, sizes), &answers);
+    const grpc::Status status =
+        testing::Bidi(*stub_, stream, &context, testing::Cut(whole, sizes, rng_), &answers);
     ASSERT_TRUE(status.ok()) << status.error_message();
     EXPECT_GE(answers.size(), sizes.size());
-    EXPECT_EQ(Join(answers).SerializeAsString(), Unary(unary, whole).SerializeAsString())
+    EXPECT_EQ(testing::Join(answers).SerializeAsString(),
+              Unary(unary, whole).SerializeAsString())
         << whole.GetTypeName() << " in " << sizes.size() << " pieces";
   }
 
@@ -205,12 +132,8 @@ class StreamAnswerBuffersTest : public ::testing::Test {
       const Request& whole, size_t n, size_t large) {
     grpc::ClientContext context;
     Response answer;
-    auto writer = (stub_.get()->*stream)(&context, &answer);
-    for (const Request& m : Cut(whole, Pieces(rng_, n, large))) {
-      if (!writer->Write(m)) break;
-    }
-    writer->WritesDone();
-    const grpc::Status status = writer->Finish();
+    const grpc::Status status = testing::ClientStream(
+        *stub_, stream, &context, testing::Cut(whole, Pieces(rng_, n, large), rng_), &answer);
     ASSERT_TRUE(status.ok()) << status.error_message();
     EXPECT_EQ(answer.SerializeAsString(), Unary(unary, whole).SerializeAsString())
         << whole.GetTypeName();
@@ -359,12 +282,14 @@ TEST_F(StreamAnswerBuffersTest, AFailedStreamGivesItsBuffersBack) {
   v1::RunLengthEncodeRequest rle;
   *rle.mutable_input() = RandomArray(rng_, v1::INT32, 3 * kLarge, 3);
   std::vector<v1::RunLengthEncodeRequest> messages =
-      Cut(rle, {kLarge + 17, kLarge - 17, kLarge});
+      testing::Cut(rle, {kLarge + 17, kLarge - 17, kLarge}, rng_);
   v1::RunLengthEncodeRequest bad;
   bad.mutable_input()->set_data("abc");  // not a whole element
   messages.insert(messages.begin() + 2, bad);
+  grpc::ClientContext rle_context;
   std::vector<v1::RunLengthEncodeResponse> answers;
-  EXPECT_EQ(Bidi(&S::RunLengthEncodeStream, messages, &answers).error_code(),
+  EXPECT_EQ(testing::Bidi(*stub_, &S::RunLengthEncodeStream, &rle_context, messages, &answers)
+                .error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
   // An AggregateByKeyStream whose second piece fails in the backend (a key
   // out of range) while the first piece's held aggregate waits for it.
@@ -377,12 +302,10 @@ TEST_F(StreamAnswerBuffersTest, AFailedStreamGivesItsBuffersBack) {
   aggregate.set_num_keys(kLarge);
   grpc::ClientContext context;
   v1::AggregateByKeyResponse response;
-  auto writer = stub_->AggregateByKeyStream(&context, &response);
-  for (const v1::AggregateByKeyRequest& m : Cut(aggregate, {kLarge, kLarge})) {
-    if (!writer->Write(m)) break;
-  }
-  writer->WritesDone();
-  EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(testing::ClientStream(*stub_, &S::AggregateByKeyStream, &context,
+                                  testing::Cut(aggregate, {kLarge, kLarge}, rng_), &response)
+                .error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_GE(backend_->held(), 2);
   ExpectAllReleased();
 }
