@@ -369,6 +369,75 @@ TEST(ScanWithCarryGpuTest, Uint64) { ChunkedScanAllCases<uint64_t>(); }
 TEST(ScanWithCarryGpuTest, Float32) { ChunkedScanAllCases<float>(); }
 TEST(ScanWithCarryGpuTest, Float64) { ChunkedScanAllCases<double>(); }
 
+// Float MIN/MAX scans bit for bit against the reference (the checks above
+// treat the two zeros and any two NaNs as equal): -0.0 orders before +0.0,
+// and the first NaN's payload and sign propagate. Before `turn` only the
+// zero that loses and a non-extreme value occur, so the winning zero first
+// shows up mid-tile; with NaNs, two payloads land later (the first negative).
+template <typename T>
+void CheckMinMaxScanBits(uint64_t n, Op op, bool exclusive, bool with_nans, uint64_t salt) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  const std::string what = Describe("Scan bits", DTypeOf<T>(), op, exclusive, n) +
+                           (with_nans ? " with NaNs" : "");
+  SCOPED_TRACE(what);
+  const bool is_min = op == Op::kMin;
+  const T loser_zero = is_min ? T(0.0) : T(-0.0), winner_zero = is_min ? T(-0.0) : T(0.0);
+  const T other = is_min ? T(1.5) : T(-1.5);
+  std::mt19937_64 rng = Rng(salt);
+  const uint64_t turn = n / 3 + 5;
+  std::vector<T> input(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint64_t r = rng() % 3;
+    input[i] = r == 0 ? loser_zero : r == 1 || i < turn ? other : winner_zero;
+  }
+  if (with_nans) {
+    const Bits first_nan = static_cast<Bits>(sizeof(T) == 4 ? 0xffc00123ull : 0xfff8000000000123ull);
+    const Bits second_nan = static_cast<Bits>(sizeof(T) == 4 ? 0x7fc00456ull : 0x7ff8000000000456ull);
+    std::memcpy(&input[2 * n / 3 + 3], &first_nan, sizeof(T));
+    std::memcpy(&input[2 * n / 3 + 5], &second_nan, sizeof(T));
+  }
+  DeviceBuffer d_in(n * sizeof(T)), d_out(n * sizeof(T));
+  ASSERT_TRUE(d_in.ok() && d_out.ok());
+  CUDA_ASSERT(ToDevice(d_in.get(), input));
+  CUDA_ASSERT(d_out.Poison());
+  size_t temp_bytes = 0;
+  CUDA_ASSERT(gpu::Scan(nullptr, &temp_bytes, d_in.get(), d_out.get(), n, DTypeOf<T>(), op,
+                        exclusive, nullptr));
+  DeviceBuffer temp(temp_bytes);
+  CUDA_ASSERT(temp.Poison());
+  CUDA_ASSERT(gpu::Scan(temp.get(), &temp_bytes, d_in.get(), d_out.get(), n, DTypeOf<T>(), op,
+                        exclusive, nullptr));
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  const std::vector<T> got = ToHost<T>(d_out.get(), n);
+  const std::vector<T> expected =
+      reference::Scan(absl::MakeConstSpan(input), op, exclusive, absl::Span<const uint64_t>());
+  ASSERT_EQ(expected.size(), got.size());
+  size_t bad = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    if (std::memcmp(&got[i], &expected[i], sizeof(T)) != 0 && ++bad <= 5) {
+      Bits g, e;
+      std::memcpy(&g, &got[i], sizeof(T));
+      std::memcpy(&e, &expected[i], sizeof(T));
+      ADD_FAILURE() << what << ": element " << i << ": bits " << std::hex << g << ", want " << e;
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what;
+}
+
+TEST(ScanGpuTest, FloatMinMaxZerosAndNanPayloadsBitExact) {
+  uint64_t salt = 7000;
+  for (const Op op : {Op::kMin, Op::kMax}) {
+    for (const bool exclusive : {false, true}) {
+      for (const uint64_t n : {uint64_t{1000}, uint64_t{300001}}) {
+        for (const bool with_nans : {false, true}) {
+          CheckMinMaxScanBits<float>(n, op, exclusive, with_nans, salt++);
+          CheckMinMaxScanBits<double>(n, op, exclusive, with_nans, salt++);
+        }
+      }
+    }
+  }
+}
+
 // ARGMIN/ARGMAX over signed zeros and ties: +0.0 and -0.0 compare equal, so
 // the first of them wins (values compared as numbers, not bits).
 TEST(ReduceGpuTest, ArgSignedZerosAndTies) {

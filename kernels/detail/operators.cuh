@@ -5,6 +5,7 @@
 #define PRIMSERVE_KERNELS_DETAIL_OPERATORS_CUH_
 
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -31,6 +32,42 @@ __host__ __device__ __forceinline__ T Neutral() {
     if (kOp == Op::kSum) return -T(0);
   }
   return Identity<T>(kOp);
+}
+
+// Float MIN/MAX over NaN-free values as integer min/max: the bits read as a
+// signed integer, with the magnitude bits flipped when the sign bit is set,
+// order every non-NaN float as OrderedBefore does (-0.0 just below +0.0;
+// bit-identical values only tie). The map is its own inverse. One integer
+// min/max per pair instead of PropagatingMin's NaN tests and zero-sign
+// compare-and-select chain.
+template <typename T>
+using OrderedKey = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+
+template <typename T>
+__host__ __device__ __forceinline__ OrderedKey<T> ToOrderedKey(T x) {
+  using K = OrderedKey<T>;
+  K bits;
+  memcpy(&bits, &x, sizeof(T));
+  return bits ^ ((bits >> (8 * sizeof(T) - 1)) & std::numeric_limits<K>::max());
+}
+
+template <typename T>
+__host__ __device__ __forceinline__ T FromOrderedKey(OrderedKey<T> key) {
+  using K = OrderedKey<T>;
+  const K bits = key ^ ((key >> (8 * sizeof(T) - 1)) & std::numeric_limits<K>::max());
+  T x;
+  memcpy(&x, &bits, sizeof(T));
+  return x;
+}
+
+template <Op kOp, typename K>
+__host__ __device__ __forceinline__ K CombineOrderedKeys(K a, K b) {
+  static_assert(kOp == Op::kMin || kOp == Op::kMax, "keys serve MIN and MAX");
+  if constexpr (kOp == Op::kMin) {
+    return b < a ? b : a;
+  } else {
+    return a < b ? b : a;
+  }
 }
 
 // ARGMIN/ARGMAX candidate. The empty candidate is (Identity, kNoIndex).

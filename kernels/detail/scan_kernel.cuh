@@ -109,9 +109,31 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
     for (int j = 0; j < kItems; ++j) values[j] = x[j];
   }
 
-  V thread_total = values[0];
+  // Float MIN/MAX (plain scans): a thread whose items hold no NaN runs its
+  // two serial passes over them as integer min/max of ordered keys
+  // (operators.cuh), bit for bit the result of the NaN-propagating op.
+  constexpr bool kKeyed = !kSegmented && std::is_floating_point_v<T> &&
+                          (kOp == Op::kMin || kOp == Op::kMax);
+  bool keyed = false;
+  if constexpr (kKeyed) {
+    bool any_nan = false;
 #pragma unroll
-  for (int j = 1; j < kItems; ++j) thread_total = op(thread_total, values[j]);
+    for (int j = 0; j < kItems; ++j) any_nan |= IsNan(x[j]);
+    keyed = !any_nan;
+  }
+  V thread_total;
+  if (keyed) {
+    if constexpr (kKeyed) {
+      OrderedKey<T> key = ToOrderedKey(x[0]);
+#pragma unroll
+      for (int j = 1; j < kItems; ++j) key = CombineOrderedKeys<kOp>(key, ToOrderedKey(x[j]));
+      thread_total = FromOrderedKey<T>(key);
+    }
+  } else {
+    thread_total = values[0];
+#pragma unroll
+    for (int j = 1; j < kItems; ++j) thread_total = op(thread_total, values[j]);
+  }
 
   V neutral;
   if constexpr (kSegmented) {
@@ -147,16 +169,32 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
   }
 
   T y[kItems];
+  // A NaN prefix is every output of this thread (it propagates and comes
+  // first): the generic loop below gives that.
+  if (keyed && !IsNan(running)) {
+    if constexpr (kKeyed) {
+      OrderedKey<T> key = ToOrderedKey(running);
 #pragma unroll
-  for (int j = 0; j < kItems; ++j) {
-    if constexpr (kSegmented) {
-      if (p.exclusive) y[j] = values[j].head ? Identity<T>(kOp) : running.value;
-      running = op(running, values[j]);
-      if (!p.exclusive) y[j] = running.value;
-    } else {
-      if (p.exclusive) y[j] = thread_begin + j == 0 && !has_carry ? Identity<T>(kOp) : running;
-      running = op(running, values[j]);
-      if (!p.exclusive) y[j] = running;
+      for (int j = 0; j < kItems; ++j) {
+        if (p.exclusive) {
+          y[j] = thread_begin + j == 0 && !has_carry ? Identity<T>(kOp) : FromOrderedKey<T>(key);
+        }
+        key = CombineOrderedKeys<kOp>(key, ToOrderedKey(x[j]));
+        if (!p.exclusive) y[j] = FromOrderedKey<T>(key);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kItems; ++j) {
+      if constexpr (kSegmented) {
+        if (p.exclusive) y[j] = values[j].head ? Identity<T>(kOp) : running.value;
+        running = op(running, values[j]);
+        if (!p.exclusive) y[j] = running.value;
+      } else {
+        if (p.exclusive) y[j] = thread_begin + j == 0 && !has_carry ? Identity<T>(kOp) : running;
+        running = op(running, values[j]);
+        if (!p.exclusive) y[j] = running;
+      }
     }
   }
   // The last tile's P, not its last output: the same value up to
