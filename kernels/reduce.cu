@@ -149,6 +149,21 @@ __global__ void __launch_bounds__(kBlockThreads) ReduceKernel(const ReduceParams
         }
       }
     }
+    if constexpr (!Config::kArg && std::is_floating_point_v<T> &&
+                  (kOp == Op::kMin || kOp == Op::kMax)) {
+      // Float MIN/MAX: a tile without NaN folds as integer min/max over
+      // ordered keys (operators.cuh), then joins acc through the op once.
+      bool any_nan = false;
+#pragma unroll
+      for (int j = 0; j < kItems; ++j) any_nan |= IsNan(x[j]);
+      if (!any_nan) {
+        OrderedKey<T> key = ToOrderedKey(x[0]);
+#pragma unroll
+        for (int j = 1; j < kItems; ++j) key = CombineOrderedKeys<kOp>(key, ToOrderedKey(x[j]));
+        acc = op(acc, FromOrderedKey<T>(key));
+        continue;
+      }
+    }
     if constexpr (Config::kArg && !std::is_same_v<T, double>) {
       // ARGMIN/ARGMAX: this thread's best of the tile by one NaN-propagating
       // min/max per item, then the first item equal to it (one compare per

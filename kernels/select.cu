@@ -190,7 +190,7 @@ __device__ __forceinline__ void StageWarpChunk(
 // and looks back with; after the second barrier each warp writes its
 // compacted chunk out (coalesced).
 template <typename T, typename OffsetT, int kMode, int kNumVec>
-__global__ void __launch_bounds__(256, 6)
+__global__ void __launch_bounds__(kCompactBlock, detail::kSelectMinBlocksPerSm)
     SelectKernel(const SelectParams<T, OffsetT> p, const SelectSmem sm) {
   using S = SelectTile<T, kNumVec>;
   using U = detail::UBits<T>;

@@ -60,6 +60,23 @@ __host__ __device__ __forceinline__ T FromOrderedKey(OrderedKey<T> key) {
   return x;
 }
 
+// The key carried in a T's bits (a thread keeps its keyed items in place),
+// and those bits as the key.
+template <typename T>
+__host__ __device__ __forceinline__ T OrderedKeyBits(T x) {
+  const OrderedKey<T> key = ToOrderedKey(x);
+  T bits;
+  memcpy(&bits, &key, sizeof(T));
+  return bits;
+}
+
+template <typename T>
+__host__ __device__ __forceinline__ OrderedKey<T> BitsOf(T x) {
+  OrderedKey<T> bits;
+  memcpy(&bits, &x, sizeof(T));
+  return bits;
+}
+
 template <Op kOp, typename K>
 __host__ __device__ __forceinline__ K CombineOrderedKeys(K a, K b) {
   static_assert(kOp == Op::kMin || kOp == Op::kMax, "keys serve MIN and MAX");

@@ -95,6 +95,28 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
   WarpLoadBlocked(p.in + tile_begin + warp_offset, warp_valid, IsVectorAligned(p.in),
                   Neutral<T, kOp>(), x, transpose.items[WarpId()]);
 
+  // Float MIN/MAX (plain scans): a thread whose items hold no NaN runs its
+  // two serial passes over them as integer min/max of ordered keys
+  // (operators.cuh), bit for bit the NaN-propagating op's result. The keys
+  // replace the items in place; a thread with a NaN maps them back (the map
+  // is its own inverse) and takes the generic op.
+  constexpr bool kKeyed = !kSegmented && std::is_floating_point_v<T> &&
+                          (kOp == Op::kMin || kOp == Op::kMax);
+  bool keyed = false;
+  if constexpr (kKeyed) {
+    bool any_nan = false;
+#pragma unroll
+    for (int j = 0; j < kItems; ++j) {
+      any_nan |= IsNan(x[j]);
+      x[j] = OrderedKeyBits(x[j]);
+    }
+    keyed = !any_nan;
+    if (!keyed) {
+#pragma unroll
+      for (int j = 0; j < kItems; ++j) x[j] = OrderedKeyBits(x[j]);
+    }
+  }
+
   V values[kItems];
   if constexpr (kSegmented) {
     const uint64_t first = p.num_tiles > 1 ? p.tile_first_segment[tile] : 0;
@@ -109,24 +131,12 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
     for (int j = 0; j < kItems; ++j) values[j] = x[j];
   }
 
-  // Float MIN/MAX (plain scans): a thread whose items hold no NaN runs its
-  // two serial passes over them as integer min/max of ordered keys
-  // (operators.cuh), bit for bit the result of the NaN-propagating op.
-  constexpr bool kKeyed = !kSegmented && std::is_floating_point_v<T> &&
-                          (kOp == Op::kMin || kOp == Op::kMax);
-  bool keyed = false;
-  if constexpr (kKeyed) {
-    bool any_nan = false;
-#pragma unroll
-    for (int j = 0; j < kItems; ++j) any_nan |= IsNan(x[j]);
-    keyed = !any_nan;
-  }
   V thread_total;
   if (keyed) {
     if constexpr (kKeyed) {
-      OrderedKey<T> key = ToOrderedKey(x[0]);
+      OrderedKey<T> key = BitsOf(x[0]);
 #pragma unroll
-      for (int j = 1; j < kItems; ++j) key = CombineOrderedKeys<kOp>(key, ToOrderedKey(x[j]));
+      for (int j = 1; j < kItems; ++j) key = CombineOrderedKeys<kOp>(key, BitsOf(x[j]));
       thread_total = FromOrderedKey<T>(key);
     }
   } else {
@@ -179,7 +189,7 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
         if (p.exclusive) {
           y[j] = thread_begin + j == 0 && !has_carry ? Identity<T>(kOp) : FromOrderedKey<T>(key);
         }
-        key = CombineOrderedKeys<kOp>(key, ToOrderedKey(x[j]));
+        key = CombineOrderedKeys<kOp>(key, BitsOf(x[j]));
         if (!p.exclusive) y[j] = FromOrderedKey<T>(key);
       }
     }

@@ -173,6 +173,10 @@ using RunsLookback = LookbackPolicy<1, 32, 512, true, true, 700, false, 350, fal
 // (8192 4-byte or 4096 8-byte items); measured on an H200, 16 KB tiles were
 // 1.23x slower.
 inline constexpr int kSelectNumVec = 8;
+// Select/Partition/Unique: resident blocks per SM asked of the compiler
+// (__launch_bounds__; 6 caps registers at 40, no spills). Shared memory
+// allows 6 blocks of 32 KB tiles.
+inline constexpr int kSelectMinBlocksPerSm = 6;
 
 // RLE and ReduceByKey items per thread: 16 when keys and values are 4 bytes
 // (4096-item tiles, as the scan), else 8; the staging arrays stay at 32 KB
