@@ -371,14 +371,16 @@ TEST(ScanWithCarryGpuTest, Float64) { ChunkedScanAllCases<double>(); }
 
 // Float MIN/MAX scans bit for bit against the reference (the checks above
 // treat the two zeros and any two NaNs as equal): -0.0 orders before +0.0,
-// and the first NaN's payload and sign propagate. Before `turn` only the
-// zero that loses and a non-extreme value occur, so the winning zero first
-// shows up mid-tile; with NaNs, two payloads land later (the first negative).
+// and the first NaN's payload and sign propagate. With zeros: before `turn`
+// only the zero that loses and a non-extreme value occur, so the winning zero
+// first shows up mid-tile; without: no zeros at all (the kernel's path for
+// zero-free items). With NaNs, two payloads land later (the first negative).
 template <typename T>
-void CheckMinMaxScanBits(uint64_t n, Op op, bool exclusive, bool with_nans, uint64_t salt) {
+void CheckMinMaxScanBits(uint64_t n, Op op, bool exclusive, bool with_zeros, bool with_nans,
+                         uint64_t salt) {
   using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
   const std::string what = Describe("Scan bits", DTypeOf<T>(), op, exclusive, n) +
-                           (with_nans ? " with NaNs" : "");
+                           (with_zeros ? " with zeros" : "") + (with_nans ? " with NaNs" : "");
   SCOPED_TRACE(what);
   const bool is_min = op == Op::kMin;
   const T loser_zero = is_min ? T(0.0) : T(-0.0), winner_zero = is_min ? T(-0.0) : T(0.0);
@@ -389,6 +391,7 @@ void CheckMinMaxScanBits(uint64_t n, Op op, bool exclusive, bool with_nans, uint
   for (uint64_t i = 0; i < n; ++i) {
     const uint64_t r = rng() % 3;
     input[i] = r == 0 ? loser_zero : r == 1 || i < turn ? other : winner_zero;
+    if (!with_zeros) input[i] = other * T(1 + rng() % 7);
   }
   if (with_nans) {
     const Bits first_nan = static_cast<Bits>(sizeof(T) == 4 ? 0xffc00123ull : 0xfff8000000000123ull);
@@ -429,9 +432,11 @@ TEST(ScanGpuTest, FloatMinMaxZerosAndNanPayloadsBitExact) {
   for (const Op op : {Op::kMin, Op::kMax}) {
     for (const bool exclusive : {false, true}) {
       for (const uint64_t n : {uint64_t{1000}, uint64_t{300001}}) {
-        for (const bool with_nans : {false, true}) {
-          CheckMinMaxScanBits<float>(n, op, exclusive, with_nans, salt++);
-          CheckMinMaxScanBits<double>(n, op, exclusive, with_nans, salt++);
+        for (const bool with_zeros : {true, false}) {
+          for (const bool with_nans : {false, true}) {
+            CheckMinMaxScanBits<float>(n, op, exclusive, with_zeros, with_nans, salt++);
+            CheckMinMaxScanBits<double>(n, op, exclusive, with_zeros, with_nans, salt++);
+          }
         }
       }
     }

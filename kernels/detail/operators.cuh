@@ -60,23 +60,6 @@ __host__ __device__ __forceinline__ T FromOrderedKey(OrderedKey<T> key) {
   return x;
 }
 
-// The key carried in a T's bits (a thread keeps its keyed items in place),
-// and those bits as the key.
-template <typename T>
-__host__ __device__ __forceinline__ T OrderedKeyBits(T x) {
-  const OrderedKey<T> key = ToOrderedKey(x);
-  T bits;
-  memcpy(&bits, &key, sizeof(T));
-  return bits;
-}
-
-template <typename T>
-__host__ __device__ __forceinline__ OrderedKey<T> BitsOf(T x) {
-  OrderedKey<T> bits;
-  memcpy(&bits, &x, sizeof(T));
-  return bits;
-}
-
 template <Op kOp, typename K>
 __host__ __device__ __forceinline__ K CombineOrderedKeys(K a, K b) {
   static_assert(kOp == Op::kMin || kOp == Op::kMax, "keys serve MIN and MAX");
@@ -86,6 +69,22 @@ __host__ __device__ __forceinline__ K CombineOrderedKeys(K a, K b) {
     return a < b ? b : a;
   }
 }
+
+// MIN/MAX of two floats that are not NaN and not two zeros: then IEEE
+// minNum/maxNum (one FMNMX for float32) is PropagatingMin/Max exactly (the
+// only distinct bit patterns that compare equal are -0.0 and +0.0).
+template <Op kOp, typename T>
+__device__ __forceinline__ T CombinePlainFloats(T a, T b) {
+  static_assert(kOp == Op::kMin || kOp == Op::kMax, "plain floats serve MIN and MAX");
+  if constexpr (kOp == Op::kMin) {
+    return fmin(a, b);
+  } else {
+    return fmax(a, b);
+  }
+}
+
+// How a float MIN/MAX scan thread combines its items (scan_kernel.cuh).
+enum class FloatMinMaxPath { kGeneric, kKeyed, kPlain };
 
 // ARGMIN/ARGMAX candidate. The empty candidate is (Identity, kNoIndex).
 template <typename T>

@@ -95,25 +95,25 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
   WarpLoadBlocked(p.in + tile_begin + warp_offset, warp_valid, IsVectorAligned(p.in),
                   Neutral<T, kOp>(), x, transpose.items[WarpId()]);
 
-  // Float MIN/MAX (plain scans): a thread whose items hold no NaN runs its
-  // two serial passes over them as integer min/max of ordered keys
-  // (operators.cuh), bit for bit the NaN-propagating op's result. The keys
-  // replace the items in place; a thread with a NaN maps them back (the map
-  // is its own inverse) and takes the generic op.
-  constexpr bool kKeyed = !kSegmented && std::is_floating_point_v<T> &&
-                          (kOp == Op::kMin || kOp == Op::kMax);
-  bool keyed = false;
-  if constexpr (kKeyed) {
-    bool any_nan = false;
+  // Float MIN/MAX (plain scans), per thread, bit for bit the NaN-propagating
+  // op's result either way (operators.cuh):
+  //  - no NaN and no zero among its items: its two serial passes use the
+  //    hardware min/max (one FMNMX per pair for float32);
+  //  - zeros but no NaN: integer min/max over ordered keys;
+  //  - a NaN: the generic op.
+  constexpr bool kFloatMinMax = !kSegmented && std::is_floating_point_v<T> &&
+                                (kOp == Op::kMin || kOp == Op::kMax);
+  FloatMinMaxPath path = FloatMinMaxPath::kGeneric;
+  if constexpr (kFloatMinMax) {
+    bool nan_or_zero = false;
 #pragma unroll
-    for (int j = 0; j < kItems; ++j) {
-      any_nan |= IsNan(x[j]);
-      x[j] = OrderedKeyBits(x[j]);
-    }
-    keyed = !any_nan;
-    if (!keyed) {
+    for (int j = 0; j < kItems; ++j) nan_or_zero |= !(fabs(x[j]) > T(0));
+    path = FloatMinMaxPath::kPlain;
+    if (nan_or_zero) {
+      bool any_nan = false;
 #pragma unroll
-      for (int j = 0; j < kItems; ++j) x[j] = OrderedKeyBits(x[j]);
+      for (int j = 0; j < kItems; ++j) any_nan |= IsNan(x[j]);
+      path = any_nan ? FloatMinMaxPath::kGeneric : FloatMinMaxPath::kKeyed;
     }
   }
 
@@ -132,11 +132,17 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
   }
 
   V thread_total;
-  if (keyed) {
-    if constexpr (kKeyed) {
-      OrderedKey<T> key = BitsOf(x[0]);
+  if (path == FloatMinMaxPath::kPlain) {
+    if constexpr (kFloatMinMax) {
+      thread_total = x[0];
 #pragma unroll
-      for (int j = 1; j < kItems; ++j) key = CombineOrderedKeys<kOp>(key, BitsOf(x[j]));
+      for (int j = 1; j < kItems; ++j) thread_total = CombinePlainFloats<kOp>(thread_total, x[j]);
+    }
+  } else if (path == FloatMinMaxPath::kKeyed) {
+    if constexpr (kFloatMinMax) {
+      OrderedKey<T> key = ToOrderedKey(x[0]);
+#pragma unroll
+      for (int j = 1; j < kItems; ++j) key = CombineOrderedKeys<kOp>(key, ToOrderedKey(x[j]));
       thread_total = FromOrderedKey<T>(key);
     }
   } else {
@@ -179,17 +185,30 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
   }
 
   T y[kItems];
-  // A NaN prefix is every output of this thread (it propagates and comes
-  // first): the generic loop below gives that.
-  if (keyed && !IsNan(running)) {
-    if constexpr (kKeyed) {
+  // A NaN prefix (it comes first) is every output of this thread.
+  if (path != FloatMinMaxPath::kGeneric && IsNan(running)) {
+    if constexpr (kFloatMinMax) {
+#pragma unroll
+      for (int j = 0; j < kItems; ++j) y[j] = running;
+    }
+  } else if (path == FloatMinMaxPath::kPlain) {
+    if constexpr (kFloatMinMax) {
+#pragma unroll
+      for (int j = 0; j < kItems; ++j) {
+        if (p.exclusive) y[j] = thread_begin + j == 0 && !has_carry ? Identity<T>(kOp) : running;
+        running = CombinePlainFloats<kOp>(running, x[j]);
+        if (!p.exclusive) y[j] = running;
+      }
+    }
+  } else if (path == FloatMinMaxPath::kKeyed) {
+    if constexpr (kFloatMinMax) {
       OrderedKey<T> key = ToOrderedKey(running);
 #pragma unroll
       for (int j = 0; j < kItems; ++j) {
         if (p.exclusive) {
           y[j] = thread_begin + j == 0 && !has_carry ? Identity<T>(kOp) : FromOrderedKey<T>(key);
         }
-        key = CombineOrderedKeys<kOp>(key, BitsOf(x[j]));
+        key = CombineOrderedKeys<kOp>(key, ToOrderedKey(x[j]));
         if (!p.exclusive) y[j] = FromOrderedKey<T>(key);
       }
     }
