@@ -171,7 +171,8 @@ using RunsLookback = LookbackPolicy<1, 32, 512, true, true, 700, false, 350, fal
 
 // Select/Partition/Unique: 16-byte vectors per thread. 8 gives 32 KB tiles
 // (8192 4-byte or 4096 8-byte items); measured on an H200, 16 KB tiles were
-// 1.23x slower.
+// 1.23x slower (2026-11-21), and 24, 28, 48 and 64 KB tiles (8, 7, 4 and 3
+// blocks per SM) 1-15% slower at 2^28 (2026-11-26, kernels/NOTES.md).
 inline constexpr int kSelectNumVec = 8;
 // Select/Partition/Unique: resident blocks per SM asked of the compiler
 // (__launch_bounds__; 6 caps registers at 40, no spills). Shared memory
