@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Issue 11, call 2 of 2, same bundle: large answers checked one by one
+# against the CPU reference (unary and streamed), the soak on the CUDA
+# backend (unary calls, streams in random pieces and Multiplex bursts mixed,
+# every answer checked; memory flat; callers leaving mid-request), then the
+# engine's GPU tests, and 2^31 + 12345 int32 through ScanStream
+# (huge_stream.sh). checks.sh OUT_DIR [SOAK_SECONDS]
+set -uo pipefail
+here="$(cd .b-final && pwd)"
+out="${1:?usage: checks.sh OUT_DIR [SOAK_SECONDS]}"
+mkdir -p "$out/checks"
+export LD_LIBRARY_PATH="$here/lib"
+{ nvidia-smi -L; date -u; } > "$out/checks/device.txt"
+"$here/primserve" --port=50063 --metrics_port=-1 > "$out/checks/verify_server.log" 2>&1 &
+server=$!
+for _ in $(seq 50); do "$here/primctl" --address=localhost:50063 health >/dev/null 2>&1 && break; sleep 0.2; done
+for rpc in scan select reduce_by_key unique; do
+  for piece in 0 4194304; do
+    timeout 60 "$here/primload" --address=localhost:50063 --rpc=$rpc --predicate=gt --operand=0 \
+      --n=33554433 --concurrency=1,2 --verify --verify_every=1 --stream_piece_bytes=$piece \
+      --warmup_seconds=0.5 --measure_seconds=2 > "$out/checks/verify_${rpc}_piece$piece.txt" 2>&1
+    echo "verify $rpc piece=$piece exit $?" >> "$out/checks/summary.txt"
+  done
+done
+kill -TERM "$server"; wait "$server"
+soak=${2:-120}
+(cd "$here" && timeout $((soak + 150)) ./soak_test --backend=cuda --soak_seconds="$soak" --callers=16) \
+  > "$out/checks/soak.log" 2>&1
+echo "soak_test exit $? $(grep -E '^\[  (PASSED|FAILED)  \]|^soak:.*callers|^leave:' "$out/checks/soak.log" | tr '\n' ' ')" >> "$out/checks/summary.txt"
+for t in cuda_service_gpu_test cuda_shared_memory_gpu_test cuda_reproducible_gpu_test \
+         cuda_fault_gpu_test cuda_sticky_gpu_test cuda_lane_gpu_test cuda_lane_sticky_gpu_test \
+         cuda_staging_gpu_test cuda_cpu_backend_gpu_test; do
+  [[ -x "$here/$t" ]] || { echo "$t missing" >> "$out/checks/summary.txt"; continue; }
+  (cd "$here" && timeout 150 "./$t") > "$out/checks/$t.log" 2>&1
+  echo "$t exit $? $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/checks/$t.log" | tr '\n' ' ')" >> "$out/checks/summary.txt"
+done
+bash server/results/h200-2026-11-26-data-path/huge_stream.sh "$out/checks" > /dev/null 2>&1
+echo "huge: $(tail -n 2 "$out/checks/huge_summary.txt" | tr '\n' ' ')" >> "$out/checks/summary.txt"
+tar -C "$out" -czf "$out/checks.tgz" checks
+cat "$out/checks/summary.txt"
+grep -hE 'mismatch|error' "$out"/checks/verify_*.txt | head -20
