@@ -18,8 +18,10 @@ import sys
 
 import yaml
 
-# Metrics only a CUDA backend sets, so a CPU server's scrape lacks them.
-GPU_ONLY_METRICS = {"primserve_gpu_memory_bytes"}
+# Metrics only a CUDA backend sets (its device memory; the page-locked
+# payload and answer pools, which a backend that pins no host memory has
+# not), so a CPU server's scrape lacks them.
+GPU_ONLY_METRICS = {"primserve_gpu_memory_bytes", "primserve_pinned_host_bytes"}
 
 problems = []
 
