@@ -25,9 +25,12 @@
 #include "server/pinned_payloads.h"
 #include "server/server.h"
 #include "tests/answer_holding_backend.h"
+#include "tests/random_array.h"
 
 namespace primserve {
 namespace {
+
+using testing::RandomArray;
 
 using google::protobuf::util::MessageDifferencer;
 
@@ -91,27 +94,6 @@ void ExpectSameAnswer(Served& served, Method method, const Request& request) {
   EXPECT_EQ(response.SerializeAsString(), expected.SerializeAsString())
       << request.GetTypeName();
   EXPECT_TRUE(MessageDifferencer::Equals(response, expected)) << request.GetTypeName();
-}
-
-v1::Array RandomArray(std::mt19937_64& rng, v1::DType dtype, size_t n, int spread) {
-  v1::Array array;
-  array.set_dtype(dtype);
-  const size_t element = dtype == v1::INT32 || dtype == v1::UINT32 || dtype == v1::FLOAT32 ? 4 : 8;
-  std::string* data = array.mutable_data();
-  data->resize(n * element);
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t v = static_cast<int64_t>(rng() % spread) - spread / 2;
-    if (dtype == v1::FLOAT32) {
-      const float x = static_cast<float>(v);
-      std::memcpy(&(*data)[i * 4], &x, 4);
-    } else if (dtype == v1::FLOAT64) {
-      const double x = static_cast<double>(v);
-      std::memcpy(&(*data)[i * 8], &x, 8);
-    } else {
-      std::memcpy(&(*data)[i * element], &v, element);  // little-endian
-    }
-  }
-  return array;
 }
 
 v1::ScanRequest LargeScan(std::mt19937_64& rng, size_t n) {

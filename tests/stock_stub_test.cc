@@ -22,9 +22,12 @@
 #include "server/convert.h"
 #include "server/cpu_backend.h"
 #include "server/server.h"
+#include "tests/random_array.h"
 
 namespace primserve {
 namespace {
+
+using testing::RandomArray;
 
 using google::protobuf::util::MessageDifferencer;
 
@@ -88,38 +91,6 @@ class StockStubTest : public ::testing::Test {
 PrimServer* StockStubTest::server_ = nullptr;
 std::shared_ptr<grpc::Channel>* StockStubTest::channel_ = nullptr;
 
-v1::Array RandomArray(std::mt19937_64& rng, v1::DType dtype, size_t n) {
-  v1::Array array;
-  array.set_dtype(dtype);
-  std::string* data = array.mutable_data();
-  const size_t element = (dtype == v1::INT32 || dtype == v1::UINT32 || dtype == v1::FLOAT32) ? 4 : 8;
-  data->resize(n * element);
-  for (size_t i = 0; i < n; ++i) {
-    // Small values: runs, repeats and both signs; floats as small integers.
-    const int64_t v = static_cast<int64_t>(rng() % 7) - 3;
-    switch (dtype) {
-      case v1::INT32: case v1::UINT32: {
-        const int32_t x = static_cast<int32_t>(v);
-        std::memcpy(&(*data)[i * 4], &x, 4);
-        break;
-      }
-      case v1::FLOAT32: {
-        const float x = static_cast<float>(v);
-        std::memcpy(&(*data)[i * 4], &x, 4);
-        break;
-      }
-      case v1::FLOAT64: {
-        const double x = static_cast<double>(v);
-        std::memcpy(&(*data)[i * 8], &x, 8);
-        break;
-      }
-      default:
-        std::memcpy(&(*data)[i * 8], &v, 8);
-    }
-  }
-  return array;
-}
-
 // 0 and 1 elements, one below and one above the framing's slice threshold,
 // and one spanning many of gRPC's receive slices.
 const std::vector<size_t> kSizes = {0, 1, 1001, 70001, 3000017};
@@ -130,13 +101,13 @@ TEST_F(StockStubTest, EveryUnaryRpcAnswersAsTheTypedPathDoes) {
     for (v1::DType dtype : {v1::INT32, v1::INT64, v1::FLOAT32, v1::FLOAT64}) {
       SCOPED_TRACE(absl::StrCat("n = ", n, ", dtype ", dtype));
       v1::ScanRequest scan;
-      *scan.mutable_input() = RandomArray(rng, dtype, n);
+      *scan.mutable_input() = RandomArray(rng, dtype, n, 7);
       scan.set_op(v1::SUM);
       scan.set_exclusive(n % 2 == 1);
       ExpectSameAnswer<v1::ScanRequest, v1::ScanResponse>(&v1::Primitives::Stub::Scan, scan);
 
       v1::ReduceRequest reduce;
-      *reduce.mutable_input() = RandomArray(rng, dtype, n);
+      *reduce.mutable_input() = RandomArray(rng, dtype, n, 7);
       reduce.set_op(v1::ARGMAX);
       reduce.add_segment_offsets(0);
       reduce.add_segment_offsets(n / 3);
@@ -145,26 +116,26 @@ TEST_F(StockStubTest, EveryUnaryRpcAnswersAsTheTypedPathDoes) {
                                                               reduce);
 
       v1::SelectRequest select;
-      *select.mutable_input() = RandomArray(rng, dtype, n);
-      *select.mutable_flags() = RandomArray(rng, v1::INT32, n);
+      *select.mutable_input() = RandomArray(rng, dtype, n, 7);
+      *select.mutable_flags() = RandomArray(rng, v1::INT32, n, 7);
       select.set_output(v1::SelectRequest::VALUES_AND_INDICES);
       select.set_partition(true);
       ExpectSameAnswer<v1::SelectRequest, v1::SelectResponse>(&v1::Primitives::Stub::Select,
                                                               select);
 
       v1::UniqueRequest unique;
-      *unique.mutable_input() = RandomArray(rng, dtype, n);
+      *unique.mutable_input() = RandomArray(rng, dtype, n, 7);
       ExpectSameAnswer<v1::UniqueRequest, v1::UniqueResponse>(&v1::Primitives::Stub::Unique,
                                                               unique);
 
       v1::RunLengthEncodeRequest rle;
-      *rle.mutable_input() = RandomArray(rng, dtype, n);
+      *rle.mutable_input() = RandomArray(rng, dtype, n, 7);
       ExpectSameAnswer<v1::RunLengthEncodeRequest, v1::RunLengthEncodeResponse>(
           &v1::Primitives::Stub::RunLengthEncode, rle);
 
       v1::ReduceByKeyRequest by_key;
-      *by_key.mutable_keys() = RandomArray(rng, v1::INT64, n);
-      *by_key.mutable_values() = RandomArray(rng, dtype, n);
+      *by_key.mutable_keys() = RandomArray(rng, v1::INT64, n, 7);
+      *by_key.mutable_values() = RandomArray(rng, dtype, n, 7);
       by_key.set_op(v1::MIN);
       ExpectSameAnswer<v1::ReduceByKeyRequest, v1::ReduceByKeyResponse>(
           &v1::Primitives::Stub::ReduceByKey, by_key);
@@ -174,7 +145,7 @@ TEST_F(StockStubTest, EveryUnaryRpcAnswersAsTheTypedPathDoes) {
       std::vector<uint32_t> keys(n);
       for (uint32_t& key : keys) key = rng() % 9;
       aggregate.mutable_keys()->set_data(reinterpret_cast<const char*>(keys.data()), n * 4);
-      *aggregate.mutable_values() = RandomArray(rng, dtype, n);
+      *aggregate.mutable_values() = RandomArray(rng, dtype, n, 7);
       aggregate.set_op(v1::MAX);
       aggregate.set_num_keys(9);
       ExpectSameAnswer<v1::AggregateByKeyRequest, v1::AggregateByKeyResponse>(
@@ -190,7 +161,7 @@ TEST_F(StockStubTest, EchoSendsTheReceivedBytesBackCutOrPadded) {
     v1::EchoRequest request;
     std::string sent;
     for (int i = 0; i < 3; ++i) {
-      *request.add_arrays() = RandomArray(rng, v1::INT64, n + i);
+      *request.add_arrays() = RandomArray(rng, v1::INT64, n + i, 7);
       sent += request.arrays(i).data();
     }
     for (std::optional<uint64_t> size :

@@ -24,41 +24,16 @@
 #include "server/metrics.h"
 #include "server/server.h"
 #include "tests/answer_holding_backend.h"
+#include "tests/random_array.h"
 #include "tests/stream_calls.h"
 
 namespace primserve {
 namespace {
 
 using S = v1::Primitives::Stub;
+using testing::RandomArray;
 
 constexpr size_t kMiB = size_t{1} << 20;
-
-size_t ElementSize(v1::DType dtype) {
-  return dtype == v1::INT32 || dtype == v1::UINT32 || dtype == v1::FLOAT32 ? 4 : 8;
-}
-
-// n elements of `dtype`, small integers in [-spread/2, spread/2) (exact in
-// every dtype, whatever the order of a float SUM).
-v1::Array RandomArray(std::mt19937_64& rng, v1::DType dtype, size_t n, int spread) {
-  v1::Array array;
-  array.set_dtype(dtype);
-  const size_t element = ElementSize(dtype);
-  std::string* data = array.mutable_data();
-  data->resize(n * element);
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t v = static_cast<int64_t>(rng() % spread) - spread / 2;
-    if (dtype == v1::FLOAT32) {
-      const float x = static_cast<float>(v);
-      std::memcpy(&(*data)[i * 4], &x, 4);
-    } else if (dtype == v1::FLOAT64) {
-      const double x = static_cast<double>(v);
-      std::memcpy(&(*data)[i * 8], &x, 8);
-    } else {
-      std::memcpy(&(*data)[i * element], &v, element);  // little-endian
-    }
-  }
-  return array;
-}
 
 // Random piece sizes adding up to n: empty pieces, small ones (answers as
 // strings) and ones of up to `large` elements (answers of MiBs, held).
