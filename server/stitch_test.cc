@@ -502,7 +502,9 @@ TEST(ScanCutTest, OperationsStartAtMultiplesOfTheGranuleAndMakeTheWhole) {
       joined += next;
     }
     const uint64_t last_start = cut.cut_elements();
-    if (granule > 0) EXPECT_EQ(last_start % granule, 0u);
+    if (granule > 0) {
+      EXPECT_EQ(last_start % granule, 0u);
+    }
     joined += cut.Flush();
     EXPECT_EQ(cut.held_elements(), 0u);
     EXPECT_EQ(cut.cut_elements(), n);

@@ -41,6 +41,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -902,7 +903,8 @@ class Exporter {
     int status = 0;
     waitpid(pid_, &status, 0);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "exporter status " << status;
-    std::system(("rm -rf " + dir_).c_str());
+    std::error_code ignored;  // a leftover temp folder is not the test's failure
+    std::filesystem::remove_all(dir_, ignored);
   }
   const std::string& handle() const { return handle_; }
   // The exporter's memory as it is now.

@@ -189,7 +189,9 @@ class StreamTest : public ::testing::Test {
   // The server's /metrics page, served from the first scrape on (serving it
   // costs seconds at teardown, so only the tests that read it pay).
   std::string Scrape() {
-    if (metrics_.http_port() == 0) EXPECT_TRUE(metrics_.ServeHttp("127.0.0.1:0").ok());
+    if (metrics_.http_port() == 0) {
+      EXPECT_TRUE(metrics_.ServeHttp("127.0.0.1:0").ok());
+    }
     absl::StatusOr<testing::HttpResponse> page = testing::HttpGet(metrics_.http_port(), "/metrics");
     EXPECT_TRUE(page.ok()) << page.status();
     return page.ok() ? page->body : "";
