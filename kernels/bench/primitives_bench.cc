@@ -492,8 +492,9 @@ struct Options {
   int settle_ms = 0;
 };
 
-// --settle_ms: lets work the device does after frees (the rows' buffers)
-// finish before the next timing.
+// --settle_ms: a wait before each timing, to check whether what the device
+// still does after the previous row (its frees) slows the next row's first
+// timing (kernels/NOTES.md, "Fourth round").
 void Settle(const Options& options) {
   if (options.settle_ms <= 0) return;
   BENCH_CHECK(cudaDeviceSynchronize());
