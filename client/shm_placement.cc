@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/message_arrays.h"
 #include "google/protobuf/descriptor.h"
 #include "proto/primserve/v1/primitives.pb.h"
 
@@ -16,20 +17,6 @@ namespace {
 
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
-
-// The singular Array fields of `message` that are set, in field order.
-std::vector<const FieldDescriptor*> ArrayFields(const Message& message) {
-  std::vector<const FieldDescriptor*> fields;
-  const google::protobuf::Descriptor* descriptor = message.GetDescriptor();
-  for (int i = 0; i < descriptor->field_count(); ++i) {
-    const FieldDescriptor* field = descriptor->field(i);
-    if (field->message_type() == v1::Array::descriptor() && !field->is_repeated() &&
-        message.GetReflection()->HasField(message, field)) {
-      fields.push_back(field);
-    }
-  }
-  return fields;
-}
 
 std::string LocationName(const FieldDescriptor* response_field) {
   return response_field->name() == "output" ? "values" : response_field->name();
@@ -93,20 +80,16 @@ std::unique_ptr<PlacementRegion> SystemPlacementRegion(std::unique_ptr<SharedMem
 
 OutputRoom RoomOf(const Message& expected) {
   OutputRoom room;
-  for (const FieldDescriptor* field : ArrayFields(expected)) {
-    const auto& array =
-        static_cast<const v1::Array&>(expected.GetReflection()->GetMessage(expected, field));
-    room[LocationName(field)] = array.data().size();
+  for (const FieldDescriptor* field : SetArrays(expected)) {
+    room[LocationName(field)] = ArrayIn(expected, field).data().size();
   }
   return room;
 }
 
 uint64_t PlacedBytes(const Message& request, const OutputRoom& room, bool in_place) {
   uint64_t bytes = 0;
-  for (const FieldDescriptor* field : ArrayFields(request)) {
-    const auto& array =
-        static_cast<const v1::Array&>(request.GetReflection()->GetMessage(request, field));
-    bytes += AlignPlacement(array.data().size());
+  for (const FieldDescriptor* field : SetArrays(request)) {
+    bytes += AlignPlacement(ArrayIn(request, field).data().size());
   }
   if (!in_place) {
     for (const auto& [name, size] : room) bytes += AlignPlacement(size);
@@ -124,8 +107,8 @@ absl::Status PlaceRequest(Message* request, const OutputRoom& room, bool in_plac
         absl::StrCat(request->GetDescriptor()->name(), " has no output_location"));
   }
   const v1::SharedMemoryRef* input_ref = nullptr;
-  for (const FieldDescriptor* field : ArrayFields(*request)) {
-    auto* array = static_cast<v1::Array*>(reflection->MutableMessage(request, field));
+  for (const FieldDescriptor* field : SetArrays(*request)) {
+    v1::Array* array = MutableArray(request, field);
     if (array->data().empty()) continue;  // nothing to place: stays inline
     const uint64_t bytes = array->data().size();
     if (absl::Status s = region.Write(*cursor, array->data()); !s.ok()) return s;
@@ -158,9 +141,8 @@ absl::Status PlaceRequest(Message* request, const OutputRoom& room, bool in_plac
 }
 
 absl::Status ReadBack(Message* response, const PlacementRegion& region) {
-  const google::protobuf::Reflection* reflection = response->GetReflection();
-  for (const FieldDescriptor* field : ArrayFields(*response)) {
-    auto* array = static_cast<v1::Array*>(reflection->MutableMessage(response, field));
+  for (const FieldDescriptor* field : SetArrays(*response)) {
+    v1::Array* array = MutableArray(response, field);
     if (!array->has_shm()) continue;
     const v1::SharedMemoryRef ref = array->shm();
     if (ref.region() != region.name()) {
