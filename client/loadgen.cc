@@ -71,6 +71,7 @@
 #include "client/client.h"
 #include "client/shared_memory_region.h"
 #include "client/shm_placement.h"
+#include "client/stream_messages.h"
 #include "grpc/grpc.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -745,25 +746,6 @@ class MultiplexTarget final : public Target {
 // ---------------------------------------------------------------------------
 // Streams: a request cut into pieces and sent through the RPC's *Stream form
 
-// The array fields (primserve.v1.Array) a message sets.
-std::vector<const google::protobuf::FieldDescriptor*> SetArrays(
-    const google::protobuf::Message& message) {
-  std::vector<const google::protobuf::FieldDescriptor*> arrays;
-  const google::protobuf::Descriptor* descriptor = message.GetDescriptor();
-  for (int i = 0; i < descriptor->field_count(); ++i) {
-    const google::protobuf::FieldDescriptor* field = descriptor->field(i);
-    if (field->message_type() == v1::Array::descriptor() && !field->is_repeated() &&
-        message.GetReflection()->HasField(message, field)) {
-      arrays.push_back(field);
-    }
-  }
-  return arrays;
-}
-
-size_t ElementBytes(v1::DType dtype) {
-  return dtype == v1::INT32 || dtype == v1::UINT32 || dtype == v1::FLOAT32 ? 4 : 8;
-}
-
 // One message of a stream: elements [start, end) of the whole request's arrays.
 struct StreamPiece {
   std::unique_ptr<google::protobuf::Message> message;
@@ -771,44 +753,23 @@ struct StreamPiece {
   uint64_t end = 0;
 };
 
-// `whole` as the messages of a stream of pieces of about `piece_bytes` (whole
-// elements; the arrays of a two-array request in pieces of equal length):
-// the first carries every parameter, later ones only their pieces of the
-// arrays (dtypes repeated). At least one message.
+// `whole` as the messages of a stream of pieces of about `piece_bytes`
+// (StreamCutter), cut before the load starts. At least one message.
 std::vector<StreamPiece> CutIntoPieces(const google::protobuf::Message& whole,
                                        uint64_t piece_bytes) {
-  const std::vector<const google::protobuf::FieldDescriptor*> arrays = SetArrays(whole);
-  const google::protobuf::Reflection* reflection = whole.GetReflection();
-  const auto array = [&](const google::protobuf::Message& m,
-                         const google::protobuf::FieldDescriptor* field) -> const v1::Array& {
-    return static_cast<const v1::Array&>(m.GetReflection()->GetMessage(m, field));
-  };
-  uint64_t n = 0, bytes_per_element = 0;
-  for (const auto* field : arrays) {
-    const size_t size = ElementBytes(array(whole, field).dtype());
-    n = array(whole, field).data().size() / size;
-    bytes_per_element += size;
-  }
-  const uint64_t step = std::max<uint64_t>(1, piece_bytes / std::max<uint64_t>(1, bytes_per_element));
+  StreamCutter cutter(whole);
+  const uint64_t step = cutter.PieceElements(piece_bytes);
   std::vector<StreamPiece> pieces;
-  for (uint64_t start = 0; start < n || pieces.empty(); start += step) {
-    StreamPiece piece{std::unique_ptr<google::protobuf::Message>(whole.New()), start,
-                      std::min(n, start + step)};
-    if (pieces.empty()) piece.message->CopyFrom(whole);
-    for (const auto* field : arrays) {
-      const v1::Array& from = array(whole, field);
-      const size_t size = ElementBytes(from.dtype());
-      auto* to = static_cast<v1::Array*>(reflection->MutableMessage(piece.message.get(), field));
-      to->set_dtype(from.dtype());
-      to->set_data(from.data().substr(piece.start * size, (piece.end - piece.start) * size));
-    }
+  while (!cutter.done()) {
+    StreamPiece piece{std::unique_ptr<google::protobuf::Message>(whole.New()), cutter.cut(),
+                      std::min(cutter.elements(), cutter.cut() + step)};
+    cutter.Next(step, piece.message.get());
     pieces.push_back(std::move(piece));
   }
   return pieces;
 }
 
-// The answers of a stream as the one response the unary call gives: arrays
-// concatenated, other fields (Select's running count) as the last set them.
+// The answers of a stream as the one response the unary call gives.
 bool JoinAnswers(const std::vector<grpc::ByteBuffer>& answers, google::protobuf::Message* joined) {
   joined->Clear();
   std::unique_ptr<google::protobuf::Message> answer(joined->New());
@@ -818,15 +779,7 @@ bool JoinAnswers(const std::vector<grpc::ByteBuffer>& answers, google::protobuf:
              .ok()) {
       return false;
     }
-    const google::protobuf::Reflection* reflection = answer->GetReflection();
-    for (const auto* field : SetArrays(*answer)) {
-      const auto& piece = static_cast<const v1::Array&>(reflection->GetMessage(*answer, field));
-      auto* to = static_cast<v1::Array*>(reflection->MutableMessage(joined, field));
-      to->set_dtype(piece.dtype());
-      to->mutable_data()->append(piece.data());
-      reflection->ClearField(answer.get(), field);
-    }
-    joined->MergeFrom(*answer);
+    AppendAnswer(answer.get(), joined);
   }
   return true;
 }

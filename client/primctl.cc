@@ -45,6 +45,7 @@
 #include "client/client.h"
 #include "client/shared_memory_region.h"
 #include "client/shm_placement.h"
+#include "client/stream_messages.h"
 #include "core/primitives.h"
 
 ABSL_FLAG(std::string, address, "localhost:50051", primserve::kAddressFlagHelp);
@@ -599,40 +600,6 @@ int Send(PrimitivesClient& client, PrintMode mode, const Request& inline_request
   return printed.ok() ? 0 : RpcError(printed);
 }
 
-// The arrays (primserve.v1.Array fields) a message sets.
-std::vector<const google::protobuf::FieldDescriptor*> SetArrays(
-    const google::protobuf::Message& message) {
-  std::vector<const google::protobuf::FieldDescriptor*> arrays;
-  const google::protobuf::Descriptor* descriptor = message.GetDescriptor();
-  for (int i = 0; i < descriptor->field_count(); ++i) {
-    const google::protobuf::FieldDescriptor* field = descriptor->field(i);
-    if (field->message_type() == v1::Array::descriptor() && !field->is_repeated() &&
-        message.GetReflection()->HasField(message, field)) {
-      arrays.push_back(field);
-    }
-  }
-  return arrays;
-}
-
-v1::Array* MutableArray(google::protobuf::Message* message,
-                        const google::protobuf::FieldDescriptor* field) {
-  return static_cast<v1::Array*>(message->GetReflection()->MutableMessage(message, field));
-}
-
-// Adds one streamed answer to the whole: arrays appended, other fields (a
-// Select's running count) as the last answer sets them.
-template <typename Response>
-void AppendAnswer(Response answer, Response* joined) {
-  for (const google::protobuf::FieldDescriptor* field : SetArrays(answer)) {
-    v1::Array* piece = MutableArray(&answer, field);
-    v1::Array* whole = MutableArray(joined, field);
-    whole->set_dtype(piece->dtype());
-    whole->mutable_data()->append(piece->data());
-    answer.GetReflection()->ClearField(&answer, field);
-  }
-  joined->MergeFrom(answer);
-}
-
 // The bytes of a piece --piece_bytes asks for; 0 for one unary call (always
 // with --shm: the streams carry inline bytes only). `input_bytes`: all the
 // request's arrays together.
@@ -650,44 +617,18 @@ uint64_t PieceBytes(uint64_t input_bytes) {
 template <typename Request, typename Response, typename Describe>
 int SendStream(PrimitivesClient& client, PrintMode mode, Request whole, uint64_t piece_bytes,
                Describe describe) {
-  // The arrays' bytes move out of `whole`, which keeps the parameters.
-  struct Cut {
-    const google::protobuf::FieldDescriptor* field;
-    v1::DType dtype;
-    std::string data;
-    size_t element_bytes;
-  };
-  std::vector<Cut> cuts;
-  size_t bytes_per_element = 0;
-  for (const google::protobuf::FieldDescriptor* field : SetArrays(whole)) {
-    v1::Array* array = MutableArray(&whole, field);
-    Cut cut{field, array->dtype(), {}, DTypeSize(static_cast<DType>(array->dtype()))};
-    cut.data.swap(*array->mutable_data());
-    bytes_per_element += cut.element_bytes;
-    cuts.push_back(std::move(cut));
-  }
-  const size_t n = cuts.front().data.size() / cuts.front().element_bytes;
-  const size_t piece = std::max<uint64_t>(1, piece_bytes / bytes_per_element);
-  size_t payload_bytes = whole.ByteSizeLong();
-  for (const Cut& cut : cuts) payload_bytes += cut.data.size();
-  size_t start = 0;
-  bool first = true;
+  // The arrays' bytes move out of `whole` into the cutter: never held twice.
+  StreamCutter cutter(&whole);
+  const uint64_t piece = cutter.PieceElements(piece_bytes);
+  const size_t payload_bytes = whole.ByteSizeLong() + cutter.array_bytes();
   const auto next = [&](Request* message) {
-    if (!first && start >= n) return false;
-    const size_t size = std::min(piece, n - start);
-    if (first) *message = whole;
-    for (const Cut& cut : cuts) {
-      v1::Array* to = MutableArray(message, cut.field);
-      to->set_dtype(cut.dtype);
-      to->set_data(cut.data.substr(start * cut.element_bytes, size * cut.element_bytes));
-    }
-    first = false;
-    start += size;
+    if (cutter.done()) return false;
+    cutter.Next(piece, message);
     return true;
   };
   Response joined;
-  const auto on_answer = [&](const Response& answer) {
-    AppendAnswer(answer, &joined);
+  const auto on_answer = [&](Response answer) {
+    AppendAnswer(&answer, &joined);
     return absl::OkStatus();
   };
   const absl::Time begin = absl::Now();

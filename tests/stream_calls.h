@@ -9,71 +9,36 @@
 #include <thread>
 #include <vector>
 
+#include "client/message_arrays.h"
+#include "client/stream_messages.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/primserve/v1/primitives.grpc.pb.h"
 
 namespace primserve {
 namespace testing {
 
-// The array fields of a message (of type primserve.v1.Array).
-inline std::vector<const google::protobuf::FieldDescriptor*> ArrayFields(
-    const google::protobuf::Message& m) {
-  std::vector<const google::protobuf::FieldDescriptor*> fields;
-  for (int i = 0; i < m.GetDescriptor()->field_count(); ++i) {
-    const google::protobuf::FieldDescriptor* f = m.GetDescriptor()->field(i);
-    if (f->message_type() == v1::Array::descriptor()) fields.push_back(f);
-  }
-  return fields;
-}
-
-// `whole` cut into messages of `sizes` elements: the first keeps every
-// parameter, later ones only their pieces of the arrays (dtype repeated one
-// time in two).
+// `whole` cut into messages of `sizes` elements (StreamCutter): the first
+// keeps every parameter, later ones only their pieces of the arrays, each
+// array's dtype left out one time in two (the server takes the first's).
 template <typename Request, typename Rng>
 std::vector<Request> Cut(const Request& whole, const std::vector<size_t>& sizes, Rng& rng) {
-  std::vector<Request> messages;
-  size_t start = 0;
-  for (size_t size : sizes) {
-    Request m;
-    if (messages.empty()) m = whole;
-    for (const google::protobuf::FieldDescriptor* f : ArrayFields(whole)) {
-      if (!whole.GetReflection()->HasField(whole, f)) continue;
-      const auto& array = static_cast<const v1::Array&>(whole.GetReflection()->GetMessage(whole, f));
-      const size_t element = array.dtype() == v1::INT32 || array.dtype() == v1::UINT32 ||
-                                     array.dtype() == v1::FLOAT32
-                                 ? 4
-                                 : 8;
-      auto* to = static_cast<v1::Array*>(m.GetReflection()->MutableMessage(&m, f));
-      to->set_data(array.data().substr(start * element, size * element));
-      if (messages.empty() || rng() % 2) to->set_dtype(array.dtype());
+  StreamCutter cutter(whole);
+  std::vector<Request> messages(sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    cutter.Next(sizes[i], &messages[i]);
+    if (i == 0) continue;
+    for (const google::protobuf::FieldDescriptor* field : SetArrays(messages[i])) {
+      if (rng() % 2 == 0) MutableArray(&messages[i], field)->clear_dtype();
     }
-    messages.push_back(std::move(m));
-    start += size;
   }
   return messages;
 }
 
-// The answers of a stream joined into one: arrays concatenated, other fields
-// (Select's count) from the last answer.
+// The answers of a stream joined into the one answer of the unary call.
 template <typename Response>
-Response Join(const std::vector<Response>& answers) {
+Response Join(std::vector<Response> answers) {
   Response joined;
-  for (const Response& answer : answers) {
-    const std::vector<const google::protobuf::FieldDescriptor*> arrays = ArrayFields(answer);
-    Response rest = answer;
-    for (const google::protobuf::FieldDescriptor* f : arrays) {
-      rest.GetReflection()->ClearField(&rest, f);
-    }
-    joined.MergeFrom(rest);
-    for (const google::protobuf::FieldDescriptor* f : arrays) {
-      if (!answer.GetReflection()->HasField(answer, f)) continue;
-      const auto& piece =
-          static_cast<const v1::Array&>(answer.GetReflection()->GetMessage(answer, f));
-      auto* to = static_cast<v1::Array*>(joined.GetReflection()->MutableMessage(&joined, f));
-      to->set_dtype(piece.dtype());
-      to->mutable_data()->append(piece.data());
-    }
-  }
+  for (Response& answer : answers) AppendAnswer(&answer, &joined);
   return joined;
 }
 
