@@ -70,48 +70,18 @@ class StreamAnswerBuffersTest : public ::testing::Test {
                                   grpc::InsecureChannelCredentials(), args));
   }
 
-  template <typename Request, typename Response>
-  Response Unary(grpc::Status (S::*method)(grpc::ClientContext*, const Request&, Response*),
-                 const Request& request) {
-    grpc::ClientContext context;
-    Response response;
-    const grpc::Status status = (stub_.get()->*method)(&context, request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return response;
-  }
-
   // `whole` through `stream` in random pieces answers as the unary call
   // does; `large` elements make a piece whose answers are held.
-  template <typename Request, typename Response>
-  void ExpectBidiEqualsUnary(
-      std::unique_ptr<grpc::ClientReaderWriter<Request, Response>> (S::*stream)(
-          grpc::ClientContext*),
-      grpc::Status (S::*unary)(grpc::ClientContext*, const Request&, Response*),
-      const Request& whole, size_t n, size_t large) {
-    const std::vector<size_t> sizes = Pieces(rng_, n, large);
-    grpc::ClientContext context;
-    std::vector<Response> answers;
-    const grpc::Status status =
-        testing::Bidi(*stub_, stream, &context, testing::Cut(whole, sizes, rng_), &answers);
-    ASSERT_TRUE(status.ok()) << status.error_message();
-    EXPECT_GE(answers.size(), sizes.size());
-    EXPECT_EQ(testing::Join(answers).SerializeAsString(),
-              Unary(unary, whole).SerializeAsString())
-        << whole.GetTypeName() << " in " << sizes.size() << " pieces";
+  template <typename Stream, typename Call, typename Request>
+  void ExpectBidiEqualsUnary(Stream stream, Call unary, const Request& whole, size_t n,
+                             size_t large) {
+    testing::ExpectBidiEqualsUnary(*stub_, stream, unary, whole, Pieces(rng_, n, large), rng_);
   }
-
-  template <typename Request, typename Response>
-  void ExpectClientStreamEqualsUnary(
-      std::unique_ptr<grpc::ClientWriter<Request>> (S::*stream)(grpc::ClientContext*, Response*),
-      grpc::Status (S::*unary)(grpc::ClientContext*, const Request&, Response*),
-      const Request& whole, size_t n, size_t large) {
-    grpc::ClientContext context;
-    Response answer;
-    const grpc::Status status = testing::ClientStream(
-        *stub_, stream, &context, testing::Cut(whole, Pieces(rng_, n, large), rng_), &answer);
-    ASSERT_TRUE(status.ok()) << status.error_message();
-    EXPECT_EQ(answer.SerializeAsString(), Unary(unary, whole).SerializeAsString())
-        << whole.GetTypeName();
+  template <typename Stream, typename Call, typename Request>
+  void ExpectClientStreamEqualsUnary(Stream stream, Call unary, const Request& whole, size_t n,
+                                     size_t large) {
+    testing::ExpectClientStreamEqualsUnary(*stub_, stream, unary, whole, Pieces(rng_, n, large),
+                                           rng_);
   }
 
   // Every answer buffer handed out is back in its pool, as the pool's
@@ -312,11 +282,11 @@ TEST_F(StreamAnswerBuffersTest, AMultiplexedLargeAnswerIsSentFromItsBuffer) {
   }
   ASSERT_TRUE(stream->Finish().ok());
   EXPECT_EQ(answers[0].scan().SerializeAsString(),
-            Unary(&S::Scan, requests[0].scan()).SerializeAsString());
+            testing::Unary(*stub_, &S::Scan, requests[0].scan()).SerializeAsString());
   EXPECT_EQ(answers[1].select().SerializeAsString(),
-            Unary(&S::Select, requests[1].select()).SerializeAsString());
+            testing::Unary(*stub_, &S::Select, requests[1].select()).SerializeAsString());
   EXPECT_EQ(answers[2].scan().SerializeAsString(),
-            Unary(&S::Scan, requests[2].scan()).SerializeAsString());
+            testing::Unary(*stub_, &S::Scan, requests[2].scan()).SerializeAsString());
   for (const v1::MultiplexResponse& a : answers) EXPECT_EQ(a.code(), 0) << a.message();
   // The scan's output and the select's values and indices, each held
   // through Multiplex and again through the unary calls; the small scan not.

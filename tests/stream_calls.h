@@ -1,7 +1,8 @@
 // A request sent through its streaming RPC, for tests: the request cut into
 // the messages of a stream (Cut), the stream's answers joined into the one
-// answer the unary call gives (Join), and the two kinds of streaming call
-// made with the generated stub, writing from another thread while reading.
+// answer the unary call gives (Join), the two kinds of streaming call made
+// with the generated stub, writing from another thread while reading, and
+// the checks that a stream answers as the unary call does.
 #ifndef PRIMSERVE_TESTS_STREAM_CALLS_H_
 #define PRIMSERVE_TESTS_STREAM_CALLS_H_
 
@@ -12,6 +13,7 @@
 #include "client/message_arrays.h"
 #include "client/stream_messages.h"
 #include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
 #include "proto/primserve/v1/primitives.grpc.pb.h"
 
 namespace primserve {
@@ -76,6 +78,54 @@ grpc::Status ClientStream(v1::Primitives::Stub& stub,
   }
   stream->WritesDone();
   return stream->Finish();
+}
+
+// The unary call, whose answer a stream's joined answers must equal.
+template <typename Request, typename Response>
+Response Unary(v1::Primitives::Stub& stub,
+               grpc::Status (v1::Primitives::Stub::*method)(grpc::ClientContext*, const Request&,
+                                                            Response*),
+               const Request& request) {
+  grpc::ClientContext context;
+  Response response;
+  const grpc::Status status = (stub.*method)(&context, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return response;
+}
+
+// `whole` cut into pieces of `sizes` elements through the bidirectional
+// `stream` answers as the `unary` call does.
+template <typename Request, typename Response, typename Rng>
+void ExpectBidiEqualsUnary(
+    v1::Primitives::Stub& stub,
+    std::unique_ptr<grpc::ClientReaderWriter<Request, Response>> (
+        v1::Primitives::Stub::*stream)(grpc::ClientContext*),
+    grpc::Status (v1::Primitives::Stub::*unary)(grpc::ClientContext*, const Request&, Response*),
+    const Request& whole, const std::vector<size_t>& sizes, Rng& rng) {
+  grpc::ClientContext context;
+  std::vector<Response> answers;
+  const grpc::Status status = Bidi(stub, stream, &context, Cut(whole, sizes, rng), &answers);
+  ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << whole.GetTypeName();
+  EXPECT_GE(answers.size(), sizes.size());
+  EXPECT_EQ(Join(answers).SerializeAsString(), Unary(stub, unary, whole).SerializeAsString())
+      << whole.DebugString().substr(0, 300) << " in " << sizes.size() << " pieces";
+}
+
+// The same through the client-streaming `stream` (one answer at the end).
+template <typename Request, typename Response, typename Rng>
+void ExpectClientStreamEqualsUnary(
+    v1::Primitives::Stub& stub,
+    std::unique_ptr<grpc::ClientWriter<Request>> (v1::Primitives::Stub::*stream)(
+        grpc::ClientContext*, Response*),
+    grpc::Status (v1::Primitives::Stub::*unary)(grpc::ClientContext*, const Request&, Response*),
+    const Request& whole, const std::vector<size_t>& sizes, Rng& rng) {
+  grpc::ClientContext context;
+  Response answer;
+  const grpc::Status status =
+      ClientStream(stub, stream, &context, Cut(whole, sizes, rng), &answer);
+  ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << whole.GetTypeName();
+  EXPECT_EQ(answer.SerializeAsString(), Unary(stub, unary, whole).SerializeAsString())
+      << whole.DebugString().substr(0, 300) << " in " << sizes.size() << " pieces";
 }
 
 }  // namespace testing

@@ -99,11 +99,7 @@ class StreamTest : public ::testing::Test {
   template <typename Request, typename Response>
   Response Unary(grpc::Status (S::*method)(grpc::ClientContext*, const Request&, Response*),
                  const Request& request) {
-    grpc::ClientContext context;
-    Response response;
-    const grpc::Status status = (stub_.get()->*method)(&context, request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return response;
+    return testing::Unary(*stub_, method, request);
   }
 
   // Writes the messages from another thread while reading every answer.
@@ -125,31 +121,15 @@ class StreamTest : public ::testing::Test {
   }
 
   // A stream of `whole` in random pieces answers as the unary call does.
-  template <typename Request, typename Response>
-  void ExpectBidiEqualsUnary(
-      std::unique_ptr<grpc::ClientReaderWriter<Request, Response>> (S::*stream)(
-          grpc::ClientContext*),
-      grpc::Status (S::*unary)(grpc::ClientContext*, const Request&, Response*),
-      const Request& whole, size_t n, std::mt19937& rng) {
-    const std::vector<size_t> sizes = Pieces(rng, n);
-    std::vector<Response> answers;
-    const grpc::Status status = Bidi(stream, Cut(whole, sizes, rng), &answers);
-    ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << whole.ShortDebugString();
-    EXPECT_GE(answers.size(), sizes.size());
-    EXPECT_EQ(Join(answers).SerializeAsString(), Unary(unary, whole).SerializeAsString())
-        << whole.DebugString().substr(0, 300) << " in " << sizes.size() << " pieces";
+  template <typename Stream, typename Call, typename Request>
+  void ExpectBidiEqualsUnary(Stream stream, Call unary, const Request& whole, size_t n,
+                             std::mt19937& rng) {
+    testing::ExpectBidiEqualsUnary(*stub_, stream, unary, whole, Pieces(rng, n), rng);
   }
-
-  template <typename Request, typename Response>
-  void ExpectClientStreamEqualsUnary(
-      std::unique_ptr<grpc::ClientWriter<Request>> (S::*stream)(grpc::ClientContext*, Response*),
-      grpc::Status (S::*unary)(grpc::ClientContext*, const Request&, Response*),
-      const Request& whole, size_t n, std::mt19937& rng) {
-    Response answer;
-    const grpc::Status status = ClientStream(stream, Cut(whole, Pieces(rng, n), rng), &answer);
-    ASSERT_TRUE(status.ok()) << status.error_message();
-    EXPECT_EQ(answer.SerializeAsString(), Unary(unary, whole).SerializeAsString())
-        << whole.DebugString().substr(0, 300);
+  template <typename Stream, typename Call, typename Request>
+  void ExpectClientStreamEqualsUnary(Stream stream, Call unary, const Request& whole, size_t n,
+                                     std::mt19937& rng) {
+    testing::ExpectClientStreamEqualsUnary(*stub_, stream, unary, whole, Pieces(rng, n), rng);
   }
 
   // Writes `messages`, as bytes, to the streaming method `rpc` and counts
