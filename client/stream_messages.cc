@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "client/message_arrays.h"
 #include "core/primitives.h"
+#include "google/protobuf/field_mask.pb.h"
+#include "google/protobuf/util/field_mask_util.h"
 
 namespace primserve {
 namespace {
@@ -50,8 +53,17 @@ uint64_t StreamCutter::PieceElements(uint64_t piece_bytes) const {
 }
 
 void StreamCutter::Next(uint64_t count, Message* message) {
-  // The parameters; arrays still in whole are copied too, and replaced below.
-  if (!started_) message->CopyFrom(whole_);
+  if (!started_) {
+    // The parameters: every field whole sets but its arrays, whose bytes
+    // would be copied only to be replaced below.
+    std::vector<const FieldDescriptor*> set;
+    whole_.GetReflection()->ListFields(whole_, &set);
+    google::protobuf::FieldMask parameters;
+    for (const FieldDescriptor* field : set) {
+      if (field->message_type() != v1::Array::descriptor()) parameters.add_paths(field->name());
+    }
+    google::protobuf::util::FieldMaskUtil::MergeMessageTo(whole_, parameters, {}, message);
+  }
   for (const ArrayToCut& array : arrays_) {
     v1::Array* to = MutableArray(message, array.field);
     to->set_dtype(array.dtype);
