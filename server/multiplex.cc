@@ -66,8 +66,7 @@ std::unique_ptr<MultiplexReactor::Received> MultiplexReactor::Parse() {
 }
 
 void MultiplexReactor::OnWriteDone(bool ok) {
-  {
-    absl::MutexLock lock(&mu_);
+  Advance([this, ok]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     writing_ = false;
     writes_.pop_front();
     --unanswered_;
@@ -77,17 +76,17 @@ void MultiplexReactor::OnWriteDone(bool ok) {
       unanswered_ -= writes_.size();
       writes_.clear();
     }
-  }
-  Advance();
+  });
 }
 
-void MultiplexReactor::Advance() {
+void MultiplexReactor::Advance(absl::FunctionRef<void()> update) {
   const grpc::ByteBuffer* write = nullptr;
   bool more_writes = false;
   grpc::ByteBuffer* read = nullptr;
   std::optional<grpc::Status> finish;
   {
     absl::MutexLock lock(&mu_);
+    update();
     if (finished_) return;
     if (!writing_ && !writes_.empty()) {
       writing_ = true;
@@ -116,16 +115,17 @@ void MultiplexReactor::Advance() {
 }
 
 void MultiplexReactor::Answer(uint64_t id, grpc::ByteBuffer framed, bool releases_id) {
-  {
-    absl::MutexLock lock(&mu_);
+  // The answer is queued in the same critical section that decides what
+  // follows: once the lock is let go, another thread may write this answer
+  // and finish the stream, deleting the reactor.
+  Advance([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (releases_id) ids_in_flight_.erase(id);
     if (broken_) {
       --unanswered_;
     } else {
       writes_.push_back(std::move(framed));
     }
-  }
-  Advance();
+  });
 }
 
 void MultiplexReactor::Refuse(uint64_t id, const absl::Status& status, bool releases_id) {

@@ -17,6 +17,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/primserve/v1/primitives.grpc.pb.h"
 #include "server/convert.h"
@@ -69,9 +70,11 @@ class MultiplexReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, 
   void Answer(uint64_t id, grpc::ByteBuffer framed, bool releases_id);
   // The error answer to request `id`.
   void Refuse(uint64_t id, const absl::Status& status, bool releases_id);
-  // After a state change: reads the next request, writes the next answer or
-  // finishes, as the state allows. Called without mu_ held.
-  void Advance();
+  // After a state change (`update`, applied under mu_): reads the next
+  // request, writes the next answer or finishes, as the state allows. Called
+  // without mu_ held. Touches nothing of the reactor after starting a read,
+  // a write or Finish: from a scheduler thread, it may be deleted by then.
+  void Advance(absl::FunctionRef<void()> update = [] {});
 
   grpc::CallbackServerContext* const context_;
   Scheduler* const scheduler_;
