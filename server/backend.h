@@ -79,6 +79,24 @@ class ExecutionBackend {
   virtual absl::Status CopyToIpcMemory(char* to, const char* from, size_t bytes) {
     return absl::FailedPreconditionError("this backend opens no CUDA IPC memory");
   }
+
+  // Memory where resident buffers live between requests (server/buffers/):
+  // `bytes` zeroed bytes, 64-byte aligned, and in `*device` the CUDA device
+  // holding them (-1: host memory). This default: host memory, for a
+  // backend that computes on the host. A GPU backend gives device memory
+  // counted in that device's memory budget, which Execute then meets in
+  // operations' ArrayViews and output places and reads and writes in place.
+  // RESOURCE_EXHAUSTED when there is no room.
+  virtual absl::StatusOr<char*> AllocateResident(uint64_t bytes, int* device);
+  // Gives back what AllocateResident gave (same `bytes`), once nothing uses it.
+  virtual void FreeResident(char* data, uint64_t bytes);
+  // Copies host memory into resident memory and back, waiting for the copy.
+  virtual absl::Status WriteResident(char* to, const char* from, size_t bytes);
+  virtual absl::Status ReadResident(char* to, const char* from, size_t bytes);
+  // The most resident memory could hold: the devices' memory budgets, or
+  // the host's physical memory (the default). --max_buffer_bytes defaults
+  // to a share of it.
+  virtual uint64_t ResidentCapacity() const;
 };
 
 }  // namespace primserve

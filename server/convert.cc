@@ -42,13 +42,38 @@ absl::StatusOr<DType> ParseDType(v1::DType dtype, absl::string_view field) {
 }
 
 constexpr absl::string_view kInlineOnly =
-    "the streaming RPCs carry inline bytes only: shared memory (Array.shm, output_location) is "
-    "for the unary RPCs and Multiplex";
+    "the streaming RPCs carry inline bytes only: shared memory (Array.shm, output_location) and "
+    "resident buffers (Array.buffer, output_buffers) are for the unary RPCs and Multiplex";
+
+// The elements of `array` that name a resident buffer.
+absl::StatusOr<ArrayView> ParseBufferArray(const v1::Array& array, absl::string_view field,
+                                           const RequestLimits& limits,
+                                           shm::RequestMemory* memory) {
+  if (!array.data().empty() || array.has_shm()) {
+    return Invalid(absl::StrCat(field, " has ", array.has_shm() ? "shm" : "data",
+                                " and buffer; set one of data, shm and buffer"));
+  }
+  if (memory == nullptr) return Invalid(kInlineOnly);
+  if (array.dtype() != v1::DTYPE_UNSPECIFIED) {
+    if (absl::StatusOr<DType> dtype = ParseDType(array.dtype(), field); !dtype.ok()) {
+      return dtype.status();
+    }
+  }
+  absl::StatusOr<ArrayView> view = memory->BufferInput(array.buffer(), array.dtype(), field);
+  if (!view.ok()) return view.status();
+  if (view->size() > limits.max_elements) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("%s has %d elements, over the server's limit of %d (--max_request_elements)",
+                        field, view->size(), limits.max_elements));
+  }
+  return view;
+}
 
 absl::StatusOr<ArrayView> ParseArray(const v1::Array& array, absl::string_view field,
                                      const RequestLimits& limits, shm::RequestMemory* memory,
                                      wire::ReceivedMessage* payloads,
                                      DeferredInputs* deferred = nullptr) {
+  if (array.has_buffer()) return ParseBufferArray(array, field, limits, memory);
   absl::StatusOr<DType> dtype = ParseDType(array.dtype(), field);
   if (!dtype.ok()) return dtype.status();
   const size_t element_size = DTypeSize(*dtype);
@@ -320,9 +345,16 @@ absl::StatusOr<Want> Take(Result& result) {
 template <typename Request>
 absl::Status PlaceOutputs(const Request& request, absl::Span<const shm::OutputSpec> produced,
                           shm::RequestMemory* memory, absl::string_view rpc) {
-  if (!request.has_output_location()) return absl::OkStatus();
+  if (!request.has_output_location() && !request.has_output_buffers()) return absl::OkStatus();
   if (memory == nullptr) return Invalid(kInlineOnly);
-  return memory->PlaceOutputs(request.output_location(), produced, rpc);
+  if (request.has_output_location()) {
+    if (absl::Status placed = memory->PlaceOutputs(request.output_location(), produced, rpc);
+        !placed.ok()) {
+      return placed;
+    }
+  }
+  if (!request.has_output_buffers()) return absl::OkStatus();
+  return memory->PlaceOutputs(request.output_buffers(), produced, rpc);
 }
 
 // Places the outputs in shared memory or moves them inline. An array held
@@ -338,7 +370,7 @@ absl::Status Deliver(absl::Span<const shm::Delivery> outputs, shm::RequestMemory
       rest.push_back(d);
       continue;
     }
-    const bool placed = memory != nullptr && memory->PlacedData(d.slot) != nullptr;
+    const bool placed = memory != nullptr && memory->IsPlaced(d.slot);
     if (held != nullptr && !placed && d.array->held_bytes >= wire::kMinSlicePayload) {
       d.field->set_dtype(static_cast<v1::DType>(d.array->dtype));
       held->push_back(HeldArray{d.field, std::move(d.array->held), d.array->held_bytes});

@@ -65,7 +65,30 @@ Metrics::Metrics()
       build_info_(prometheus::BuildGauge()
                       .Name("primserve_build_info")
                       .Help("Always 1; labels name the version, backend and device.")
-                      .Register(*registry_)) {
+                      .Register(*registry_)),
+      buffer_bytes_(prometheus::BuildGauge()
+                        .Name("primserve_buffer_bytes")
+                        .Help("Bytes of resident buffer contents by device (-1: host), freed "
+                              "or replaced ones still in use included.")
+                        .Register(*registry_)),
+      buffers_(prometheus::BuildGauge()
+                   .Name("primserve_buffers")
+                   .Help("Resident buffer contents held, by device (-1: host).")
+                   .Register(*registry_)),
+      buffer_transfer_(prometheus::BuildCounter()
+                           .Name("primserve_buffer_transfer_bytes_total")
+                           .Help("Bytes written into (Buffers.Write) and read from "
+                                 "(Buffers.Read) resident buffers.")
+                           .Register(*registry_)),
+      buffer_refusals_(prometheus::BuildCounter()
+                           .Name("primserve_buffer_quota_refusals_total")
+                           .Help("Buffers refused for a quota, by the flag that sets it.")
+                           .Register(*registry_)) {
+  buffer_idle_drops_ = &prometheus::BuildCounter()
+                            .Name("primserve_buffer_idle_drops_total")
+                            .Help("Buffers dropped after --buffer_idle_seconds without use.")
+                            .Register(*registry_)
+                            .Add({});
   auto& payload = prometheus::BuildCounter()
                       .Name("primserve_payload_bytes_total")
                       .Help("Serialized request (in) and response (out) message bytes.")
@@ -226,6 +249,21 @@ void Metrics::SetGpuMemory(int device, const GpuMemory& memory) {
   for (size_t i = 0; i < it->second.size(); ++i) {
     it->second[i]->Set(static_cast<double>(values[i]));
   }
+}
+
+void Metrics::SetBufferUsage(int device, uint64_t bytes, uint64_t count) {
+  // Add returns the existing series for labels already seen.
+  const std::string label = absl::StrCat(device);
+  buffer_bytes_.Add({{"device", label}}).Set(static_cast<double>(bytes));
+  buffers_.Add({{"device", label}}).Set(static_cast<double>(count));
+}
+
+void Metrics::BufferBytesMoved(absl::string_view direction, uint64_t bytes) {
+  buffer_transfer_.Add({{"direction", std::string(direction)}}).Increment(static_cast<double>(bytes));
+}
+
+void Metrics::BufferQuotaRefused(absl::string_view limit) {
+  buffer_refusals_.Add({{"limit", std::string(limit)}}).Increment();
 }
 
 HostPoolGauges Metrics::PinnedHostPool(const std::string& pool) {

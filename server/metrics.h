@@ -21,6 +21,7 @@
 #include "core/rpc.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "prometheus/counter.h"
@@ -106,6 +107,16 @@ class Metrics final {
   // named `pool` ("payloads", "answers"), which sets them.
   HostPoolGauges PinnedHostPool(const std::string& pool);
 
+  // Resident buffers (server/buffers/): the bytes and number of buffer
+  // contents held on `device` (-1: host memory), freed ones still in use
+  // included; bytes moved by their Write ("written") and Read ("read")
+  // RPCs; buffers dropped for idleness; Creates and outputs refused by the
+  // quota named by its flag ("max_buffer_bytes", ...).
+  void SetBufferUsage(int device, uint64_t bytes, uint64_t count);
+  void BufferBytesMoved(absl::string_view direction, uint64_t bytes);
+  void BuffersDroppedIdle(uint64_t count) { buffer_idle_drops_->Increment(count); }
+  void BufferQuotaRefused(absl::string_view limit);
+
   // Op label slots: 0 "none", then Op's values 1..6; DType likewise.
   static constexpr size_t kNumOpLabels = 7;
   static constexpr size_t kNumDTypeLabels = 7;
@@ -127,6 +138,10 @@ class Metrics final {
   prometheus::Family<prometheus::Gauge>& gpu_memory_;
   prometheus::Family<prometheus::Gauge>& pinned_host_;
   prometheus::Family<prometheus::Gauge>& build_info_;
+  prometheus::Family<prometheus::Gauge>& buffer_bytes_;
+  prometheus::Family<prometheus::Gauge>& buffers_;
+  prometheus::Family<prometheus::Counter>& buffer_transfer_;
+  prometheus::Family<prometheus::Counter>& buffer_refusals_;
 
   // Series created on first use; null until then.
   std::array<std::atomic<prometheus::Counter*>, kNumRequestSeries> request_series_{};
@@ -143,6 +158,7 @@ class Metrics final {
   prometheus::Gauge* queue_capacity_;
   prometheus::Gauge* requests_in_flight_;
   std::array<prometheus::Counter*, kNumRejectReasons> rejections_{};
+  prometheus::Counter* buffer_idle_drops_;
 
   absl::Mutex gpu_mu_;
   // Per device: pool_in_use, pool_reserved, device_total, device_free, budget.

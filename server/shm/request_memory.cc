@@ -25,6 +25,24 @@ const v1::SharedMemoryRef* RefIn(const v1::OutputLocation& location, Slot slot) 
   return nullptr;
 }
 
+const std::string& NameIn(const v1::OutputBuffers& names, Slot slot) {
+  switch (slot) {
+    case Slot::kValues:
+      return names.values();
+    case Slot::kIndices:
+      return names.indices();
+    case Slot::kLengths:
+      return names.lengths();
+    case Slot::kKeys:
+      return names.keys();
+  }
+  return names.values();
+}
+
+absl::Status NoBuffers() {
+  return absl::FailedPreconditionError("this server serves no resident buffers");
+}
+
 }  // namespace
 
 RequestMemory::RequestMemory(const Registry* registry) : registry_(registry) {}
@@ -50,6 +68,45 @@ absl::StatusOr<absl::string_view> RequestMemory::Input(const v1::SharedMemoryRef
                                                absl::StrCat(field, ".shm"));
   if (!data.ok()) return data.status();
   return absl::string_view(*data, ref.byte_size());
+}
+
+absl::StatusOr<ArrayView> RequestMemory::BufferInput(const v1::BufferRef& ref, v1::DType dtype,
+                                                     absl::string_view field) {
+  if (buffers_ == nullptr) return NoBuffers();
+  return buffers_->Input(ref, dtype, field);
+}
+
+absl::Status RequestMemory::PlaceOutputs(const v1::OutputBuffers& names,
+                                         absl::Span<const OutputSpec> produced,
+                                         absl::string_view rpc) {
+  for (int slot = 0; slot < 4; ++slot) {
+    const std::string& name = NameIn(names, static_cast<Slot>(slot));
+    if (name.empty()) continue;
+    if (buffers_ == nullptr) return NoBuffers();
+    const std::string field = absl::StrCat("output_buffers.", kSlotNames[slot]);
+    const OutputSpec* spec = nullptr;
+    for (const OutputSpec& s : produced) {
+      if (s.slot == static_cast<Slot>(slot)) spec = &s;
+    }
+    if (spec == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, " is set but this ", rpc, " request produces no ", kSlotNames[slot]));
+    }
+    if (placed_[slot]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, " and output_location.", kSlotNames[slot], " are both set; set one"));
+    }
+    if (absl::Status placed = buffers_->Place(slot, field, name, spec->dtype, spec->elements);
+        !placed.ok()) {
+      return placed;
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool RequestMemory::IsPlaced(Slot slot) const {
+  return placed_[static_cast<int>(slot)].has_value() ||
+         (buffers_ != nullptr && buffers_->Placed(static_cast<int>(slot)));
 }
 
 absl::Status RequestMemory::PlaceOutputs(const v1::OutputLocation& location,
@@ -95,19 +152,39 @@ absl::Status RequestMemory::PlaceOutputs(const v1::OutputLocation& location,
 
 char* RequestMemory::PlacedData(Slot slot) const {
   const std::optional<Placed>& p = placed_[static_cast<int>(slot)];
-  return p ? p->data : nullptr;
+  if (p) return p->data;
+  return buffers_ != nullptr ? buffers_->PlacedData(static_cast<int>(slot)) : nullptr;
 }
 
 OutputPlaces RequestMemory::Places() const {
   auto place = [this](Slot slot) {
     const std::optional<Placed>& p = placed_[static_cast<int>(slot)];
-    return p ? OutputPlace{p->data, p->ref.byte_size()} : OutputPlace{};
+    if (p) return OutputPlace{p->data, p->ref.byte_size()};
+    if (buffers_ != nullptr && buffers_->PlacedData(static_cast<int>(slot)) != nullptr) {
+      return OutputPlace{buffers_->PlacedData(static_cast<int>(slot)),
+                         buffers_->Room(static_cast<int>(slot))};
+    }
+    return OutputPlace{};
   };
   return OutputPlaces{place(Slot::kValues), place(Slot::kIndices), place(Slot::kLengths),
                       place(Slot::kKeys)};
 }
 
-absl::Status RequestMemory::Deliver(absl::Span<const Delivery> outputs) {
+absl::Status RequestMemory::Deliver(absl::Span<const Delivery> all) {
+  // Outputs bound for buffers are stored by them; the rest as before.
+  std::vector<Delivery> outputs;
+  std::vector<int> buffer_slots;
+  std::vector<HostArray*> buffer_arrays;
+  std::vector<v1::Array*> buffer_fields;
+  for (const Delivery& d : all) {
+    if (buffers_ != nullptr && buffers_->Placed(static_cast<int>(d.slot))) {
+      buffer_slots.push_back(static_cast<int>(d.slot));
+      buffer_arrays.push_back(d.array);
+      buffer_fields.push_back(d.field);
+    } else {
+      outputs.push_back(d);
+    }
+  }
   for (const Delivery& d : outputs) {
     const std::optional<Placed>& p = placed_[static_cast<int>(d.slot)];
     if (p && d.array->bytes.size() > p->ref.byte_size()) {
@@ -121,6 +198,12 @@ absl::Status RequestMemory::Deliver(absl::Span<const Delivery> outputs) {
     // past its end would raise SIGBUS.
     if (p) {
       if (absl::Status holds = leases_[p->lease].CheckObjectSize(); !holds.ok()) return holds;
+    }
+  }
+  if (!buffer_slots.empty()) {
+    if (absl::Status stored = buffers_->Deliver(buffer_slots, buffer_arrays, buffer_fields);
+        !stored.ok()) {
+      return stored;
     }
   }
   for (const Delivery& d : outputs) {

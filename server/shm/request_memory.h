@@ -1,11 +1,13 @@
-// The shared memory one request uses: the leases that keep its input views
-// valid from validation until its answer is written, and the places its
-// outputs go (OutputLocation).
+// The memory outside its message one request uses: the leases on shared
+// memory that keep its input views valid from validation until its answer
+// is written, the places its outputs go (OutputLocation), and its resident
+// buffers (Array.buffer, output_buffers: server/buffers/request_buffers.h).
 #ifndef PRIMSERVE_SERVER_SHM_REQUEST_MEMORY_H_
 #define PRIMSERVE_SERVER_SHM_REQUEST_MEMORY_H_
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "proto/primserve/v1/primitives.pb.h"
+#include "server/buffers/request_buffers.h"
 #include "server/shm/registry.h"
 #include "server/task.h"
 
@@ -45,6 +48,15 @@ class RequestMemory final {
   // inline bytes only).
   explicit RequestMemory(absl::Status refusal);
 
+  // Resolves Array.buffer and output_buffers in `buffers`; without it they
+  // are FAILED_PRECONDITION.
+  void UseBuffers(std::unique_ptr<buffers::RequestBuffers> buffers) {
+    buffers_ = std::move(buffers);
+  }
+  // The elements an Array.buffer names (see RequestBuffers::Input).
+  absl::StatusOr<ArrayView> BufferInput(const v1::BufferRef& ref, v1::DType dtype,
+                                        absl::string_view field);
+
   // The bytes an Array.shm names, for elements of `dtype`, read in place.
   absl::StatusOr<absl::string_view> Input(const v1::SharedMemoryRef& ref, DType dtype,
                                           absl::string_view field);
@@ -54,14 +66,23 @@ class RequestMemory final {
   // overlapping range, or too little room for an output of known size.
   absl::Status PlaceOutputs(const v1::OutputLocation& location,
                             absl::Span<const OutputSpec> produced, absl::string_view rpc);
+  // The same for output_buffers (after the OutputLocation: an output placed
+  // by both is INVALID_ARGUMENT). See RequestBuffers::Place.
+  absl::Status PlaceOutputs(const v1::OutputBuffers& names,
+                            absl::Span<const OutputSpec> produced, absl::string_view rpc);
 
-  // Where the output of `slot` goes once placed (PlaceOutputs), else null.
+  // Whether the output of `slot` goes to shared memory or a buffer.
+  bool IsPlaced(Slot slot) const;
+  // Where the backend may write the output of `slot` itself once placed
+  // (PlaceOutputs): its shared memory, or its buffer's memory when its size
+  // was known; else null.
   char* PlacedData(Slot slot) const;
   // Every placed output with its room (the operation's OutputPlaces).
   OutputPlaces Places() const;
 
   // Writes placed outputs into their regions (the response's Array then
-  // carries `shm` with the bytes written) and moves the others inline. Any
+  // carries `shm` with the bytes written) or stores them in their buffers
+  // (the Array carries `buffer`), and moves the others inline. Any
   // placed output without room is INVALID_ARGUMENT, naming the bytes needed,
   // before anything is written. An answer the backend already wrote in place
   // (HostArray::bytes_in_place) is only reported.
@@ -81,6 +102,7 @@ class RequestMemory final {
   const absl::Status refusal_;
   std::vector<Lease> leases_;  // one per region used
   std::array<std::optional<Placed>, 4> placed_;  // by Slot
+  std::unique_ptr<buffers::RequestBuffers> buffers_;
 };
 
 // The places of a request's outputs (none without shared memory).
