@@ -72,6 +72,7 @@ grpc::ChannelArguments PrimitivesClient::ChannelArgs(const ConnectOptions& optio
   args.SetInt(GRPC_ARG_PER_RPC_RETRY_BUFFER_SIZE, options.retry_buffer_bytes);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
               static_cast<int>(absl::ToInt64Milliseconds(options.max_reconnect_backoff)));
+  if (options.channel_index != 0) args.SetInt("primserve.channel_index", options.channel_index);
   return args;
 }
 

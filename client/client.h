@@ -136,6 +136,10 @@ struct ConnectOptions {
   // away, so a replica that comes back gets calls within about this long
   // (gRPC's default is 120 s).
   absl::Duration max_reconnect_backoff = absl::Seconds(5);
+  // Channels to one target with the same arguments share their
+  // connections; a distinct index gives a channel connections of its own
+  // (BuffersClient stripes a transfer over several such channels).
+  int channel_index = 0;
 };
 
 class PrimitivesClient final {

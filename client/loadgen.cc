@@ -67,6 +67,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "client/buffers_client.h"
 #include "client/cli_flags.h"
 #include "client/client.h"
 #include "client/shared_memory_region.h"
@@ -155,6 +156,13 @@ ABSL_FLAG(bool, cuda_shm, false,
           "(cudaMalloc on --cuda_device) registered with the server by CUDA IPC; the server "
           "must run on this host with --backend=cuda --shared_memory. --mode=primitive only.");
 ABSL_FLAG(int, cuda_device, 0, "--cuda_shm: the GPU to allocate the region on.");
+ABSL_FLAG(bool, resident, false,
+          "Upload each request's inputs once into resident buffers (Buffers service, striped "
+          "over --channels connections) before measuring; every request then names them and "
+          "no input travels. --mode=primitive, unary or --multiplex only.");
+ABSL_FLAG(std::string, resident_output, "buffer",
+          "--resident: where the outputs go, buffer (stored in resident buffers, replaced by "
+          "each call; not with --verify) or inline (in the responses).");
 ABSL_FLAG(bool, in_place, false,
           "scan with --shm or --cuda_shm: the output goes over the input (each call scans the "
           "last call's answer, so not with --verify).");
@@ -173,8 +181,9 @@ constexpr double kTolerance = std::is_same_v<T, float> ? 1e-4 : 1e-12;
 enum class Mode { kPrimitive, kEcho, kBoth };
 
 // Where the requests' arrays go: in the messages, in a POSIX shared-memory
-// region (--shm) or in device memory registered by CUDA IPC (--cuda_shm).
-enum class Placement { kInline, kSystem, kCuda };
+// region (--shm), in device memory registered by CUDA IPC (--cuda_shm) or in
+// resident buffers (--resident).
+enum class Placement { kInline, kSystem, kCuda, kResident };
 
 #ifdef PRIMLOAD_CUDA
 constexpr bool kCudaBuild = true;
@@ -234,6 +243,7 @@ struct Options {
   Placement placement = Placement::kInline;
   bool in_place = false;  // a scan's output over its input
   int cuda_device = 0;
+  bool resident_outputs = false;  // --resident: outputs into buffers, not inline
 };
 
 // ---------------------------------------------------------------------------
@@ -437,6 +447,26 @@ absl::StatusOr<Options> ParseOptions() {
         placement_flag, " places the primitive's arrays; the Echo method carries inline bytes "
         "only: use --mode=primitive (and --mode=echo without ", placement_flag,
         " for the transport's floor)"));
+  }
+  if (absl::GetFlag(FLAGS_resident)) {
+    if (options.placement != Placement::kInline) {
+      return absl::InvalidArgumentError("--resident and --shm/--cuda_shm do not go together");
+    }
+    if (options.stream_piece_bytes > 0 || options.mode != Mode::kPrimitive) {
+      return absl::InvalidArgumentError(
+          "--resident: buffers are for the primitives' unary calls and Multiplex "
+          "(--mode=primitive, no --stream_piece_bytes)");
+    }
+    options.placement = Placement::kResident;
+    absl::StatusOr<bool> outputs = Lookup<bool>("resident_output",
+                                                absl::GetFlag(FLAGS_resident_output),
+                                                {{"buffer", true}, {"inline", false}});
+    if (!outputs.ok()) return outputs.status();
+    options.resident_outputs = *outputs;
+    if (options.resident_outputs && options.verify_every > 0) {
+      return absl::InvalidArgumentError(
+          "--verify checks answers that come back: use --resident_output=inline with it");
+    }
   }
   options.in_place = absl::GetFlag(FLAGS_in_place);
   if (options.in_place) {
@@ -1012,6 +1042,8 @@ class Workload {
   Workload(const Options& options, const std::vector<std::shared_ptr<grpc::Channel>>& channels)
       : verify_(options.verify_every > 0),
         placement_(options.placement),
+        resident_outputs_(options.resident_outputs),
+        buffers_(channels, options.timeout),
         in_place_(options.in_place),
         cuda_device_(options.cuda_device),
         stream_piece_bytes_(options.stream_piece_bytes) {
@@ -1058,12 +1090,30 @@ class Workload {
   uint64_t first_response_bytes() const { return first_response_bytes_; }
   // The shared-memory region's bytes; 0 when the arrays go inline.
   uint64_t region_bytes() const { return region_ == nullptr ? 0 : region_->size(); }
+  // --resident: the bytes uploaded, over how many connections, in how long.
+  uint64_t uploaded_bytes() const { return uploaded_bytes_; }
+  size_t upload_channels() const { return buffers_.channels(); }
+  absl::Duration upload_time() const { return upload_time_; }
+
+  // Frees the buffers --resident made (best effort: they expire anyway).
+  ~Workload() {
+    for (const std::string& name : uploaded_) buffers_.Free(name).IgnoreError();
+  }
 
   // With --shm or --cuda_shm: creates the region every request added takes,
   // registers it on `channel`, writes the requests' inputs there, points
   // their outputs there and hands them to the targets. Nothing to do inline.
   absl::Status Place(const std::shared_ptr<grpc::Channel>& channel) {
     if (placement_ == Placement::kInline) return absl::OkStatus();
+    if (placement_ == Placement::kResident) {
+      const absl::Time start = absl::Now();
+      for (auto& upload : uploads_) {
+        if (absl::Status s = upload(); !s.ok()) return s;
+      }
+      uploads_.clear();
+      upload_time_ = absl::Now() - start;
+      return absl::OkStatus();
+    }
     absl::StatusOr<std::unique_ptr<PlacementRegion>> region =
         CreateRegion(placement_, channel, std::max<uint64_t>(placed_bytes_, 1), cuda_device_);
     if (!region.ok()) return region.status();
@@ -1082,6 +1132,9 @@ class Workload {
   template <typename Response>
   void Add(const google::protobuf::Message& request, const Response& expected,
            std::function<bool(const Response&)> check) {
+    if (placement_ == Placement::kResident) {
+      return AddResident(request, expected, std::move(check));
+    }
     if (placement_ != Placement::kInline) return AddPlaced(request, expected, std::move(check));
     if (first_request_bytes_ == 0) {
       first_request_bytes_ = request.ByteSizeLong();
@@ -1136,6 +1189,65 @@ class Workload {
     echo_stream_->AddMessages(messages, std::move(check));
   }
 
+  // Keeps `request` until Place() uploads its arrays into buffers of their
+  // own (striped over the channels) and names them in it, with its outputs
+  // into buffers too unless they come back inline (then checked).
+  template <typename Response>
+  void AddResident(const google::protobuf::Message& request, const Response& expected,
+                   std::function<bool(const Response&)> check) {
+    std::shared_ptr<google::protobuf::Message> owned(request.New());
+    owned->CopyFrom(request);
+    if (first_response_bytes_ == 0) first_response_bytes_ = expected.ByteSizeLong();
+    const std::string prefix = absl::StrCat("primload.", getpid(), ".", uploads_.size(), ".");
+    // The outputs the answer has, by response field.
+    std::vector<std::string> outputs;
+    std::vector<const google::protobuf::FieldDescriptor*> fields;
+    expected.GetReflection()->ListFields(expected, &fields);
+    for (const auto* field : fields) {
+      if (field->message_type() == v1::Array::descriptor()) outputs.push_back(field->name());
+    }
+    uploads_.push_back([this, owned, prefix, outputs, check = std::move(check)]() -> absl::Status {
+      const auto* reflection = owned->GetReflection();
+      std::vector<const google::protobuf::FieldDescriptor*> fields;
+      reflection->ListFields(*owned, &fields);
+      for (const auto* field : fields) {
+        if (field->message_type() != v1::Array::descriptor()) continue;
+        auto* array = static_cast<v1::Array*>(reflection->MutableMessage(owned.get(), field));
+        const std::string name = prefix + field->name();
+        absl::StatusOr<v1::BufferInfo> put =
+            buffers_.PutBytes(name, static_cast<DType>(array->dtype()), array->data());
+        if (!put.ok()) return put.status();
+        uploaded_.push_back(name);
+        uploaded_bytes_ += array->data().size();
+        *array->mutable_buffer() = BufferRef(name);
+        array->clear_data();
+        array->clear_dtype();
+      }
+      if (resident_outputs_) {
+        auto* names = static_cast<v1::OutputBuffers*>(reflection->MutableMessage(
+            owned.get(), owned->GetDescriptor()->FindFieldByName("output_buffers")));
+        for (const std::string& output : outputs) {
+          const std::string name = prefix + "out." + output;
+          if (output == "indices") {
+            names->set_indices(name);
+          } else if (output == "lengths") {
+            names->set_lengths(name);
+          } else if (output == "keys") {
+            names->set_keys(name);
+          } else {
+            names->set_values(name);  // a Scan's output, the others' values
+          }
+          uploaded_.push_back(name);
+        }
+      }
+      if (first_request_bytes_ == 0) first_request_bytes_ = owned->ByteSizeLong();
+      if (primitive_ != nullptr) {
+        primitive_->Add(*owned, verify_ ? Parsed<Response>(check) : nullptr);
+      }
+      return absl::OkStatus();
+    });
+  }
+
   // Keeps `request` until Place() puts it in the region; its answers are
   // read back from there before `check` sees them.
   template <typename Response>
@@ -1166,6 +1278,12 @@ class Workload {
 
   const bool verify_;
   const Placement placement_;
+  const bool resident_outputs_;
+  BuffersClient buffers_;
+  std::vector<std::function<absl::Status()>> uploads_;  // --resident, until Place()
+  std::vector<std::string> uploaded_;  // buffer names made, freed at the end
+  uint64_t uploaded_bytes_ = 0;
+  absl::Duration upload_time_;
   const bool in_place_;
   const int cuda_device_;
   // Declared before the targets, so it outlives their calls.
@@ -1755,14 +1873,25 @@ void PrintHeader(const Options& options, const Workload& workload) {
     arrays = absl::StrCat(" (streamed in pieces of about ", FormatBytes(options.stream_piece_bytes),
                           ")");
   }
+  if (options.placement == Placement::kResident) {
+    const double seconds = absl::ToDoubleSeconds(workload.upload_time());
+    arrays = absl::StrFormat(
+        " (inputs resident: %s uploaded once in %.1f ms over %d connections, %.2f GB/s; outputs "
+        "%s)",
+        FormatBytes(workload.uploaded_bytes()), seconds * 1e3, workload.upload_channels(),
+        seconds > 0 ? workload.uploaded_bytes() / seconds / 1e9 : 0.0,
+        options.resident_outputs ? "into buffers" : "inline");
+  }
   std::cout << absl::StreamFormat(
       "primload: %s %s%s, %d elements per request, %d distinct; request %s, response %s%s; %d "
       "channel%s to %s; %g s warmup + %g s measured per level\n",
       options.rpc.flag, DTypeName(options.spec.dtype),
       options.rpc.ops.empty() ? "" : absl::StrCat(" ", OpName(options.spec.op)), options.spec.n,
       options.distinct_requests, FormatBytes(workload.first_request_bytes()),
-      options.placement == Placement::kInline ? FormatBytes(workload.first_response_bytes())
-                                              : "placed",
+      options.placement == Placement::kInline ||
+              (options.placement == Placement::kResident && !options.resident_outputs)
+          ? FormatBytes(workload.first_response_bytes())
+          : "placed",
       arrays, options.channels,
       options.channels == 1 ? "" : "s", absl::GetFlag(FLAGS_address),
       absl::ToDoubleSeconds(options.warmup), absl::ToDoubleSeconds(options.measure));
@@ -1805,8 +1934,11 @@ int Main() {
   Workload workload(*options, channels);
   for (int i = 0; i < options->distinct_requests; ++i) AddRequest(*options, i, &workload);
   if (absl::Status placed = workload.Place(channels.front()); !placed.ok()) {
-    std::cerr << "primload: " << (options->placement == Placement::kSystem ? "--shm" : "--cuda_shm")
-              << ": cannot set up the region (" << absl::StatusCodeToString(placed.code())
+    std::cerr << "primload: "
+              << (options->placement == Placement::kSystem   ? "--shm"
+                  : options->placement == Placement::kCuda ? "--cuda_shm"
+                                                           : "--resident")
+              << ": cannot set up the arrays (" << absl::StatusCodeToString(placed.code())
               << ": " << placed.message() << ")"
               << (placed.code() == absl::StatusCode::kUnimplemented
                       ? "; the server must run with --shared_memory"

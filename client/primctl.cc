@@ -6,6 +6,9 @@
 //   primctl select --input=data.txt --predicate=in_range --operand=0 --upper=10
 //   primctl aggregate_by_key --generate=random --n=1000000 --generate_keys=random --num_keys=64
 //   primctl --shm scan --generate=random --n=1000000   # inputs and output in shared memory
+//   primctl put --name=x --generate=random --n=1000000  # a resident buffer, 4 stripes
+//   primctl scan --buffer=x --output_buffer=y           # no array travels
+//   primctl get --name=y --print=all; primctl list; primctl free --name=x
 //
 // Exit status: 0 on success, 1 when the RPC fails (or health is not SERVING),
 // 2 on a bad command line.
@@ -41,6 +44,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "client/buffers_client.h"
 #include "client/cli_flags.h"
 #include "client/client.h"
 #include "client/shared_memory_region.h"
@@ -108,6 +112,18 @@ ABSL_FLAG(bool, shm, false,
           "(which must run on this host with --shared_memory), writes the inputs there and "
           "places the outputs there (output_location), reads the answer from it, then "
           "unregisters and removes it. Unary calls only (not with --piece_bytes).");
+ABSL_FLAG(std::string, buffer, "",
+          "The main input is this resident buffer of the caller's (elements "
+          "[--buffer_offset, +--buffer_length), length 0: to the end), instead of --input, "
+          "--values or --generate; unary calls only.");
+ABSL_FLAG(uint64_t, buffer_offset, 0, "--buffer: the first element.");
+ABSL_FLAG(uint64_t, buffer_length, 0, "--buffer: elements; 0 to the end.");
+ABSL_FLAG(std::string, output_buffer, "",
+          "Store the values output in this resident buffer (created or replaced) instead of "
+          "receiving it; unary calls only.");
+ABSL_FLAG(std::string, name, "", "put, get, free: the buffer's name.");
+ABSL_FLAG(int, stripes, 4,
+          "put, get: connections the transfer is striped over (disjoint ranges at once).");
 ABSL_FLAG(std::string, print, "summary",
           "summary (element counts, first and last elements, count, latency and throughput), "
           "all (every element: one line per array, comma-separated, then select's count) or "
@@ -119,6 +135,7 @@ namespace {
 constexpr char kUsage[] =
     "primctl [--address=host:port] <rpc> [flags]: sends one primserve RPC.\n"
     "rpc: scan | reduce | select | unique | rle | reduce_by_key | aggregate_by_key | health\n"
+    "buffers: put | get | free | list (resident buffers, --name)\n"
     "Exit status: 0 success, 1 RPC error (or not SERVING), 2 bad command line.";
 
 enum class PrintMode { kSummary, kAll, kNone };
@@ -150,13 +167,16 @@ absl::StatusOr<std::string> ReadOptionalFile(const std::string& path) {
 }
 
 // The channel --address and the --tls flags describe.
-absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect() {
+// A channel to --address; a distinct `index` gives it connections of its own.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(int index = 0) {
+  ConnectOptions options;
+  options.channel_index = index;
   const std::string address = absl::GetFlag(FLAGS_address);
   const std::string ca = absl::GetFlag(FLAGS_tls_ca);
   const std::string cert = absl::GetFlag(FLAGS_tls_cert);
   const std::string key = absl::GetFlag(FLAGS_tls_key);
   if (!absl::GetFlag(FLAGS_tls) && ca.empty() && cert.empty() && key.empty()) {
-    return PrimitivesClient::Connect(address);
+    return PrimitivesClient::Connect(address, options);
   }
   if (cert.empty() != key.empty()) {
     return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
@@ -168,7 +188,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect() {
       !s.ok()) {
     return s;
   }
-  return PrimitivesClient::ConnectTls(address, *ca_pem, *cert_pem, *key_pem);
+  return PrimitivesClient::ConnectTls(address, *ca_pem, *cert_pem, *key_pem, options);
 }
 
 // The value `table` pairs with the --`flag` value `name`.
@@ -331,9 +351,17 @@ absl::StatusOr<v1::Array> MainInput() {
   const std::string input = absl::GetFlag(FLAGS_input);
   const std::string values = absl::GetFlag(FLAGS_values);
   const std::string generate = absl::GetFlag(FLAGS_generate);
-  if (input.empty() + values.empty() + generate.empty() != 2) {
+  const std::string buffer = absl::GetFlag(FLAGS_buffer);
+  if (input.empty() + values.empty() + generate.empty() + buffer.empty() != 3) {
     return absl::InvalidArgumentError(
-        "give the input with exactly one of --input, --values, --generate");
+        "give the input with exactly one of --input, --values, --generate, --buffer");
+  }
+  if (!buffer.empty()) {
+    // The buffer's dtype: --dtype is not sent.
+    v1::Array array;
+    *array.mutable_buffer() = BufferRef(buffer, absl::GetFlag(FLAGS_buffer_offset),
+                                        absl::GetFlag(FLAGS_buffer_length));
+    return array;
   }
   if (!input.empty()) return ReadArrayFile(*dtype, input);
   if (!values.empty()) return ParseText(*dtype, values, "--values");
@@ -480,6 +508,12 @@ absl::Status Print(PrintMode mode, const Result& result, absl::Duration latency,
   if (mode == PrintMode::kNone) return absl::OkStatus();
   std::string text;
   for (const auto& [name, array] : result.arrays) {
+    if (array->has_buffer()) {
+      absl::StrAppend(&text, name, ": in buffer ", array->buffer().name(), ", ",
+                      array->buffer().length(), " x ",
+                      DTypeName(static_cast<DType>(array->dtype())), "\n");
+      continue;
+    }
     if (mode == PrintMode::kAll) {
       absl::StatusOr<std::string> elements = FormatArray(*array, ",", 0);
       if (!elements.ok()) return elements.status();
@@ -586,6 +620,12 @@ int Send(PrimitivesClient& client, PrintMode mode, const Request& inline_request
       return RpcError(s);
     }
     to_send = &placed;
+  }
+  Request with_output;
+  if (const std::string output = absl::GetFlag(FLAGS_output_buffer); !output.empty()) {
+    with_output = *to_send;
+    with_output.mutable_output_buffers()->set_values(output);
+    to_send = &with_output;
   }
   const Request& request = *to_send;
   const absl::Time start = absl::Now();
@@ -783,6 +823,97 @@ int AggregateByKey(PrimitivesClient& client, PrintMode mode) {
   });
 }
 
+// The Buffers client over --stripes channels of their own.
+absl::StatusOr<BuffersClient> ConnectBuffers() {
+  const int stripes = absl::GetFlag(FLAGS_stripes);
+  if (stripes < 1) return absl::InvalidArgumentError("--stripes must be at least 1");
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (int i = 0; i < stripes; ++i) {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(i + 1);
+    if (!channel.ok()) return channel.status();
+    channels.push_back(*std::move(channel));
+  }
+  return BuffersClient(std::move(channels), absl::Seconds(absl::GetFlag(FLAGS_timeout_seconds)));
+}
+
+absl::StatusOr<std::string> BufferName() {
+  const std::string name = absl::GetFlag(FLAGS_name);
+  if (name.empty()) return absl::InvalidArgumentError("give the buffer's --name");
+  return name;
+}
+
+std::string Describe(const v1::BufferInfo& info) {
+  return absl::StrCat(info.name(), ": ", info.length(), " x ",
+                      DTypeName(static_cast<DType>(info.dtype())), " on ",
+                      info.device_id() < 0 ? "the host" : absl::StrCat("device ", info.device_id()),
+                      " at ", info.location(), ", expires in ",
+                      absl::SixDigits(info.expires_in_seconds()), " s idle");
+}
+
+// put: the input (--input, --values, --generate) into buffer --name,
+// striped over --stripes connections.
+int Put(PrintMode mode) {
+  absl::StatusOr<std::string> name = BufferName();
+  absl::StatusOr<v1::Array> input = MainInput();
+  if (absl::Status s = FirstError({name.status(), input.status()}); !s.ok()) return UsageError(s);
+  if (input->has_buffer()) {
+    return UsageError(absl::InvalidArgumentError("put takes --input, --values or --generate"));
+  }
+  absl::StatusOr<BuffersClient> buffers = ConnectBuffers();
+  if (!buffers.ok()) return UsageError(buffers.status());
+  const absl::Time start = absl::Now();
+  absl::StatusOr<v1::BufferInfo> info =
+      buffers->PutBytes(*name, static_cast<DType>(input->dtype()), input->data());
+  const absl::Duration took = absl::Now() - start;
+  if (!info.ok()) return RpcError(info.status());
+  if (mode != PrintMode::kNone) {
+    std::cout << Describe(*info) << "\n";
+    const double megabytes = input->data().size() / 1e6;
+    std::cout << absl::StrFormat("put %.3f MB in %.3f ms over %d connections, %.1f MB/s\n",
+                                 megabytes, absl::ToDoubleMilliseconds(took),
+                                 buffers->channels(), megabytes / absl::ToDoubleSeconds(took));
+  }
+  return 0;
+}
+
+// get: buffer --name's elements, printed as an answer's.
+int Get(PrintMode mode) {
+  absl::StatusOr<std::string> name = BufferName();
+  if (!name.ok()) return UsageError(name.status());
+  absl::StatusOr<BuffersClient> buffers = ConnectBuffers();
+  if (!buffers.ok()) return UsageError(buffers.status());
+  absl::StatusOr<v1::BufferInfo> info = buffers->Info(*name);
+  if (!info.ok()) return RpcError(info.status());
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::string> bytes = buffers->GetBytes(*name);
+  const absl::Duration took = absl::Now() - start;
+  if (!bytes.ok()) return RpcError(bytes.status());
+  v1::Array array;
+  array.set_dtype(info->dtype());
+  *array.mutable_data() = *std::move(bytes);
+  const absl::Status printed = Print(mode, Result{{{*name, &array}}}, took, array.data().size());
+  return printed.ok() ? 0 : RpcError(printed);
+}
+
+int Free() {
+  absl::StatusOr<std::string> name = BufferName();
+  if (!name.ok()) return UsageError(name.status());
+  absl::StatusOr<BuffersClient> buffers = ConnectBuffers();
+  if (!buffers.ok()) return UsageError(buffers.status());
+  if (absl::Status freed = buffers->Free(*name); !freed.ok()) return RpcError(freed);
+  return 0;
+}
+
+int List() {
+  absl::StatusOr<BuffersClient> buffers = ConnectBuffers();
+  if (!buffers.ok()) return UsageError(buffers.status());
+  absl::StatusOr<v1::ListBuffersResponse> list = buffers->List();
+  if (!list.ok()) return RpcError(list.status());
+  for (const v1::BufferInfo& info : list->buffers()) std::cout << Describe(info) << "\n";
+  std::cout << absl::StrCat(list->bytes_used(), " bytes used of ", list->bytes_limit(), "\n");
+  return 0;
+}
+
 int Health(PrimitivesClient& client) {
   const bool serving = client.IsServing();
   std::cout << (serving ? "SERVING" : "NOT_SERVING") << "\n";
@@ -810,6 +941,10 @@ int Main(const std::vector<char*>& args) {
   if (timeout_seconds <= 0) {
     return UsageError(absl::InvalidArgumentError("--timeout_seconds must be positive"));
   }
+  if (rpc == "put") return Put(*mode);
+  if (rpc == "get") return Get(*mode);
+  if (rpc == "free") return Free();
+  if (rpc == "list") return List();
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect();
   if (!channel.ok()) return UsageError(channel.status());
   PrimitivesClient client(*std::move(channel), absl::Seconds(timeout_seconds));

@@ -124,6 +124,19 @@ ABSL_FLAG(uint64_t, max_shared_memory_regions, 64,
 ABSL_FLAG(uint64_t, max_shared_memory_bytes, uint64_t{64} << 30,
           "With --shared_memory: most bytes of all mapped regions together; more get "
           "RESOURCE_EXHAUSTED.");
+ABSL_FLAG(uint64_t, max_buffer_bytes, 0,
+          "Most bytes of all resident buffers together (Buffers service); more get "
+          "RESOURCE_EXHAUSTED. 0: half of the backend's memory (CUDA: half the devices' "
+          "--gpu_memory_budget_bytes; CPU: half the host's physical memory).");
+ABSL_FLAG(uint64_t, max_buffer_bytes_per_caller, uint64_t{16} << 30,
+          "Most bytes of one caller's resident buffers (freed ones still in use included).");
+ABSL_FLAG(uint64_t, max_buffers_per_caller, 1024,
+          "Most resident buffers one caller holds by name.");
+ABSL_FLAG(double, buffer_idle_seconds, 3600,
+          "A resident buffer no request has named for this long is dropped; 0: never.");
+ABSL_FLAG(std::string, advertise_address, "",
+          "Where clients reach this instance, given in BufferInfo.location so that calls "
+          "naming a buffer go to the instance holding it; empty: this host's name and --port.");
 ABSL_FLAG(std::string, metrics_host, "0.0.0.0",
           "Address to serve Prometheus metrics on (HTTP, path /metrics).");
 ABSL_FLAG(int, metrics_port, 9464,
@@ -244,6 +257,13 @@ int Main() {
   options.echo = absl::GetFlag(FLAGS_enable_echo);
   options.pinned_payload_bytes = absl::GetFlag(FLAGS_pinned_payload_bytes);
   options.pinned_answer_bytes = absl::GetFlag(FLAGS_pinned_answer_bytes);
+  options.buffer_limits.max_bytes = absl::GetFlag(FLAGS_max_buffer_bytes);
+  options.buffer_limits.max_bytes_per_caller = absl::GetFlag(FLAGS_max_buffer_bytes_per_caller);
+  options.buffer_limits.max_buffers_per_caller = absl::GetFlag(FLAGS_max_buffers_per_caller);
+  const double idle_seconds = absl::GetFlag(FLAGS_buffer_idle_seconds);
+  options.buffer_limits.idle =
+      idle_seconds > 0 ? absl::Seconds(idle_seconds) : absl::InfiniteDuration();
+  options.buffer_limits.location = absl::GetFlag(FLAGS_advertise_address);
   options.shared_memory = absl::GetFlag(FLAGS_shared_memory);
   options.shared_memory_limits.max_regions = absl::GetFlag(FLAGS_max_shared_memory_regions);
   options.shared_memory_limits.max_bytes = absl::GetFlag(FLAGS_max_shared_memory_bytes);

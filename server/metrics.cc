@@ -89,6 +89,16 @@ Metrics::Metrics()
                             .Help("Buffers dropped after --buffer_idle_seconds without use.")
                             .Register(*registry_)
                             .Add({});
+  // Every family has a series from the start, so that dashboards and
+  // alerts find each name before the first buffer (device -1: the host).
+  SetBufferUsage(-1, 0, 0);
+  for (const char* direction : {"written", "read"}) {
+    buffer_transfer_.Add({{"direction", direction}});
+  }
+  for (const char* limit :
+       {"max_buffer_bytes", "max_buffer_bytes_per_caller", "max_buffers_per_caller"}) {
+    buffer_refusals_.Add({{"limit", limit}});
+  }
   auto& payload = prometheus::BuildCounter()
                       .Name("primserve_payload_bytes_total")
                       .Help("Serialized request (in) and response (out) message bytes.")

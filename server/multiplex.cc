@@ -15,13 +15,16 @@ MultiplexReactor::MultiplexReactor(grpc::CallbackServerContext* context, Schedul
                                    std::string caller, const shm::Registry* shared_memory,
                                    wire::PayloadAllocator payload_allocator,
                                    wire::CopyPool* payload_copies,
-                                   AnswerAllocator answer_allocator)
+                                   AnswerAllocator answer_allocator, buffers::Registry* buffers,
+                                   std::string buffer_owner)
     : context_(context),
       scheduler_(scheduler),
       limits_(limits),
       metrics_(metrics),
       caller_(std::move(caller)),
       shared_memory_(shared_memory),
+      buffers_(buffers),
+      buffer_owner_(std::move(buffer_owner)),
       payload_allocator_(std::move(payload_allocator)),
       payload_copies_(payload_copies),
       answer_allocator_(std::move(answer_allocator)) {
@@ -141,7 +144,8 @@ void MultiplexReactor::Schedule(std::unique_ptr<Received> holder, const Request&
                                 Response* (v1::MultiplexResponse::*answer_field)()) {
   const uint64_t id = holder->request.id();
   const CallRecord call = CallRecord::Start(metrics_, LabelsOf(request), holder->bytes_in);
-  std::unique_ptr<shm::RequestMemory> memory = RequestMemoryOf(shared_memory_);
+  std::unique_ptr<shm::RequestMemory> memory =
+      RequestMemoryOf(shared_memory_, buffers_, buffer_owner_);
   absl::StatusOr<Operation> operation =
       ToOperation(request, limits_, memory.get(), &holder->payloads);
   if (!operation.ok()) {

@@ -20,6 +20,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/primserve/v1/primitives.grpc.pb.h"
+#include "server/buffers/registry.h"
 #include "server/convert.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
@@ -35,12 +36,14 @@ class MultiplexReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, 
   // `payload_allocator`: where the requests' arrays are made contiguous
   // (empty: the heap); `payload_copies` (null: this thread) copies them;
   // `answer_allocator`: where the backend may write their large answers,
-  // sent from there (Task::answers; empty: strings).
+  // sent from there (Task::answers; empty: strings). `buffers` (null:
+  // refused) resolves buffer refs among `buffer_owner`'s buffers.
   MultiplexReactor(grpc::CallbackServerContext* context, Scheduler* scheduler,
                    const RequestLimits& limits, Metrics* metrics, std::string caller,
                    const shm::Registry* shared_memory, wire::PayloadAllocator payload_allocator,
                    wire::CopyPool* payload_copies = nullptr,
-                   AnswerAllocator answer_allocator = nullptr);
+                   AnswerAllocator answer_allocator = nullptr,
+                   buffers::Registry* buffers = nullptr, std::string buffer_owner = "");
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -82,6 +85,8 @@ class MultiplexReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, 
   Metrics* const metrics_;
   const std::string caller_;
   const shm::Registry* const shared_memory_;  // null: off
+  buffers::Registry* const buffers_;  // null: refused
+  const std::string buffer_owner_;
   const wire::PayloadAllocator payload_allocator_;
   wire::CopyPool* const payload_copies_;
   const AnswerAllocator answer_allocator_;

@@ -1,6 +1,9 @@
 #include "server/server.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <utility>
@@ -84,6 +87,23 @@ HostPoolGauges HostPoolOf(Metrics* metrics, const std::string& pool) {
   return metrics != nullptr ? metrics->PinnedHostPool(pool) : HostPoolGauges{};
 }
 
+// The buffer limits with their defaults filled in: the share of the
+// backend's memory, and where this instance is reached (host name and port
+// of the listening address; port 0 is only known once listening, so such a
+// test server advertises its host name and the requested port).
+buffers::Limits BufferLimitsOf(const ServerOptions& options, const ExecutionBackend& backend) {
+  buffers::Limits limits = options.buffer_limits;
+  if (limits.max_bytes == 0) limits.max_bytes = buffers::DefaultMaxBytes(backend);
+  if (limits.location.empty()) {
+    char host[256] = {};
+    if (gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "localhost");
+    const size_t colon = options.address.rfind(':');
+    limits.location = absl::StrCat(
+        host, colon == std::string::npos ? "" : options.address.substr(colon));
+  }
+  return limits;
+}
+
 }  // namespace
 
 PrimServer::PrimServer(std::unique_ptr<ExecutionBackend> backend, const ServerOptions& options)
@@ -96,6 +116,10 @@ PrimServer::PrimServer(std::unique_ptr<ExecutionBackend> backend, const ServerOp
       shared_memory_service_(shared_memory_ != nullptr
                                  ? std::make_unique<shm::SharedMemoryService>(shared_memory_.get())
                                  : nullptr),
+      buffers_(std::make_unique<buffers::Registry>(BufferLimitsOf(options, *backend_),
+                                                   backend_.get(), options.metrics)),
+      buffers_service_(
+          std::make_unique<buffers::BuffersService>(buffers_.get(), options.caller_header)),
       pinned_payloads_(backend_->PinsHostMemory() && options.pinned_payload_bytes > 0
                            ? std::make_unique<PinnedPayloads>(
                                  backend_.get(), options.pinned_payload_bytes,
@@ -110,7 +134,8 @@ PrimServer::PrimServer(std::unique_ptr<ExecutionBackend> backend, const ServerOp
       service_(&admission_, options.limits, options.metrics, options.caller_header,
                shared_memory_.get(), backend_.get(),
                pinned_payloads_ != nullptr ? pinned_payloads_->Allocator() : nullptr,
-               pinned_answers_ != nullptr ? pinned_answers_->Answers() : nullptr, &input_copies_),
+               pinned_answers_ != nullptr ? pinned_answers_->Answers() : nullptr, &input_copies_,
+               buffers_.get()),
       echo_service_(options.limits.max_response_bytes) {}
 
 absl::StatusOr<std::map<std::string, int>> ParseChannelArgs(absl::string_view text) {
@@ -157,6 +182,7 @@ absl::StatusOr<std::unique_ptr<PrimServer>> PrimServer::Start(
   if (server->shared_memory_service_ != nullptr) {
     builder.RegisterService(server->shared_memory_service_.get());
   }
+  builder.RegisterService(server->buffers_service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(

@@ -19,6 +19,8 @@
 #include "server/admission.h"
 #include "server/backend.h"
 #include "server/batcher.h"
+#include "server/buffers/buffers_service.h"
+#include "server/buffers/registry.h"
 #include "server/convert.h"
 #include "server/echo_service.h"
 #include "server/pinned_payloads.h"
@@ -100,6 +102,11 @@ struct ServerOptions {
   // requests are FAILED_PRECONDITION.
   bool shared_memory = false;
   shm::RegistryOptions shared_memory_limits;
+  // Resident buffers (the Buffers service, Array.buffer, output_buffers),
+  // always served. limits.max_bytes 0: buffers::DefaultMaxBytes (half the
+  // backend's resident capacity). limits.location empty: this instance's
+  // host name and port (--advertise_address).
+  buffers::Limits buffer_limits;
 };
 
 class PrimServer final {
@@ -124,6 +131,10 @@ class PrimServer final {
   // Outlives the services that use it; null without options.shared_memory.
   std::unique_ptr<shm::Registry> shared_memory_;
   std::unique_ptr<shm::SharedMemoryService> shared_memory_service_;
+  // Outlives the services that use it; its storage lives on in tasks the
+  // backend (destroyed last) still holds.
+  std::unique_ptr<buffers::Registry> buffers_;
+  std::unique_ptr<buffers::BuffersService> buffers_service_;
   // Null unless the backend pins host memory and options.pinned_payload_bytes
   // is not 0; outlives the service that allocates from it.
   std::unique_ptr<PinnedPayloads> pinned_payloads_;

@@ -10,6 +10,7 @@
 #include "server/multiplex.h"
 #include "absl/strings/str_cat.h"
 #include "server/admission.h"
+#include "server/buffers/owner.h"
 #include "wire/framing.h"
 #include "wire/received.h"
 
@@ -38,12 +39,18 @@ std::string CallerOf(const grpc::CallbackServerContext& context,
   return PeerKey(context.peer());
 }
 
-std::unique_ptr<shm::RequestMemory> RequestMemoryOf(const shm::Registry* registry) {
-  if (registry != nullptr) return std::make_unique<shm::RequestMemory>(registry);
+std::unique_ptr<shm::RequestMemory> RequestMemoryOf(const shm::Registry* registry,
+                                                    buffers::Registry* buffers,
+                                                    const std::string& owner) {
   // Shared by every request (a Status copy shares its message).
   static const absl::Status* const off =
       new absl::Status(absl::FailedPreconditionError("shared memory is off (--shared_memory)"));
-  return std::make_unique<shm::RequestMemory>(*off);
+  auto memory = registry != nullptr ? std::make_unique<shm::RequestMemory>(registry)
+                                    : std::make_unique<shm::RequestMemory>(*off);
+  if (buffers != nullptr) {
+    memory->UseBuffers(std::make_unique<buffers::RequestBuffers>(buffers, owner));
+  }
+  return memory;
 }
 
 template <typename Request, typename Response>
@@ -72,7 +79,9 @@ grpc::ServerUnaryReactor* PrimitivesService::Handle(grpc::CallbackServerContext*
       CallRecord::Start(metrics_, LabelsOf(received->request), raw_request->Length());
   // Holds the leases on the shared memory the operation views, until the
   // task (and its done callback) is destroyed after the answer.
-  std::unique_ptr<shm::RequestMemory> memory = RequestMemoryOf(shared_memory_);
+  std::unique_ptr<shm::RequestMemory> memory = RequestMemoryOf(
+      shared_memory_, buffers_,
+      buffers_ != nullptr ? buffers::OwnerOf(*context, caller_header_) : std::string());
   absl::StatusOr<Operation> operation = [&] {
     // A large scan's input is copied by the backend as its pipeline goes.
     if constexpr (std::is_same_v<Request, v1::ScanRequest>) {
@@ -134,7 +143,9 @@ PRIMSERVE_RAW_UNARY(AggregateByKey)
 RawBidiReactor* PrimitivesService::Multiplex(grpc::CallbackServerContext* context) {
   return new MultiplexReactor(context, scheduler_, limits_, metrics_,
                               CallerOf(*context, caller_header_), shared_memory_,
-                              payload_allocator_, payload_copies_, answer_allocator_);
+                              payload_allocator_, payload_copies_, answer_allocator_, buffers_,
+                              buffers_ != nullptr ? buffers::OwnerOf(*context, caller_header_)
+                                                  : std::string());
 }
 
 StreamEnvironment PrimitivesService::StreamEnvironmentOf(

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "proto/primserve/v1/primitives.grpc.pb.h"
+#include "server/buffers/registry.h"
 #include "server/convert.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
@@ -31,8 +32,11 @@ std::string CallerOf(const grpc::CallbackServerContext& context,
                      const std::string& caller_header);
 
 // What a unary or Multiplex request's shared-memory refs resolve in: the
-// registry, or (null: the server runs without --shared_memory) a refusal.
-std::unique_ptr<shm::RequestMemory> RequestMemoryOf(const shm::Registry* registry);
+// registry, or (null: the server runs without --shared_memory) a refusal;
+// and its buffer refs: `owner`'s buffers in `buffers` (null: refused).
+std::unique_ptr<shm::RequestMemory> RequestMemoryOf(const shm::Registry* registry,
+                                                    buffers::Registry* buffers,
+                                                    const std::string& owner);
 
 // The Primitives service with every method over raw buffers (so over the
 // plain Service: the typed callback methods would clash with the streams').
@@ -65,14 +69,16 @@ class PrimitivesService final : public raw::Primitives {
   // multiplexed.
   // `payload_copies` (not owned; null: each on the thread that makes it)
   // copies arrays out of gRPC's slices, when made contiguous or filled
-  // pending.
+  // pending. `buffers` (not owned; null: refused) resolves Array.buffer and
+  // output_buffers in unary and Multiplex requests.
   PrimitivesService(Scheduler* scheduler, const RequestLimits& limits,
                     Metrics* metrics = nullptr, std::string caller_header = "",
                     const shm::Registry* shared_memory = nullptr,
                     const ExecutionBackend* backend = nullptr,
                     wire::PayloadAllocator payload_allocator = nullptr,
                     AnswerAllocator answer_allocator = nullptr,
-                    wire::CopyPool* payload_copies = nullptr)
+                    wire::CopyPool* payload_copies = nullptr,
+                    buffers::Registry* buffers = nullptr)
       : scheduler_(scheduler),
         limits_(limits),
         metrics_(metrics),
@@ -82,6 +88,7 @@ class PrimitivesService final : public raw::Primitives {
         payload_allocator_(std::move(payload_allocator)),
         answer_allocator_(std::move(answer_allocator)),
         payload_copies_(payload_copies),
+        buffers_(buffers),
         min_pending_bytes_(backend != nullptr && payload_allocator_
                                ? backend->MinPendingInputBytes()
                                : 0) {}
@@ -139,6 +146,7 @@ class PrimitivesService final : public raw::Primitives {
   const wire::PayloadAllocator payload_allocator_;
   const AnswerAllocator answer_allocator_;
   wire::CopyPool* const payload_copies_;
+  buffers::Registry* const buffers_;
   // Scan inputs this large reach the backend pending (DeferredInputs), into
   // memory from payload_allocator_; 0: none.
   const size_t min_pending_bytes_;

@@ -264,6 +264,78 @@ absl::Status CudaBackend::CopyToIpcMemory(char* to, const char* from, size_t byt
   return copied;
 }
 
+absl::StatusOr<char*> CudaBackend::AllocateResident(uint64_t bytes, int* device) {
+  int best = -1;
+  uint64_t best_room = 0;
+  for (const auto& lane : lanes_->lanes()) {
+    const int d = lane->device();
+    const uint64_t total = budget_->total(d);
+    const uint64_t in_use = std::min(total, budget_->in_use(d));
+    if (best < 0 || total - in_use > best_room) {
+      best = d;
+      best_room = total - in_use;
+    }
+  }
+  if (absl::Status counted = budget_->Acquire(best, bytes, absl::Now()); !counted.ok()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "a buffer of ", bytes, " bytes does not fit in device ", best, "'s memory budget now (",
+        best_room, " bytes free of --gpu_memory_budget_bytes): ", counted.message()));
+  }
+  // An empty buffer still needs an address of its own.
+  const size_t allocated = std::max<uint64_t>(bytes, 1);
+  void* data = nullptr;
+  absl::Status made = cuda::CudaStatus(cudaSetDevice(best), "cudaSetDevice");
+  if (made.ok()) made = cuda::CudaStatus(cudaMalloc(&data, allocated), "cudaMalloc");
+  if (made.ok()) made = cuda::CudaStatus(cudaMemset(data, 0, allocated), "cudaMemset");
+  if (!made.ok()) {
+    cudaGetLastError();  // an allocation failure is not sticky: clear it for the lanes
+    if (data != nullptr && cudaFree(data) != cudaSuccess) cudaGetLastError();
+    budget_->Release(best, bytes);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate a buffer of ", bytes, " bytes on device ", best, ": ",
+                     made.message()));
+  }
+  cuda::AddDeviceRange(static_cast<const char*>(data), allocated, best);
+  *device = best;
+  return static_cast<char*>(data);
+}
+
+void CudaBackend::FreeResident(char* data, uint64_t bytes) {
+  const int device = cuda::DeviceOf(data, 1);
+  cuda::RemoveDeviceRange(data);
+  if (device >= 0 && cudaSetDevice(device) != cudaSuccess) cudaGetLastError();
+  // cudaFree waits for the device's work: the last request using it is done.
+  if (cudaFree(data) != cudaSuccess) cudaGetLastError();
+  if (device >= 0) budget_->Release(device, bytes);
+}
+
+absl::Status CudaBackend::WriteResident(char* to, const char* from, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  absl::Status copied = cuda::CudaStatus(cudaMemcpy(to, from, bytes, cudaMemcpyHostToDevice),
+                                         "cudaMemcpy to a buffer");
+  if (!copied.ok()) cudaGetLastError();
+  return copied;
+}
+
+absl::Status CudaBackend::ReadResident(char* to, const char* from, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  absl::Status copied = cuda::CudaStatus(cudaMemcpy(to, from, bytes, cudaMemcpyDeviceToHost),
+                                         "cudaMemcpy from a buffer");
+  if (!copied.ok()) cudaGetLastError();
+  return copied;
+}
+
+uint64_t CudaBackend::ResidentCapacity() const {
+  uint64_t total = 0;
+  std::vector<int> counted;
+  for (const auto& lane : lanes_->lanes()) {
+    if (std::find(counted.begin(), counted.end(), lane->device()) != counted.end()) continue;
+    counted.push_back(lane->device());
+    total += budget_->total(lane->device());
+  }
+  return total;
+}
+
 size_t CudaBackend::MinPendingInputBytes() const { return cuda::kPipelinedScanMinBytes; }
 
 uint64_t CudaBackend::ReproducibleScanGranule(DType dtype) const {

@@ -78,6 +78,16 @@ class CudaBackend final : public ExecutionBackend {
                                       uint64_t bytes) override;
   void CloseIpcMemory(char* data) override;
   absl::Status CopyToIpcMemory(char* to, const char* from, size_t bytes) override;
+  // Resident buffers: cudaMalloc on the served device with the most budget
+  // left, counted in its memory budget at once (no wait: RESOURCE_EXHAUSTED
+  // when it does not fit now), zeroed, and recorded (cuda/io.h
+  // AddDeviceRange) so that requests naming it read and write it in place.
+  absl::StatusOr<char*> AllocateResident(uint64_t bytes, int* device) override;
+  void FreeResident(char* data, uint64_t bytes) override;
+  absl::Status WriteResident(char* to, const char* from, size_t bytes) override;
+  absl::Status ReadResident(char* to, const char* from, size_t bytes) override;
+  // The served devices' budgets together.
+  uint64_t ResidentCapacity() const override;
 
   const std::string& device_names() const { return device_names_; }
 

@@ -227,6 +227,34 @@ std::string VarintField(int field, uint64_t value) { return Tag(field, 0) + Vari
 // as the RPC's request, a MultiplexRequest and an EchoRequest): nested and
 // repeated Arrays, fields protobuf merges or switches, unknown fields,
 // groups, and a pass-through field large enough to be referenced.
+// Resident buffers (Array.buffer, output_buffers): the request path below
+// gRPC has no buffer registry, so each is refused as a streaming RPC refuses
+// it; the wire parser must still read them as protobuf does.
+void AddBuffers(Corpus& c) {
+  v1::ScanRequest scan;
+  scan.mutable_input()->mutable_buffer()->set_name("x");
+  scan.mutable_input()->mutable_buffer()->set_offset(3);
+  scan.mutable_input()->mutable_buffer()->set_length(5);
+  scan.set_op(v1::SUM);
+  c.Add("buffers_scan_input_ref", Rpc::kScan, scan);
+  scan.mutable_input()->set_data(std::string(8, '\1'));
+  scan.mutable_input()->set_dtype(v1::INT32);
+  c.Add("buffers_scan_data_and_buffer", Rpc::kScan, scan);
+  v1::ReduceByKeyRequest by_key;
+  *by_key.mutable_keys() = Pack<int32_t>({1, 1, 2});
+  by_key.mutable_values()->mutable_buffer()->set_name("values.v1");
+  by_key.set_op(v1::SUM);
+  by_key.mutable_output_buffers()->set_keys("k");
+  by_key.mutable_output_buffers()->set_values("v");
+  c.Add("buffers_reduce_by_key_refs_and_outputs", Rpc::kReduceByKey, by_key);
+  v1::SelectRequest select;
+  *select.mutable_input() = Pack<float>({1, -1, 2});
+  select.mutable_predicate()->set_kind(v1::Predicate::GT);
+  select.mutable_predicate()->mutable_operand()->set_float_value(0);
+  select.mutable_output_buffers()->set_indices("i");
+  c.Add("buffers_select_output_indices", Rpc::kSelect, select);
+}
+
 void AddWire(Corpus& c) {
   v1::MultiplexRequest m;
   m.set_id(300);
@@ -291,6 +319,7 @@ int main(int argc, char** argv) {
   primserve::fuzz::AddRunLengthEncode(corpus);
   primserve::fuzz::AddReduceByKey(corpus);
   primserve::fuzz::AddAggregateByKey(corpus);
+  primserve::fuzz::AddBuffers(corpus);
   primserve::fuzz::AddWire(corpus);
   std::printf("wrote %d seeds to %s\n", corpus.count(), argv[1]);
   return corpus.failed() ? 1 : 0;

@@ -12,10 +12,11 @@ array([ 3,  4,  8,  9, 14], dtype=int32)
 array([1, 2])
 """
 
+from primserve._buffers import Buffer
 from primserve.client import Client
 from primserve.errors import ServerError
 from primserve.results import ArgExtreme, KeyedReduction, Partition, Runs, Selection
 
 __version__ = "0.1.0"
 
-__all__ = ["Client", "ServerError", "ArgExtreme", "KeyedReduction", "Partition", "Runs", "Selection"]
+__all__ = ["Buffer", "Client", "ServerError", "ArgExtreme", "KeyedReduction", "Partition", "Runs", "Selection"]

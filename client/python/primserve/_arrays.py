@@ -4,7 +4,7 @@ from typing import Any, Dict
 
 import numpy as np
 
-from primserve import _cuda
+from primserve import _buffers, _cuda
 from primserve.v1 import primitives_pb2 as pb
 
 # The six dtypes the server takes, little-endian as the wire format is.
@@ -31,6 +31,8 @@ def check_array(a: Any, name: str) -> np.ndarray:
     """
     if _cuda.is_device_array(a):
         return _cuda.stand_in(a, name, DTYPES)
+    if isinstance(a, _buffers.Buffer):
+        return a.stand_in()
     if not isinstance(a, np.ndarray):
         raise TypeError(
             f"{name} must be a numpy.ndarray, not {type(a).__name__}; "

@@ -55,6 +55,16 @@ RPC_PATHS = {method.name: f"/{_SERVICE.full_name}/{method.name}" for method in _
 _SHM_SERVICE = primitives_pb2.DESCRIPTOR.services_by_name["SharedMemory"]
 SHM_PATHS = {method.name: f"/{_SHM_SERVICE.full_name}/{method.name}" for method in _SHM_SERVICE.methods}
 
+_BUFFERS_SERVICE = primitives_pb2.DESCRIPTOR.services_by_name["Buffers"]
+BUFFER_PATHS = {method.name: f"/{_BUFFERS_SERVICE.full_name}/{method.name}" for method in _BUFFERS_SERVICE.methods}
+
+
+def stripe_options(index: int) -> list:
+    """OPTIONS for the index-th extra channel of a striped transfer: a channel
+    argument of its own, so that gRPC gives it a connection of its own."""
+    return OPTIONS + [("primserve.channel_index", index)]
+
+
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 HEALTH_REQUEST = health_pb2.HealthCheckRequest
 HEALTH_RESPONSE = health_pb2.HealthCheckResponse

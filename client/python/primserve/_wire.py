@@ -24,7 +24,7 @@ import numpy as np
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from primserve import _arrays, _cuda
+from primserve import _arrays, _buffers, _cuda
 from primserve.v1 import primitives_pb2 as pb
 
 # Wire types.
@@ -33,6 +33,9 @@ _ARRAY_DTYPE = pb.Array.DESCRIPTOR.fields_by_name["dtype"].number
 _ARRAY_DATA = pb.Array.DESCRIPTOR.fields_by_name["data"].number
 _ARRAY_SHM = pb.Array.DESCRIPTOR.fields_by_name["shm"].number
 _REF_BYTE_SIZE = pb.SharedMemoryRef.DESCRIPTOR.fields_by_name["byte_size"].number
+_ARRAY_BUFFER = pb.Array.DESCRIPTOR.fields_by_name["buffer"].number
+_BUFFER_NAME = pb.BufferRef.DESCRIPTOR.fields_by_name["name"].number
+_BUFFER_LENGTH = pb.BufferRef.DESCRIPTOR.fields_by_name["length"].number
 # The responses' scalar fields (SelectResponse.count): non-negative varints.
 _UNSIGNED = (FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_BOOL)
 
@@ -62,6 +65,8 @@ def serialize(request: Message, arrays: Dict[str, np.ndarray]) -> bytes:
     fields' names to checked (1-D, contiguous) arrays.
     """
     for name, a in arrays.items():
+        if isinstance(a, _buffers.BufferArray):
+            raise TypeError(f"{name} is a resident buffer: it goes as a ref in a unary call or a Multiplex stream")
         if isinstance(a, _cuda.DeviceArray):
             raise TypeError(f"{name} is a CUDA array: it goes as a ref into a CUDA region from "
                             f"cuda_shared_memory() in a unary call (not in a Multiplex stream)")
@@ -117,9 +122,12 @@ def parse(buffer: bytes, descriptor: Descriptor, start: int = 0, end: Optional[i
 
     `placed` maps the fields the request placed in shared memory to the
     arrays over that memory; such a field's Array carries `shm` with the bytes
-    written, and comes back as the start of its array, of the answer's dtype."""
+    written, and comes back as the start of its array, of the answer's dtype.
+    A field stored in a resident buffer (Array.buffer) comes back as the
+    _buffers.Buffer of it."""
     by_number = {field.number: field for field in descriptor.fields}
-    arrays: Dict[str, List] = {}  # name -> [dtype code, (start, end) of data, bytes written in shared memory]
+    # name -> [dtype code, (start, end) of data, bytes written in shared memory, (buffer name, length)]
+    arrays: Dict[str, List] = {}
     scalars: Dict[str, int] = {}
     for number, wire_type, value in fields(buffer, start, len(buffer) if end is None else end):
         field = by_number.get(number)
@@ -127,7 +135,7 @@ def parse(buffer: bytes, descriptor: Descriptor, start: int = 0, end: Optional[i
             continue  # a field this client predates
         if _is_array(field) and wire_type == LEN:
             # A repeated occurrence merges into the earlier one, as protobuf's parser does.
-            array = arrays.setdefault(field.name, [pb.DTYPE_UNSPECIFIED, (0, 0), None])
+            array = arrays.setdefault(field.name, [pb.DTYPE_UNSPECIFIED, (0, 0), None, None])
             for inner_number, inner_type, inner in fields(buffer, *value):
                 if inner_number == _ARRAY_DTYPE and inner_type == VARINT:
                     array[0] = inner
@@ -136,6 +144,14 @@ def parse(buffer: bytes, descriptor: Descriptor, start: int = 0, end: Optional[i
                 elif inner_number == _ARRAY_SHM and inner_type == LEN:
                     array[2] = next((size for number, kind, size in fields(buffer, *inner)
                                      if number == _REF_BYTE_SIZE and kind == VARINT), 0)
+                elif inner_number == _ARRAY_BUFFER and inner_type == LEN:
+                    name, length = "", 0
+                    for number, kind, ref_value in fields(buffer, *inner):
+                        if number == _BUFFER_NAME and kind == LEN:
+                            name = bytes(buffer[ref_value[0]:ref_value[1]]).decode()
+                        elif number == _BUFFER_LENGTH and kind == VARINT:
+                            length = ref_value
+                    array[3] = (name, length)
         elif field.type in _UNSIGNED and wire_type == VARINT:
             scalars[field.name] = value
     answer = SimpleNamespace()
@@ -144,6 +160,9 @@ def parse(buffer: bytes, descriptor: Descriptor, start: int = 0, end: Optional[i
             array = arrays.get(field.name)
             if array is None:
                 setattr(answer, field.name, None)
+            elif array[3] is not None:
+                setattr(answer, field.name, _buffers.stored_buffer(array[3][0], _dtype(array[0], field.name),
+                                                                   array[3][1]))
             elif array[2] is not None:
                 setattr(answer, field.name, _placed(placed or {}, field.name, array[0], array[2]))
             else:

@@ -19,7 +19,7 @@ import grpc
 import grpc.aio
 import numpy as np
 
-from primserve import _calls, _channel, _cuda, _methods, _multiplex, _shm, _streams, _wire
+from primserve import _arrays, _buffers, _calls, _channel, _cuda, _methods, _multiplex, _shm, _streams, _wire
 from primserve.errors import ServerError
 from primserve.results import KeyedReduction, Partition, Runs, Selection
 from primserve.v1 import primitives_pb2 as pb
@@ -86,6 +86,9 @@ class Client(_Methods):
         (self._rpcs, self._streams, self._register, self._unregister, self._register_cuda,
          self._multiplex, self._health) = _methods.bind(self._channel)
         self._regions: List[Any] = []  # _shm.Memory and _cuda.CudaRegion
+        self._address, self._credentials = address, creds
+        self._buffers = _BufferMethods(self._channel)
+        self._stripes: List[Tuple[grpc.aio.Channel, _BufferMethods]] = []  # extra channels, made on first use
         self.timeout = timeout
         self.stream_bytes = stream_bytes
         self.piece_bytes = piece_bytes
@@ -93,6 +96,8 @@ class Client(_Methods):
     async def close(self) -> None:
         """Closes the channel; calls in flight end with CANCELLED."""
         await self._channel.close()
+        for channel, _ in self._stripes:
+            await channel.close()
 
     async def __aenter__(self) -> "Client":
         return self
@@ -101,6 +106,9 @@ class Client(_Methods):
         await self.close()
 
     async def _invoke(self, call: _calls.Call, out: Optional[np.ndarray]) -> Any:
+        if _buffers.wants_buffers(call, out):
+            call = _buffers.place(call, out)
+            out = None
         call, placed = _shm.place(call, self._regions, out)
         if _streams.wanted(call, self.stream_bytes):
             return await self._stream(call)
@@ -118,6 +126,80 @@ class Client(_Methods):
         except grpc.RpcError as error:
             raise ServerError.from_rpc_error(error) from error
         return _streams.join(call, answers)
+
+    def _stripe_methods(self, count: int) -> List["_BufferMethods"]:
+        """Buffer methods on `count` channels with connections of their own."""
+        while len(self._stripes) < count - 1:
+            options = _channel.stripe_options(len(self._stripes) + 1)
+            channel = (grpc.aio.insecure_channel(self._address, options=options) if self._credentials is None
+                       else grpc.aio.secure_channel(self._address, self._credentials, options=options))
+            self._stripes.append((channel, _BufferMethods(channel)))
+        return [self._buffers] + [methods for _, methods in self._stripes[:count - 1]]
+
+    async def put(self, a: np.ndarray, name: Optional[str] = None, *,
+                  stripes: int = _buffers.DEFAULT_STRIPES) -> _buffers.Buffer:
+        """primserve.Client.put, awaited; the Buffer frees with ``await client.free(buf)``."""
+        a = _arrays.check_array(a, "a")
+        if isinstance(a, (_buffers.BufferArray, _cuda.DeviceArray)):
+            raise TypeError("put takes a numpy array")
+        name = _buffers.check_name(name if name is not None else _buffers.fresh_name())
+        try:
+            info = await self._buffers.create(pb.CreateBufferRequest(name=name, dtype=_arrays.DTYPES[a.dtype],
+                                                                     length=a.size), timeout=self.timeout)
+            ranges = _buffers.stripes(a.size, stripes)
+            methods = self._stripe_methods(len(ranges))
+            data = memoryview(a).cast("B")
+            await asyncio.gather(*(
+                methods[i].write(_buffers.write_messages(name, data[begin * a.itemsize:end * a.itemsize], begin,
+                                                         a.itemsize), timeout=self.timeout)
+                for i, (begin, end) in enumerate(ranges) if begin != end or not a.size))
+        except grpc.RpcError as error:
+            raise ServerError.from_rpc_error(error) from error
+        return _buffers.info_of(info, self.free)
+
+    async def get(self, buffer: Union[_buffers.Buffer, str], *,
+                  stripes: int = _buffers.DEFAULT_STRIPES) -> np.ndarray:
+        """primserve.Client.get, awaited."""
+        if isinstance(buffer, str):
+            buffer = await self.buffer(buffer)
+        out = np.empty(len(buffer), dtype=buffer.dtype)
+        ranges = _buffers.stripes(len(buffer), stripes)
+        methods = self._stripe_methods(len(ranges))
+
+        async def read(i: int, begin: int, end: int) -> None:
+            request = _buffers.read_request(buffer.name, buffer.offset + begin, buffer.offset + end)
+            async for piece in methods[i].read(request, timeout=self.timeout):
+                _buffers.take_piece(piece, out, buffer.offset)
+
+        try:
+            await asyncio.gather(*(read(i, begin, end) for i, (begin, end) in enumerate(ranges)
+                                   if begin != end or not len(buffer)))
+        except grpc.RpcError as error:
+            raise ServerError.from_rpc_error(error) from error
+        return out
+
+    async def buffer(self, name: str) -> _buffers.Buffer:
+        """primserve.Client.buffer, awaited."""
+        for buffer in await self.buffers():
+            if buffer.name == name:
+                return buffer
+        raise ServerError(grpc.StatusCode.NOT_FOUND, f"no buffer named {name}")
+
+    async def buffers(self) -> List[_buffers.Buffer]:
+        """primserve.Client.buffers, awaited."""
+        try:
+            listed = await self._buffers.list(pb.ListBuffersRequest(), timeout=self.timeout)
+        except grpc.RpcError as error:
+            raise ServerError.from_rpc_error(error) from error
+        return [_buffers.info_of(info, self.free) for info in listed.buffers]
+
+    async def free(self, buffer: Union[_buffers.Buffer, str]) -> None:
+        """primserve.Client.free, awaited."""
+        name = buffer.name if isinstance(buffer, _buffers.Buffer) else buffer
+        try:
+            await self._buffers.free(pb.FreeBufferRequest(name=name), timeout=self.timeout)
+        except grpc.RpcError as error:
+            raise ServerError.from_rpc_error(error) from error
 
     async def shared_memory(self, size: int, name: Optional[str] = None) -> "Region":
         """primserve.Client.shared_memory, awaited; the region closes with ``await region.close()``
@@ -208,6 +290,21 @@ class Client(_Methods):
         return _channel.health_status(response)
 
 
+class _BufferMethods:
+    """The Buffers service's methods on one grpc.aio channel."""
+
+    def __init__(self, channel: grpc.aio.Channel):
+        paths = _channel.BUFFER_PATHS
+        self.create = channel.unary_unary(paths["Create"], request_serializer=pb.CreateBufferRequest.SerializeToString,
+                                          response_deserializer=pb.BufferInfo.FromString)
+        self.write = channel.stream_unary(paths["Write"])
+        self.read = channel.unary_stream(paths["Read"])
+        self.free = channel.unary_unary(paths["Free"], request_serializer=pb.FreeBufferRequest.SerializeToString,
+                                        response_deserializer=pb.FreeBufferResponse.FromString)
+        self.list = channel.unary_unary(paths["List"], request_serializer=pb.ListBuffersRequest.SerializeToString,
+                                        response_deserializer=pb.ListBuffersResponse.FromString)
+
+
 class Region(_shm.Memory):
     """primserve.Client.shared_memory's Region for the asyncio client: ``await close()``."""
 
@@ -251,6 +348,7 @@ class Multiplex(_Methods):
     async def _invoke(self, call: _calls.Call, out: Optional[np.ndarray]) -> Any:
         if out is not None:
             raise ValueError("out= is for the Client's own calls, not a Multiplex stream's")
+        call = _buffers.place(call, None)
         if self._closed:
             raise ValueError("this Multiplex stream is closed")
         request_id = next(self._ids)

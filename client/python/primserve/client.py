@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 import grpc
 import numpy as np
 
-from primserve import _calls, _channel, _cuda, _methods, _multiplex, _shm, _streams, _wire
+from primserve import _arrays, _buffers, _calls, _channel, _cuda, _methods, _multiplex, _shm, _streams, _wire
 from primserve.errors import ServerError
 from primserve.results import KeyedReduction, Partition, Runs, Selection
 from primserve.v1 import primitives_pb2 as pb
@@ -46,6 +46,9 @@ class Client:
     shared_memory() that receives the answer's values (a Select with
     output="indices": its indices), returned as a view of it; inputs that are
     views into a region are read there by the server. See shared_memory().
+    ``out=`` also takes a resident buffer's name (or a Buffer): the values
+    are stored in that buffer on the server and the method returns its
+    Buffer; and every array argument takes a Buffer from put(). See put().
 
     >>> import numpy as np, primserve
     >>> with primserve.Client("localhost:50051") as client:
@@ -63,6 +66,9 @@ class Client:
         (self._rpcs, self._streams, self._register, self._unregister, self._register_cuda,
          self._multiplex, self._health) = _methods.bind(self._channel)
         self._regions: List[Any] = []  # _shm.Region and _cuda.Region
+        self._address, self._credentials = address, creds
+        self._buffers = _BufferMethods(self._channel)
+        self._stripes: List[Tuple[grpc.Channel, _BufferMethods]] = []  # extra channels, made on first use
         self.timeout = timeout
         self.stream_bytes = stream_bytes
         self.piece_bytes = piece_bytes
@@ -70,6 +76,8 @@ class Client:
     def close(self) -> None:
         """Closes the channel; calls in flight end with CANCELLED."""
         self._channel.close()
+        for channel, _ in self._stripes:
+            channel.close()
 
     def __enter__(self) -> "Client":
         return self
@@ -78,6 +86,9 @@ class Client:
         self.close()
 
     def _invoke(self, call: _calls.Call, out: Optional[np.ndarray] = None) -> Any:
+        if _buffers.wants_buffers(call, out):
+            call = _buffers.place(call, out)
+            out = None
         call, placed = _shm.place(call, self._regions, out)
         if _streams.wanted(call, self.stream_bytes):
             return self._stream(call)
@@ -279,6 +290,101 @@ class Client:
         """
         return self._invoke(_calls.aggregate_by_key(keys, values, num_keys, op, reproducible), out)
 
+    def _stripe_methods(self, count: int) -> List["_BufferMethods"]:
+        """Buffer methods on `count` channels with connections of their own."""
+        while len(self._stripes) < count - 1:
+            options = _channel.stripe_options(len(self._stripes) + 1)
+            channel = (grpc.insecure_channel(self._address, options=options) if self._credentials is None
+                       else grpc.secure_channel(self._address, self._credentials, options=options))
+            self._stripes.append((channel, _BufferMethods(channel)))
+        return [self._buffers] + [methods for _, methods in self._stripes[:count - 1]]
+
+    def put(self, a: np.ndarray, name: Optional[str] = None, *, stripes: int = _buffers.DEFAULT_STRIPES) -> _buffers.Buffer:
+        """Uploads `a` into a new resident buffer on the server and returns its Buffer.
+
+        The buffer stays on the server (GPU memory on a CUDA server) until
+        freed, until idle for the server's --buffer_idle_seconds, or until the
+        server stops; pass the Buffer (or a slice of it) wherever a method
+        takes an array and nothing travels. ``out="name"`` stores a method's
+        values in a buffer. The upload is striped: `stripes` disjoint ranges
+        are written at once, each on a connection of its own.
+
+        Args:
+            a: the array (as the methods take it).
+            name: 1 to 128 characters of [A-Za-z0-9._-]; default a fresh one.
+            stripes: connections the upload is spread over (at least 1).
+
+        >>> with client.put(np.arange(5, dtype=np.int32), name="x") as x:
+        ...     client.scan(x)
+        array([ 0,  1,  3,  6, 10], dtype=int32)
+        """
+        a = _arrays.check_array(a, "a")
+        if isinstance(a, (_buffers.BufferArray, _cuda.DeviceArray)):
+            raise TypeError("put takes a numpy array")
+        name = _buffers.check_name(name if name is not None else _buffers.fresh_name())
+        try:
+            info = self._buffers.create(pb.CreateBufferRequest(name=name, dtype=_arrays.DTYPES[a.dtype],
+                                                               length=a.size), timeout=self.timeout)
+        except grpc.RpcError as error:
+            raise ServerError.from_rpc_error(error) from error
+        ranges = _buffers.stripes(a.size, stripes)
+        methods = self._stripe_methods(len(ranges))
+        data = memoryview(a).cast("B")
+
+        def write(i: int) -> None:
+            begin, end = ranges[i]
+            if begin == end and a.size:
+                return
+            messages = _buffers.write_messages(name, data[begin * a.itemsize:end * a.itemsize], begin, a.itemsize)
+            methods[i].write(messages, timeout=self.timeout)
+
+        _run_each(len(ranges), write)
+        return _buffers.info_of(info, self.free)
+
+    def get(self, buffer: Union[_buffers.Buffer, str], *, stripes: int = _buffers.DEFAULT_STRIPES) -> np.ndarray:
+        """The elements of a resident buffer (or of a Buffer's range), read in
+        `stripes` disjoint ranges at once, each on a connection of its own."""
+        if isinstance(buffer, str):
+            buffer = self.buffer(buffer)
+        out = np.empty(len(buffer), dtype=buffer.dtype)
+        ranges = _buffers.stripes(len(buffer), stripes)
+        methods = self._stripe_methods(len(ranges))
+
+        def read(i: int) -> None:
+            begin, end = ranges[i]
+            if begin == end and len(buffer):
+                return
+            pieces = methods[i].read(_buffers.read_request(buffer.name, buffer.offset + begin, buffer.offset + end),
+                                     timeout=self.timeout)
+            for piece in pieces:
+                _buffers.take_piece(piece, out, buffer.offset)
+
+        _run_each(len(ranges), read)
+        return out
+
+    def buffer(self, name: str) -> _buffers.Buffer:
+        """The Buffer of the caller's resident buffer `name` (ServerError NOT_FOUND if none)."""
+        for buffer in self.buffers():
+            if buffer.name == name:
+                return buffer
+        raise ServerError(grpc.StatusCode.NOT_FOUND, f"no buffer named {name}")
+
+    def buffers(self) -> List[_buffers.Buffer]:
+        """The caller's resident buffers, by name."""
+        try:
+            listed = self._buffers.list(pb.ListBuffersRequest(), timeout=self.timeout)
+        except grpc.RpcError as error:
+            raise ServerError.from_rpc_error(error) from error
+        return [_buffers.info_of(info, self.free) for info in listed.buffers]
+
+    def free(self, buffer: Union[_buffers.Buffer, str]) -> None:
+        """Frees a resident buffer; requests using it finish with the data they started with."""
+        name = buffer.name if isinstance(buffer, _buffers.Buffer) else buffer
+        try:
+            self._buffers.free(pb.FreeBufferRequest(name=name), timeout=self.timeout)
+        except grpc.RpcError as error:
+            raise ServerError.from_rpc_error(error) from error
+
     def shared_memory(self, size: int, name: Optional[str] = None) -> _shm.Region:
         """A new POSIX shared-memory object of `size` bytes, registered with the
         server (which must run on this host with --shared_memory) as a region.
@@ -442,6 +548,44 @@ class Client:
         return _channel.health_status(response)
 
 
+class _BufferMethods:
+    """The Buffers service's methods on one channel."""
+
+    def __init__(self, channel: grpc.Channel):
+        paths = _channel.BUFFER_PATHS
+        self.create = channel.unary_unary(paths["Create"], request_serializer=pb.CreateBufferRequest.SerializeToString,
+                                          response_deserializer=pb.BufferInfo.FromString)
+        self.write = channel.stream_unary(paths["Write"])
+        self.read = channel.unary_stream(paths["Read"])
+        self.free = channel.unary_unary(paths["Free"], request_serializer=pb.FreeBufferRequest.SerializeToString,
+                                        response_deserializer=pb.FreeBufferResponse.FromString)
+        self.list = channel.unary_unary(paths["List"], request_serializer=pb.ListBuffersRequest.SerializeToString,
+                                        response_deserializer=pb.ListBuffersResponse.FromString)
+
+
+def _run_each(count: int, f: Any) -> None:
+    """f(i) for i in range(count), each on a thread of its own (the first on
+    this one); the first ServerError (or other error) raised is raised here."""
+    errors: List[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            f(i)
+        except grpc.RpcError as error:
+            errors.append(ServerError.from_rpc_error(error))
+        except BaseException as error:  # noqa: re-raised on the calling thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(1, count)]
+    for thread in threads:
+        thread.start()
+    run(0)
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
 _END = object()  # ends a Multiplex's request queue
 
 
@@ -464,6 +608,7 @@ class Multiplex:
         self._reader.start()
 
     def _invoke(self, call: _calls.Call) -> Future:
+        call = _buffers.place(call, None)
         future: Future = Future()
         with self._lock:  # so that no frame can follow close()'s end of the queue
             if self._closed:

@@ -1,0 +1,187 @@
+#include "client/buffers_client.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/client_context.h"
+
+namespace primserve {
+namespace {
+
+absl::Status ToAbsl(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+// Runs f(i) for i in [0, n) on n threads (the first on this one) and
+// returns the first error.
+template <typename F>
+absl::Status OnEach(size_t n, F f) {
+  std::vector<absl::Status> results(n);
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < n; ++i) threads.emplace_back([&, i] { results[i] = f(i); });
+  results[0] = f(0);
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : results) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+v1::BufferRef BufferRef(const std::string& name, uint64_t offset, uint64_t length) {
+  v1::BufferRef ref;
+  ref.set_name(name);
+  ref.set_offset(offset);
+  ref.set_length(length);
+  return ref;
+}
+
+BuffersClient::BuffersClient(std::vector<std::shared_ptr<grpc::Channel>> channels,
+                             absl::Duration timeout)
+    : timeout_(timeout) {
+  for (const auto& channel : channels) stubs_.push_back(v1::Buffers::NewStub(channel));
+}
+
+size_t BuffersClient::StripesOf(size_t asked, uint64_t elements) const {
+  size_t stripes = asked == 0 ? stubs_.size() : std::min(asked, stubs_.size());
+  return std::max<size_t>(1, std::min<uint64_t>(stripes, elements));
+}
+
+absl::StatusOr<v1::BufferInfo> BuffersClient::Create(const std::string& name, DType dtype,
+                                                     uint64_t length) {
+  v1::CreateBufferRequest request;
+  request.set_name(name);
+  request.set_dtype(static_cast<v1::DType>(dtype));
+  request.set_length(length);
+  v1::BufferInfo info;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  if (grpc::Status s = stubs_[0]->Create(&context, request, &info); !s.ok()) return ToAbsl(s);
+  return info;
+}
+
+absl::Status BuffersClient::Write(const std::string& name, uint64_t offset,
+                                  absl::string_view bytes, size_t channel) {
+  v1::WriteBufferResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  auto stream = stubs_[channel]->Write(&context, &response);
+  v1::WriteBufferRequest message;
+  message.set_name(name);
+  message.set_offset(offset);
+  // Later messages continue after the previous one (offset 0); an empty
+  // range still sends one message, naming the buffer.
+  size_t at = 0;
+  do {
+    const size_t n = std::min(kPieceBytes, bytes.size() - at);
+    message.set_data(bytes.data() + at, n);
+    if (!stream->Write(message)) break;
+    message.clear_name();
+    message.clear_offset();
+    at += n;
+  } while (at < bytes.size());
+  stream->WritesDone();
+  return ToAbsl(stream->Finish());
+}
+
+absl::StatusOr<v1::BufferInfo> BuffersClient::PutBytes(const std::string& name, DType dtype,
+                                                       absl::string_view bytes, size_t stripes) {
+  const size_t element_size = DTypeSize(dtype);
+  if (bytes.size() % element_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(bytes.size(), " bytes are not whole ",
+                                                   element_size, "-byte elements"));
+  }
+  const uint64_t elements = bytes.size() / element_size;
+  absl::StatusOr<v1::BufferInfo> info = Create(name, dtype, elements);
+  if (!info.ok()) return info.status();
+  const size_t n = StripesOf(stripes, elements);
+  absl::Status wrote = OnEach(n, [&](size_t i) {
+    const uint64_t begin = elements * i / n, end = elements * (i + 1) / n;
+    if (begin == end) return absl::OkStatus();
+    return Write(name, begin,
+                 bytes.substr(begin * element_size, (end - begin) * element_size), i);
+  });
+  if (!wrote.ok()) return wrote;
+  return info;
+}
+
+absl::StatusOr<v1::BufferInfo> BuffersClient::Info(const std::string& name) {
+  absl::StatusOr<v1::ListBuffersResponse> list = List();
+  if (!list.ok()) return list.status();
+  for (const v1::BufferInfo& info : list->buffers()) {
+    if (info.name() == name) return info;
+  }
+  return absl::NotFoundError(absl::StrCat("no buffer named ", name));
+}
+
+absl::Status BuffersClient::ReadRange(size_t channel, const std::string& name, uint64_t begin,
+                                      uint64_t end, size_t element_size, char* out) {
+  v1::ReadBufferRequest request;
+  request.set_name(name);
+  request.set_offset(begin);
+  request.set_length(end - begin);
+  request.set_piece_bytes(kPieceBytes);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  auto stream = stubs_[channel]->Read(&context, request);
+  v1::ReadBufferResponse piece;
+  absl::Status pieces_ok;
+  while (stream->Read(&piece)) {
+    const uint64_t at = piece.offset();
+    if (at < begin || piece.data().size() > (end - at) * element_size) {
+      pieces_ok = absl::InternalError("a Read piece is outside the range asked for");
+      context.TryCancel();
+      continue;
+    }
+    std::memcpy(out + (at - begin) * element_size, piece.data().data(), piece.data().size());
+  }
+  const grpc::Status status = stream->Finish();
+  if (!pieces_ok.ok()) return pieces_ok;
+  return ToAbsl(status);
+}
+
+absl::Status BuffersClient::ReadInto(const std::string& name, const v1::BufferInfo& info,
+                                     char* out, size_t stripes) {
+  const size_t element_size = DTypeSize(static_cast<DType>(info.dtype()));
+  const uint64_t elements = info.length();
+  const size_t n = StripesOf(stripes, elements);
+  return OnEach(n, [&](size_t i) {
+    const uint64_t begin = elements * i / n, end = elements * (i + 1) / n;
+    if (begin == end) return absl::OkStatus();
+    return ReadRange(i, name, begin, end, element_size, out + begin * element_size);
+  });
+}
+
+absl::StatusOr<std::string> BuffersClient::GetBytes(const std::string& name, size_t stripes) {
+  absl::StatusOr<v1::BufferInfo> info = Info(name);
+  if (!info.ok()) return info.status();
+  std::string bytes(info->length() * DTypeSize(static_cast<DType>(info->dtype())), '\0');
+  absl::Status read = ReadInto(name, *info, bytes.data(), stripes);
+  if (!read.ok()) return read;
+  return bytes;
+}
+
+absl::Status BuffersClient::Free(const std::string& name) {
+  v1::FreeBufferRequest request;
+  request.set_name(name);
+  v1::FreeBufferResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  return ToAbsl(stubs_[0]->Free(&context, request, &response));
+}
+
+absl::StatusOr<v1::ListBuffersResponse> BuffersClient::List() {
+  v1::ListBuffersResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  if (grpc::Status s = stubs_[0]->List(&context, v1::ListBuffersRequest(), &response); !s.ok()) {
+    return ToAbsl(s);
+  }
+  return response;
+}
+
+}  // namespace primserve

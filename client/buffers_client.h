@@ -1,0 +1,107 @@
+// The C++ client of the Buffers service: upload an array once (Put), name
+// it in requests (Ref, v1::Array.buffer, output_buffers), download it (Get),
+// drop it (Free). Large transfers are striped: Put writes disjoint ranges of
+// the array over several channels at once and Get reads them likewise, so
+// that several connections carry more of the same link than one.
+//
+//   primserve::BuffersClient buffers({PrimitivesClient::Connect(a), ...});
+//   buffers.Put<int32_t>("x", values);            // striped over every channel
+//   v1::ScanRequest scan;
+//   *scan.mutable_input()->mutable_buffer() = primserve::BufferRef("x");
+//   scan.mutable_output_buffers()->set_values("y");
+//   client.Call(scan);                             // no array travels
+//   absl::StatusOr<std::vector<int32_t>> y = buffers.Get<int32_t>("y");
+#ifndef PRIMSERVE_CLIENT_BUFFERS_CLIENT_H_
+#define PRIMSERVE_CLIENT_BUFFERS_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "core/primitives.h"
+#include "grpcpp/channel.h"
+#include "proto/primserve/v1/primitives.grpc.pb.h"
+
+namespace primserve {
+
+// A ref to elements [offset, offset + length) of buffer `name` (length 0:
+// to the end), for v1::Array.buffer.
+v1::BufferRef BufferRef(const std::string& name, uint64_t offset = 0, uint64_t length = 0);
+
+class BuffersClient final {
+ public:
+  // Bytes per Write or Read message.
+  static constexpr size_t kPieceBytes = size_t{4} << 20;
+
+  // `channels`: one or more channels to the same server (a channel is one
+  // connection: separate channels, e.g. each made with its own
+  // grpc.channel_id argument, carry stripes side by side). Each call gets
+  // `timeout` as its deadline.
+  explicit BuffersClient(std::vector<std::shared_ptr<grpc::Channel>> channels,
+                         absl::Duration timeout = absl::Seconds(600));
+
+  size_t channels() const { return stubs_.size(); }
+
+  absl::StatusOr<v1::BufferInfo> Create(const std::string& name, DType dtype, uint64_t length);
+  // Creates buffer `name` holding `bytes` (whole elements of `dtype`) and
+  // writes it in `stripes` disjoint ranges at once, one Write stream per
+  // channel used (at most channels(); 0: all).
+  absl::StatusOr<v1::BufferInfo> PutBytes(const std::string& name, DType dtype,
+                                          absl::string_view bytes, size_t stripes = 0);
+  template <typename T>
+  absl::StatusOr<v1::BufferInfo> Put(const std::string& name, absl::Span<const T> values,
+                                     size_t stripes = 0) {
+    return PutBytes(name, DTypeOf<T>(),
+                    absl::string_view(reinterpret_cast<const char*>(values.data()),
+                                      values.size() * sizeof(T)),
+                    stripes);
+  }
+  // Writes `bytes` at element `offset` of an existing buffer (one stream).
+  absl::Status Write(const std::string& name, uint64_t offset, absl::string_view bytes,
+                     size_t channel = 0);
+
+  // The buffer's description (from List); NOT_FOUND if the caller holds none.
+  absl::StatusOr<v1::BufferInfo> Info(const std::string& name);
+  // The buffer's bytes, read in `stripes` ranges at once (0: every channel).
+  absl::StatusOr<std::string> GetBytes(const std::string& name, size_t stripes = 0);
+  // The buffer's elements; INVALID_ARGUMENT if it holds another dtype.
+  template <typename T>
+  absl::StatusOr<std::vector<T>> Get(const std::string& name, size_t stripes = 0) {
+    absl::StatusOr<v1::BufferInfo> info = Info(name);
+    if (!info.ok()) return info.status();
+    if (static_cast<DType>(info->dtype()) != DTypeOf<T>()) {
+      return absl::InvalidArgumentError("buffer " + name + " holds " +
+                                        DTypeName(static_cast<DType>(info->dtype())) +
+                                        " elements, not " + DTypeName(DTypeOf<T>()));
+    }
+    std::vector<T> values(info->length());
+    absl::Status read = ReadInto(name, *info, reinterpret_cast<char*>(values.data()), stripes);
+    if (!read.ok()) return read;
+    return values;
+  }
+
+  absl::Status Free(const std::string& name);
+  absl::StatusOr<v1::ListBuffersResponse> List();
+
+ private:
+  // Reads the whole of buffer `name` (described by `info`) into `out`.
+  absl::Status ReadInto(const std::string& name, const v1::BufferInfo& info, char* out,
+                        size_t stripes);
+  // Elements [begin, end) of `name` into `out` (the bytes of element begin).
+  absl::Status ReadRange(size_t channel, const std::string& name, uint64_t begin, uint64_t end,
+                         size_t element_size, char* out);
+  size_t StripesOf(size_t asked, uint64_t elements) const;
+
+  std::vector<std::unique_ptr<v1::Buffers::Stub>> stubs_;
+  const absl::Duration timeout_;
+};
+
+}  // namespace primserve
+
+#endif  // PRIMSERVE_CLIENT_BUFFERS_CLIENT_H_
