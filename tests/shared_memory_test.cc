@@ -561,7 +561,7 @@ TEST_F(SharedMemoryTest, StreamsRefuseSharedMemory) {
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_THAT(status.error_message(),
                 HasSubstr("the streaming RPCs carry inline bytes only: shared memory (Array.shm, "
-                          "output_location) is for the unary RPCs and Multiplex"));
+                          "output_location) and resident buffers"));
     ExpectAGoodRequestAnswered();
   }
 }

@@ -17,8 +17,9 @@ class BuffersService final : public v1::Buffers::CallbackService {
   BuffersService(Registry* registry, std::string caller_header)
       : registry_(registry), caller_header_(std::move(caller_header)) {}
 
-  // Read's pieces when the request leaves piece_bytes 0.
-  static constexpr uint64_t kDefaultPieceBytes = uint64_t{4} << 20;
+  // Read's pieces when the request leaves piece_bytes 0: a message a gRPC
+  // client with the default 4 MiB receive limit takes.
+  static constexpr uint64_t kDefaultPieceBytes = uint64_t{2} << 20;
 
   grpc::ServerUnaryReactor* Create(grpc::CallbackServerContext* context,
                                    const v1::CreateBufferRequest* request,
