@@ -150,6 +150,26 @@ expect_exit 2 "--predicate=lt needs --operand" select --values=1 --predicate=lt
 expect_exit 2 "exactly one of --predicate, --flags, --generate_flags" select --values=1
 expect_exit 2 "Unknown command line flag" scan --values=1 --segment=0
 
+# Resident buffers: put (striped), inputs from a buffer (whole and a range),
+# an output into a buffer, get, list, free, and their errors.
+expect "" put --name=x --values=1,2,3,4 --stripes=3 --print=none
+expect "1,3,6,10" scan --buffer=x --print=all
+expect "2,5" scan --buffer=x --buffer_offset=1 --buffer_length=2 --print=all
+expect "output: in buffer y, 4 x INT32" scan --buffer=x --output_buffer=y --print=all
+expect "1,3,6,10" get --name=y --print=all
+expect "1,3,6,10" get --name=y --stripes=1 --print=all
+listed="$(primctl list)" || fail "primctl list exited $?"
+[[ "$listed" == *"x: 4 x INT32 on the host at "* && "$listed" == *"y: 4 x INT32 on the host at "* &&
+  "$listed" == *"32 bytes used of "* ]] || fail "primctl list printed: $listed"
+expect "" free --name=y
+expect_exit 1 "error: NOT_FOUND: " get --name=y
+expect_exit 1 "error: NOT_FOUND: " scan --buffer=y
+expect_exit 1 "error: ALREADY_EXISTS: " put --name=x --values=1
+expect_exit 1 "error: INVALID_ARGUMENT: " scan --buffer=x --buffer_offset=5
+expect_exit 2 "give the buffer's --name" get
+expect_exit 2 "exactly one of --input, --values, --generate, --buffer" scan --values=1 --buffer=x
+expect "" free --name=x
+
 # SIGTERM: the server drains and exits 0; then health reports NOT_SERVING
 kill -TERM "$SERVER_PID"
 wait "$SERVER_PID"

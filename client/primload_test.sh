@@ -149,6 +149,20 @@ load stream_count --rpc=select --output=count --dtype=uint32 --n=50000 \
   --stream_piece_bytes=4096 --concurrency=2 --verify --verify_every=1
 expect_row stream_count select/stream 2
 
+# Resident inputs (uploaded once over 2 connections): answers inline and
+# verified, unary and multiplexed; then outputs into buffers.
+load resident --rpc=select --n=20000 --concurrency=2 --channels=2 --resident \
+  --resident_output=inline --verify --verify_every=1
+expect_row resident select 2
+grep -q "inputs resident: .* uploaded once in .* over 2 connections" "$TMP/resident.out" ||
+  fail "resident: no upload line in: $(cat "$TMP/resident.out")"
+load resident_multiplex --rpc=reduce_by_key --n=20000 --concurrency=4 --resident \
+  --resident_output=inline --multiplex --verify --verify_every=1
+expect_row resident_multiplex reduce_by_key/multiplex 4
+load resident_outputs --rpc=scan --n=20000 --concurrency=1 --resident
+awk '$1 == "scan" && $2 == 1 && $9 > 0 && $12 == 0 { found = 1 } END { exit !found }' \
+  "$TMP/resident_outputs.out" || fail "resident_outputs: $(cat "$TMP/resident_outputs.out")"
+
 # Failed calls: counted by status code, and primload exits 1.
 "$PRIMLOAD" --address="$ADDRESS" --n=$((MAX_ELEMENTS + 1)) --concurrency=1 --warmup_seconds=0 \
   --measure_seconds=0.3 >"$TMP/too_large.out" 2>&1
@@ -160,7 +174,8 @@ awk '$1 == "scan" && $9 == 0 && $12 ~ /^RESOURCE_EXHAUSTED=[0-9]+$/ { found = 1 
 
 # Bad command lines exit 2.
 for args in "--rpc=scan --op=argmax" "--concurrency=0" "--mode=fast" "--no_such_flag" \
-  "--stream_piece_bytes=4096 --multiplex" "--stream_piece_bytes=4096 --shm"; do
+  "--stream_piece_bytes=4096 --multiplex" "--stream_piece_bytes=4096 --shm" \
+  "--resident --shm" "--resident --verify" "--resident --resident_output=disk"; do
   # shellcheck disable=SC2086
   "$PRIMLOAD" --address="$ADDRESS" $args >/dev/null 2>&1
   status=$?
