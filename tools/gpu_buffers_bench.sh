@@ -18,7 +18,7 @@ export LD_LIBRARY_PATH="$here/lib"
 { nvidia-smi -L; date -u; } | tee "$out/device.txt"
 
 echo "== cuda_buffers_gpu_test"
-"$here/cuda_buffers_gpu_test" --gtest_brief=1 >"$out/cuda_buffers_gpu_test.txt" 2>&1
+timeout 120 "$here/cuda_buffers_gpu_test" --gtest_brief=1 >"$out/cuda_buffers_gpu_test.txt" 2>&1
 echo "exit $?" | tee -a "$out/cuda_buffers_gpu_test.txt"
 tail -3 "$out/cuda_buffers_gpu_test.txt"
 
@@ -34,8 +34,12 @@ start_server() {
 }
 stop_server() { kill -TERM "$server"; wait "$server"; }
 # The mean of a stage's request durations (seconds) in the server's metrics.
+scrape() {
+  curl -s "localhost:$metrics_port/metrics" 2>/dev/null ||
+    python3 -c "import urllib.request; print(urllib.request.urlopen('http://localhost:$metrics_port/metrics').read().decode())"
+}
 stage_mean() {  # stage
-  curl -s "localhost:$metrics_port/metrics" | awk -v stage="$1" '
+  scrape | awk -v stage="$1" '
     $0 ~ "^primserve_request_duration_seconds_sum\\{.*rpc=\"scan\".*stage=\"" stage "\"" {s=$2}
     $0 ~ "^primserve_request_duration_seconds_count\\{.*rpc=\"scan\".*stage=\"" stage "\"" {c=$2}
     END {if (c > 0) printf "%.1f us over %d calls\n", s / c * 1e6, c}'
