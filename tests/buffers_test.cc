@@ -22,7 +22,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "server/cpu_backend.h"
+#include "server/cpu/cpu_backend.h"
 #include "server/server.h"
 #include "tests/every_rpc.h"
 #include "tests/holding_backend.h"

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "server/admission.h"
+#include "server/engine/admission.h"
 
 namespace primserve::buffers {
 

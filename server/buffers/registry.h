@@ -24,8 +24,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/primitives.h"
-#include "server/backend.h"
-#include "server/metrics.h"
+#include "server/engine/backend.h"
+#include "server/engine/metrics.h"
 
 namespace primserve::buffers {
 

@@ -17,7 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "proto/primserve/v1/primitives.pb.h"
 #include "server/buffers/registry.h"
-#include "server/task.h"
+#include "server/engine/task.h"
 
 namespace primserve::buffers {
 

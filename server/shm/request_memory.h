@@ -17,8 +17,8 @@
 #include "absl/types/span.h"
 #include "proto/primserve/v1/primitives.pb.h"
 #include "server/buffers/request_buffers.h"
+#include "server/engine/task.h"
 #include "server/shm/registry.h"
-#include "server/task.h"
 
 namespace primserve::shm {
 
