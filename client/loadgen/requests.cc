@@ -1,8 +1,10 @@
 #include "client/loadgen/requests.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "absl/types/span.h"
