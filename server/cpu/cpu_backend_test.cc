@@ -220,5 +220,34 @@ TEST(CpuBackendReproducibleOther, IntegersAndMinMaxKeepTheReference) {
   EXPECT_EQ(RunReduce(reduce), BytesOf(reference::Reduce<float>(floats, Op::kMin).values));
 }
 
+// A large answer goes into the task's answer buffer (sent from there, no
+// copy); a small one, or one the allocator has no room for, into a string.
+TEST(CpuBackendAnswers, LargeAnswersAreWrittenIntoTheTasksAnswerBuffers) {
+  const std::vector<int64_t> in = MixedInput<int64_t>(100000, Op::kSum, 5);
+  const std::vector<int64_t> expected = reference::Scan<int64_t>(in, Op::kSum, false);
+  for (const bool room : {true, false}) {
+    int given = 0;
+    auto task = std::make_unique<Task>();
+    ScanOperation o;
+    o.input = ViewOf(in);
+    task->operation = o;
+    task->answers = [&given, room](size_t bytes) -> std::shared_ptr<char> {
+      if (!room) return nullptr;
+      ++given;
+      return std::shared_ptr<char>(new char[bytes], std::default_delete<char[]>());
+    };
+    std::optional<absl::StatusOr<Result>> answer;
+    task->done = [&answer](absl::StatusOr<Result> result) { answer = std::move(result); };
+    std::vector<std::unique_ptr<Task>> batch;
+    batch.push_back(std::move(task));
+    CpuBackend(nullptr, 2).Execute(std::move(batch));
+    ASSERT_TRUE(answer.has_value() && answer->ok());
+    const HostArray& output = std::get<ScanResult>(**answer).output;
+    EXPECT_EQ(output.held != nullptr, room);
+    EXPECT_EQ(given, room ? 1 : 0);
+    EXPECT_EQ(std::string(output.data()), BytesOf(expected));
+  }
+}
+
 }  // namespace
 }  // namespace primserve
