@@ -576,8 +576,17 @@ int AggregateByKey(PrimitivesClient& client, PrintMode mode) {
   });
 }
 
+// Prints the server's health; when nothing answers, the call's code (e.g.
+// UNAVAILABLE) and, on stderr, why: an unreachable server must not read as
+// a draining one.
 int Health(PrimitivesClient& client) {
-  const bool serving = client.IsServing();
+  absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> health = client.Health();
+  if (!health.ok()) {
+    std::cout << absl::StatusCodeToString(health.status().code()) << "\n";
+    std::cerr << "primctl: health: " << health.status().message() << "\n";
+    return 1;
+  }
+  const bool serving = *health == grpc::health::v1::HealthCheckResponse::SERVING;
   std::cout << (serving ? "SERVING" : "NOT_SERVING") << "\n";
   return serving ? 0 : 1;
 }
