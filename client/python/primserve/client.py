@@ -288,7 +288,9 @@ class Client:
         sent), and as a method's ``out=`` they receive its values (a Select
         with output="indices": its indices) and the method returns a view of
         what was written. Calls using a region are always unary. Closing the
-        region (or leaving its ``with`` block) unregisters and unlinks it.
+        region (or leaving its ``with`` block) unregisters and unlinks it; a
+        region never closed is unregistered and unlinked when it is
+        garbage-collected or the interpreter exits.
 
         Args:
             size: bytes, at least 1.
@@ -308,7 +310,10 @@ class Client:
             except grpc.RpcError as error:
                 raise ServerError.from_rpc_error(error) from error
 
-        region = _shm.Region(name, _shm.check_size(size), unregister)
+        def forget(region_name: str) -> None:  # at exit or collection, without raising
+            self._unregister(pb.UnregisterRequest(name=region_name), timeout=min(self.timeout or 1.0, 1.0))
+
+        region = _shm.Region(name, _shm.check_size(size), unregister, forget)
         try:
             self._register(pb.RegisterSystemRequest(name=region.name, key=region.key, byte_size=region.size),
                            timeout=self.timeout)
