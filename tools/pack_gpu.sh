@@ -4,9 +4,10 @@
 #  - every test tagged gpu (bazel query 'attr(tags, gpu, tests(//...))'),
 #  - the benchmarks (cc_binary targets tagged gpu under //kernels),
 #  - with --engine, also the server and client tools that gpu_checks.sh,
-#    gpu_engine_bench.sh, huge_stream_check.sh and perf_rerun_rows.sh drive
-#    (soak, sanitizers over the engine tests, service, shared-memory and CUDA
-#    IPC measurements) and the Python client in py/ (its modules generated
+#    gpu_engine_bench.sh, shm_ipc_bench.sh, huge_stream_check.sh and
+#    perf_rerun_rows.sh drive (soak, sanitizers over the engine tests,
+#    service, shared-memory and CUDA IPC measurements) and the Python client
+#    in py/ (its modules generated
 #    from proto/; the GPU machine's Python has grpcio, numpy and protobuf),
 # stripped, with the shared libraries a bare CUDA host lacks in lib/, the
 # commit it was built from in commit.txt, and the runners. On the GPU machine,
@@ -17,9 +18,10 @@
 #   tools/kernel_bench.sh OUT_DIR [--bench=NAME] [BENCHMARK ARGS...]
 #   tools/gpu_checks.sh OUT_DIR tests|soak [SECONDS]|verify     (--engine)
 #   tools/gpu_engine_bench.sh OUT_DIR [--only=NAME,...]         (--engine)
+#   tools/shm_ipc_bench.sh OUT_DIR [--only=PART,...]           (--engine)
 #   tools/huge_stream_check.sh OUT_DIR [--n=N] [--piece_bytes=B] (--engine)
-#   tools/perf_rerun_rows.sh OUT_DIR      one row of each table in perf/README.md
-#                                         (--engine)
+#   tools/perf_rerun_rows.sh OUT_DIR   one row of each table of perf/README.md
+#                                      (--engine; from the repository root only)
 # The device code is built for Hopper (sm_90) only, the GPU machines' chips:
 # a third of the size. Check the size printed at the end: one device call
 # carries at most 64 MiB with the repository; pack the engine tools
@@ -58,7 +60,7 @@ for target in $benchmarks; do copy "$target"; basename "${target/://}" >>"$out/b
 for target in "${engine[@]+"${engine[@]}"}"; do copy "$target"; done
 cp tools/gpu_run_all.sh "$out/run_all.sh"
 cp tools/kernel_bench.sh tools/gpu_checks.sh tools/gpu_engine_bench.sh tools/huge_stream_check.sh \
-  tools/perf_rerun_rows.sh tools/shm_bench.py "$out/"
+  tools/shm_ipc_bench.sh tools/shm_bench.py "$out/"
 echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!gpu_bundle' || echo '+changes')" \
   >"$out/commit.txt"
 if [[ ${#engine[@]} -gt 0 ]]; then

@@ -8,9 +8,9 @@
 #   2. service: a 64M-element int32 scan over loopback TCP, unary, beside Echo
 #      of the same bytes (tools/gpu_engine_bench.sh --only=large_scan_vs_echo);
 #   3. shared memory: the 64M scan with input and output in one registered
-#      system region, from Python (tools/shm_bench.py); and CUDA IPC: a 2^28
-#      scan in place in another process's device memory over a Unix socket
-#      (primload_cuda --cuda_shm --in_place).
+#      system region, from Python; and CUDA IPC: a 2^28 scan in place in
+#      another process's device memory over a Unix socket
+#      (tools/shm_ipc_bench.sh --only=python_shm,cuda_ipc).
 #   tools/perf_rerun_rows.sh OUT_DIR
 # About 3 minutes. Every step's raw output stays under OUT_DIR. Exits 1 if a
 # step failed (a wrong answer among them).
@@ -18,8 +18,8 @@ set -uo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 bundle="$repo/gpu_bundle"
 out="${1:?usage: perf_rerun_rows.sh OUT_DIR}"
-for binary in primitives_bench primserve primctl primload primload_cuda; do
-  [[ -x $bundle/$binary ]] ||
+for binary in primitives_bench primserve primctl primload primload_cuda shm_bench.py; do
+  [[ -e $bundle/$binary ]] ||
     { echo "no $binary in $bundle (run tools/pack_gpu.sh --engine first)" >&2; exit 2; }
 done
 mkdir -p "$out"
@@ -67,19 +67,9 @@ report service "service: 64M int32 scan, unary over TCP, concurrency 1, beside E
      echo "no figures: see $out/service.log")"
 
 # 3. Shared memory and CUDA IPC, against one server with --shared_memory.
-socket=/tmp/primserve-perf-rerun.sock
-"$bundle/primserve" --backend=cuda --shared_memory --enable_echo --host=127.0.0.1 --port=50064 \
-  --unix_socket=$socket --metrics_port=-1 >"$out/shm_server.log" 2>&1 &
-server=$!
-for _ in $(seq 50); do "$bundle/primctl" --address=localhost:50064 health >/dev/null 2>&1 && break; sleep 0.2; done
-PYTHONPATH="$bundle/py" python3 "$repo/tools/shm_bench.py" --address=localhost:50064 --n=67108864 \
-  --runs=7 >"$out/shm_bench.txt" 2>&1 || status=1
+"$repo/tools/shm_ipc_bench.sh" "$out/shm" --only=python_shm,cuda_ipc >"$out/shm.log" 2>&1 || status=1
 report shm "shared memory: 64M int32 scan in and out of a system region, Python (median of 7)" \
-  "$(cat "$out/shm_bench.txt")"
-"$bundle/primload_cuda" --address=unix:$socket --rpc=scan --dtype=int32 --n=268435456 --cuda_shm \
-  --in_place --distinct_requests=1 --concurrency=1 --warmup_seconds=1 --measure_seconds=4 \
-  >"$out/cuda_ipc.txt" 2>&1 || status=1
+  "$(grep -E 'shared memory|inline|numpy' "$out/shm/python_shm.txt" || echo "no figures: see $out/shm.log")"
 report ipc "CUDA IPC: 2^28 int32 scan in place in another process's device memory, Unix socket" \
-  "$(grep -E '^(target|scan) ' "$out/cuda_ipc.txt" || echo "no figures: see $out/cuda_ipc.txt")"
-kill -TERM "$server"; wait "$server"
+  "$(grep -m2 -E '^(target|scan) ' "$out/shm/cuda_ipc.txt" || echo "no figures: see $out/shm.log")"
 exit $status
