@@ -7,8 +7,8 @@
 #    gpu_engine_bench.sh, shm_ipc_bench.sh, huge_stream_check.sh and
 #    perf_rerun_rows.sh drive (soak, sanitizers over the engine tests,
 #    service, shared-memory and CUDA IPC measurements) and the Python client
-#    in py/ (its modules generated
-#    from proto/; the GPU machine's Python has grpcio, numpy and protobuf),
+#    in py/ (its modules generated from proto/; the GPU machine's Python has
+#    grpcio, numpy and protobuf),
 # stripped, with the shared libraries a bare CUDA host lacks in lib/, the
 # commit it was built from in commit.txt, and the runners. On the GPU machine,
 # from the repository root (each script finds gpu_bundle/ there; copies of

@@ -42,7 +42,7 @@ committed() {  # row
     service/H100) echo "1.646 GB/s, p50 319.6 ms, 0.708x Echo (2026-11-26, ae7191f, perf/runs/2026-11-26-h100-data-path)" ;;
     shm/H200) echo "6.91 ms, 77.7 GB/s; numpy.cumsum 215.8-217.0 ms (2026-11-25, 92c595a, perf/runs/2026-11-25-h200-shm)" ;;
     shm/H100) echo "6.94 ms, 77.4 GB/s; numpy.cumsum 239 ms (2026-11-25, 3b51589, perf/runs/2026-11-25-h100-shm-table)" ;;
-    ipc/H100) echo "p50 1.234-1.290 ms; kernel alone 0.913 ms (2026-11-25, be279ef, perf/runs/2026-11-25-h100-cuda-ipc-3)" ;;
+    ipc/H100) echo "p50 1.248 ms; kernel alone 0.908 ms (2026-11-25, 3b51589, perf/runs/2026-11-25-h100-shm-table)" ;;
     *) echo "none committed for this card" ;;
   esac
 }
