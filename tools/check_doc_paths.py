@@ -27,8 +27,8 @@ NOT_A_PATH = re.compile(r"[<>$*{}]|^[a-z]+://")
 PUNCTUATION = ",;:()[]'\""
 
 
-def tracked_files():
-    out = subprocess.run(["git", "-C", REPO, "ls-files", "-z"], check=True,
+def tracked_files(repo):
+    out = subprocess.run(["git", "-C", repo, "ls-files", "-z"], check=True,
                          capture_output=True, text=True).stdout
     return [f for f in out.split("\0") if f]
 
@@ -52,10 +52,10 @@ def candidates(line, in_fence):
                 yield target.split("#")[0], True
 
 
-def check(page, files, folders, top):
+def check(repo, page, files, folders, top):
     missing = []
     in_fence = False
-    for number, line in enumerate(open(os.path.join(REPO, page), encoding="utf-8"), 1):
+    for number, line in enumerate(open(os.path.join(repo, page), encoding="utf-8"), 1):
         if line.lstrip().startswith("```"):
             in_fence = not in_fence
             continue
@@ -68,7 +68,7 @@ def check(page, files, folders, top):
             if relative:
                 if not word:
                     continue
-                path = os.path.relpath(os.path.join(REPO, os.path.dirname(page), word), REPO)
+                path = os.path.relpath(os.path.join(repo, os.path.dirname(page), word), repo)
             else:
                 if "/" not in word or NOT_A_PATH.search(word.replace("*", "")):
                     continue
@@ -80,18 +80,24 @@ def check(page, files, folders, top):
     return missing
 
 
-def main():
-    files = set(tracked_files())
+def missing_paths(repo, pages=None):
+    """'page:line: path' for each path the pages name that git does not track."""
+    files = set(tracked_files(repo))
     folders = {os.path.dirname(f) for f in files}
     for folder in list(folders):
         while folder:
             folder = os.path.dirname(folder)
             folders.add(folder)
     top = {f.split("/")[0] for f in files if "/" in f}
-    pages = sys.argv[1:] or (["README.md"] + sorted(
-        os.path.relpath(p, REPO) for pattern in ("docs/*.md", "perf/*.md")
-        for p in glob.glob(os.path.join(REPO, pattern))))
-    missing = [m for page in pages for m in check(page, files, folders, top)]
+    if not pages:
+        pages = ["README.md"] + sorted(
+            os.path.relpath(p, repo) for pattern in ("docs/*.md", "perf/*.md")
+            for p in glob.glob(os.path.join(repo, pattern)))
+    return pages, [m for page in pages for m in check(repo, page, files, folders, top)]
+
+
+def main():
+    pages, missing = missing_paths(REPO, sys.argv[1:])
     for m in missing:
         print(f"missing: {m}")
     print(f"check_doc_paths: {len(pages)} pages, {len(missing)} missing paths")

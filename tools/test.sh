@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/setup.sh
 # Every repository path README.md, docs/*.md and perf/*.md name exists.
+/usr/bin/python3 tools/check_doc_paths_test.py
 /usr/bin/python3 tools/check_doc_paths.py
 bazel test //... "$@"
 # The Python client (client/python) against the primserve just built, on
