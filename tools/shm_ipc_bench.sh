@@ -81,11 +81,11 @@ if wanted small_shm; then
 fi
 if wanted cuda_ipc; then
   for address in unix:$socket $tcp; do
-    part cuda_ipc "$here/primload_cuda" --address=$address --rpc=scan --dtype=int32 --n=268435456 \
+    part cuda_ipc "$here/primload_cuda" --address="$address" --rpc=scan --dtype=int32 --n=268435456 \
       --cuda_shm --in_place --distinct_requests=1 "${level1[@]}"
-    part cuda_ipc "$here/primload_cuda" --address=$address --mode=echo --rpc=scan --n=1 "${level1[@]}"
-    part cuda_ipc "$here/primload_cuda" --address=$address --rpc=scan --n=1 "${level1[@]}"
-    part cuda_ipc "$here/primload_cuda" --address=$address --rpc=scan --n=1 --cuda_shm "${level1[@]}"
+    part cuda_ipc "$here/primload_cuda" --address="$address" --mode=echo --rpc=scan --n=1 "${level1[@]}"
+    part cuda_ipc "$here/primload_cuda" --address="$address" --rpc=scan --n=1 "${level1[@]}"
+    part cuda_ipc "$here/primload_cuda" --address="$address" --rpc=scan --n=1 --cuda_shm "${level1[@]}"
   done
 fi
 kill -TERM "$server"; wait "$server"
