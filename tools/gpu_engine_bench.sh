@@ -103,8 +103,12 @@ PY
 fi
 # The Python client's 64M scan (the machine's grpcio, numpy and protobuf;
 # the package as tools/pack_gpu.sh --engine builds it into py/).
-if wanted python_client && [[ -d $here/py/primserve ]]; then
-  PYTHONPATH="$here/py" python3 -m primserve.bench --address=localhost:$port \
-    --n=67108864 --repeats=5 2>&1 | tee "$out/python_client.txt"
+if wanted python_client; then
+  if [[ -d $here/py/primserve ]]; then
+    PYTHONPATH="$here/py" python3 -m primserve.bench --address=localhost:$port \
+      --n=67108864 --repeats=5 2>&1 | tee "$out/python_client.txt"
+  else
+    echo "no Python client in $here/py (tools/pack_gpu.sh --engine builds it)" | tee "$out/python_client.txt"
+  fi
 fi
 stop_server
