@@ -24,19 +24,35 @@
 #                                      (--engine; from the repository root only)
 # The device code is built for Hopper (sm_90) only, the GPU machines' chips:
 # a third of the size. Check the size printed at the end: one device call
-# carries at most 64 MiB with the repository; pack the engine tools
-# (--engine) for engine runs only.
-# Usage: tools/pack_gpu.sh [--engine] [extra bazel build flags]
+# carries at most 64 MiB with the repository (about 5 MB), and everything
+# with --engine is about 90 MB: pack the engine tools (--engine) for engine
+# runs only, and name what a run needs with --only.
+# Usage: tools/pack_gpu.sh [--engine] [--only=NAME,...] [extra bazel build flags]
+# (--only=NAME,...: only these tests and benchmarks, e.g. --only=primitives_bench;
+# the engine tools still come with --engine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tests=$(bazel query --noshow_progress 'attr(tags, gpu, tests(//...))')
 benchmarks=$(bazel query --noshow_progress 'kind(cc_binary, attr(tags, gpu, //kernels/...))')
 engine=()
-if [[ ${1:-} == --engine ]]; then
-  engine=(//server:primserve //client:primctl //client:primload //client:primload_cuda
-    //tests:soak_test)
+only=""
+while [[ ${1:-} == --engine || ${1:-} == --only=* ]]; do
+  case "$1" in
+    --engine) engine=(//server:primserve //client:primctl //client:primload //client:primload_cuda
+      //tests:soak_test) ;;
+    --only=*) only="${1#--only=}" ;;
+  esac
   shift
+done
+# --only: the named tests and benchmarks alone (a whole bundle is over the
+# device call's 64 MiB).
+if [[ -n $only ]]; then
+  keep() { for target in "$@"; do [[ ",$only," == *",${target##*:},"* ]] && echo "$target"; done; true; }
+  # shellcheck disable=SC2086
+  tests=$(keep $tests)
+  # shellcheck disable=SC2086
+  benchmarks=$(keep $benchmarks)
 fi
 set -- --define=cuda_gencode=hopper "$@"
 # shellcheck disable=SC2086
