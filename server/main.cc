@@ -114,7 +114,7 @@ ABSL_FLAG(int, input_copy_threads, 8,
           "Threads that copy each large request array (4 MiB or more) out of gRPC's receive "
           "buffers, the receiving thread among them: a fixed pool shared by all requests. 0 or "
           "1: the receiving thread alone. 8 copied 5.9x faster than 1 into pinned memory on a "
-          "16-core GPU host (server/results/h200-2026-11-26-input-copy).");
+          "16-core GPU host (perf/runs/2026-11-26-h200-input-copy).");
 ABSL_FLAG(bool, shared_memory, false,
           "Serve the SharedMemory service: local clients register POSIX shared-memory objects "
           "and name them in requests instead of sending bytes. Any caller may then make the "

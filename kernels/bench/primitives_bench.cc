@@ -495,7 +495,7 @@ struct Options {
 
 // --settle_ms: a wait before each timing, to check whether what the device
 // still does after the previous row (its frees) slows the next row's first
-// timing (kernels/NOTES.md, "Fourth round").
+// timing (perf/NOTES.md, "Reduce").
 void Settle(const Options& options) {
   if (options.settle_ms <= 0) return;
   BENCH_CHECK(cudaDeviceSynchronize());
@@ -539,7 +539,7 @@ bool RunSize(const Options& options, DType dtype, const char* dtype_name, uint64
     // Reduce rows first: timed straight after a scan row, which frees two
     // n-element outputs, our SUM reduce (the first row timed there) ran 13%
     // slower at 2^28 on an H200 than with the reduce rows alone, while CUB,
-    // timed next, did not (kernels/NOTES.md, "Fourth round").
+    // timed next, did not (perf/NOTES.md, "Reduce").
     for (const Op op : {Op::kSum, Op::kMin, Op::kArgMin}) {
       makes.push_back({"reduce", [&, op](Arena& a) { return ReduceRow(in, a, op); }});
     }

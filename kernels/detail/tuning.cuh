@@ -47,7 +47,7 @@ inline constexpr unsigned kLookbackMaxSleepNs = 512;
 
 // Look-back window: each lane of the looking-back warp reads this many
 // consecutive tile slots per round trip, so one L2 round trip covers
-// 32 * kLookbackSlotsPerLane predecessors. Measured on an H200 (kernels/NOTES.md):
+// 32 * kLookbackSlotsPerLane predecessors. Measured on an H200 (perf/NOTES.md):
 // wider windows (2, 4, 8) were slower, most likely from the extra polling
 // traffic on the few hot status lines, so the paper's 32-slot window stays.
 inline constexpr int kLookbackSlotsPerLane = 1;
@@ -110,7 +110,7 @@ struct ScanPolicy {
   using Lookback = Lookback_;
   static constexpr bool kBlockIdxOrder = kBlockIdxOrder_;
 };
-// The scan's look-back (issue 13, kernels/NOTES.md, measured on an H100):
+// The scan's look-back (issue 13, perf/NOTES.md, measured on an H100):
 // in launches of >= kLookbackDelayMinTiles tiles the looking-back warp
 // sleeps 1500 ns after publishing A, then polls every 800 ns (CUB's
 // fixed-delay scheme; its sm_90 tunings use about 1.1-1.3 us then
@@ -153,13 +153,13 @@ inline constexpr int kCompactBlock = 256;
 inline constexpr int kCompactWarps = kCompactBlock / 32;
 
 // Look-back of the compaction kernels: the paper's 32-tile window (one slot
-// per lane). Measured on an H200 (kernels/NOTES.md): 4, 8 and 16 slots per lane
+// per lane). Measured on an H200 (perf/NOTES.md): 4, 8 and 16 slots per lane
 // made select_if50 int32 2^28 1.26x, 2.1x and 5x slower, RLE and ReduceByKey
 // likewise: the extra polling loads on the hot status lines cost more than
 // the round trips they save. Polling as the scan's (ScanLookbackPolicy), in
 // launches of >= 512 tiles: sleep 1.5 us after publishing the count, then
 // poll every 0.8 us; smaller launches keep the 32..512 ns doubling.
-// Measured on an H100 (kernels/NOTES.md, 2026-11-26): select 2^28 int32
+// Measured on an H100 (perf/NOTES.md, 2026-11-26): select 2^28 int32
 // 801 -> 750 us, unique 685 -> 627, partition 1594 -> 1363 (with its
 // smaller blocks); 0.7 / 0.35 us was 2-4% slower for these.
 using CompactLookback = LookbackPolicy<1, 32, 512, true, true, 1500, false, 800>;
@@ -172,7 +172,7 @@ using RunsLookback = LookbackPolicy<1, 32, 512, true, true, 700, false, 350, fal
 // Select/Partition/Unique: 16-byte vectors per thread. 8 gives 32 KB tiles
 // (8192 4-byte or 4096 8-byte items); measured on an H200, 16 KB tiles were
 // 1.23x slower (2026-11-21), and 24, 28, 48 and 64 KB tiles (8, 7, 4 and 3
-// blocks per SM) 1-15% slower at 2^28 (2026-11-26, kernels/NOTES.md).
+// blocks per SM) 1-15% slower at 2^28 (2026-11-26, perf/NOTES.md).
 inline constexpr int kSelectNumVec = 8;
 // Select/Partition/Unique: resident blocks per SM asked of the compiler
 // (__launch_bounds__; 6 caps registers at 40, no spills). Shared memory
