@@ -179,16 +179,30 @@ inline constexpr int kSelectNumVec = 8;
 // allows 6 blocks of 32 KB tiles.
 inline constexpr int kSelectMinBlocksPerSm = 6;
 
-// RLE and ReduceByKey items per thread: 16 when keys and values are 4 bytes
-// (4096-item tiles, as the scan), else 8; the staging arrays stay at 32 KB
-// either way.
-template <typename KB, typename V>
-inline constexpr int kRunItemsFor = sizeof(KB) <= 4 && sizeof(V) <= 4 ? 16 : 8;
-// RLE and ReduceByKey: resident blocks per SM asked of the compiler
-// (__launch_bounds__: 80 registers, with 0-36 bytes of spills, 120 for float
-// MIN/MAX values). Without it ReduceByKey's kernels took 140+ registers,
-// one block per SM.
-inline constexpr int kRunMinBlocksPerSm = 3;
+// RLE and ReduceByKey tiles: items per thread when keys and values are both
+// 4 bytes (kItems4) and otherwise (kItems8), the resident blocks per SM asked
+// of the compiler (__launch_bounds__: caps registers), the look-back, and
+// whether full warp chunks are loaded with coalesced cp.async through the
+// shared staging arrays (kStagedLoads) instead of each thread's blocked
+// 16-byte loads. A policy is a template argument of detail/runs_kernel.cuh,
+// so bench/runs_variants.cu times several in one process.
+template <int kItems4_, int kItems8_, int kMinBlocksPerSm_, typename Lookback_,
+          bool kStagedLoads_>
+struct RunsPolicy {
+  static constexpr int kItems4 = kItems4_;
+  static constexpr int kItems8 = kItems8_;
+  static constexpr int kMinBlocksPerSm = kMinBlocksPerSm_;
+  using Lookback = Lookback_;
+  static constexpr bool kStagedLoads = kStagedLoads_;
+  template <typename KB, typename V>
+  static constexpr int kItems = sizeof(KB) <= 4 && sizeof(V) <= 4 ? kItems4 : kItems8;
+};
+// 16 items per thread when keys and values are 4 bytes (4096-item tiles, as
+// the scan), else 8; the staging arrays stay at 32 KB either way. 3 blocks
+// per SM: 80 registers, with 0-36 bytes of spills, 120 for float MIN/MAX
+// values; without a cap ReduceByKey's kernels took 140+ registers, one
+// block per SM.
+using DefaultRunsPolicy = RunsPolicy<16, 8, 3, RunsLookback, false>;
 
 // Segmented Select: items per thread.
 inline constexpr int kSegItems = 8;
