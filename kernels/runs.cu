@@ -1,4 +1,4 @@
-// ReduceByKey (kernels/select.h): the entry points and the dispatch over
+// ReduceByKey (kernels/runs.h): the entry points and the dispatch over
 // dtypes, offset width and op; the kernel is detail/runs_kernel.cuh's, under
 // DefaultRunsPolicy (tuning.cuh). RunLengthEncode runs on the select kernel
 // (select.cu).
@@ -10,7 +10,7 @@
 #include "core/primitives.h"
 #include "kernels/detail/runs_kernel.cuh"
 #include "kernels/detail/tuning.cuh"
-#include "kernels/select.h"
+#include "kernels/runs.h"
 
 namespace primserve::gpu {
 namespace {

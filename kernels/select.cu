@@ -19,6 +19,7 @@
 // also keeps each head's tile-local index: a run's length is the next head's
 // position minus its own, so its look-back value adds the position of the
 // last head so far (HeadsAndLast), for the first run a tile completes.
+#include "kernels/runs.h"
 #include "kernels/select.h"
 
 #include <cuda_runtime.h>
