@@ -42,11 +42,11 @@ int DispatchRuns(void* d_temp, size_t* temp_bytes, const void* keys, const void*
   auto run = [&](auto op_tag) {
     constexpr Op kOp = decltype(op_tag)::value;
     if (small) {
-      return detail::RunRuns<DefaultRunsPolicy, KB, V, uint32_t, false, kOp>(
-          d_temp, keys, values, n, keys_out, values_out, nullptr, num_runs, in_order, stream);
+      return detail::RunRuns<DefaultRunsPolicy, KB, V, uint32_t, kOp>(
+          d_temp, keys, values, n, keys_out, values_out, num_runs, in_order, stream);
     }
-    return detail::RunRuns<DefaultRunsPolicy, KB, V, uint64_t, false, kOp>(
-        d_temp, keys, values, n, keys_out, values_out, nullptr, num_runs, in_order, stream);
+    return detail::RunRuns<DefaultRunsPolicy, KB, V, uint64_t, kOp>(
+        d_temp, keys, values, n, keys_out, values_out, num_runs, in_order, stream);
   };
   switch (op) {
     case Op::kSum: return run(std::integral_constant<Op, Op::kSum>{});

@@ -1,18 +1,17 @@
 // Tuning experiment: ReduceByKey's kernel (detail/runs_kernel.cuh) under
-// several RunsPolicy variants, and RunLengthEncode on the runs kernel
-// against the select kernel's kByRuns mode (the library's RunLengthEncode),
-// each against CUB's fastest call in the same process (int counts; int32
-// lengths for Encode), over keys in runs of random length (geometric, mean
-// 1.5, 4, 64 and 4096). Variants and CUB alternate in rounds (default 3);
-// each figure is the median over rounds of the median of `reps` timed
-// calls (CUDA events, after warm-up). Before timing, every variant's
-// poisoned outputs are compared with CUB's: keys, counts and lengths
-// exactly, integer sums exactly, float sums within 1e-3 (float32) or 1e-9
-// (float64) relative.
+// RunsPolicy variants against CUB's fastest call (DeviceReduce::ReduceByKey
+// with plus, int counts) in the same process, over int32 keys in runs of
+// random length (geometric, mean 1.5, 4, 64 and 4096) and int32, float32,
+// int64 and float64 values (float: ordered, the library's ReduceByKey, and
+// unordered, "/u"). Variants and CUB alternate in rounds (default 3); each
+// figure is the median over rounds of the median of `reps` timed calls
+// (CUDA events, after warm-up). Before timing, every variant's poisoned
+// outputs are compared with CUB's: keys and counts exactly, integer sums
+// exactly, float sums within 1e-3 (float32) or 1e-9 (float64) relative.
 // Not part of the library: //kernels/bench:runs_variants.
 //   ./runs_variants [--log2n=28] [--means=1.5,4,64,4096] [--rounds=3] [--reps=N]
-//                   [--only=rbk,rle]
-// Findings: kernels/NOTES.md.
+// Findings: kernels/NOTES.md (fifth round: the variants measured there,
+// cp.async-staged loads and CUB's polling among them, lost and are gone).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -28,7 +27,6 @@
 #include "core/primitives.h"
 #include "kernels/bench/timing.h"
 #include "kernels/detail/runs_kernel.cuh"
-#include "kernels/select.h"
 #include "kernels/testing/cub_baseline.h"
 #include "kernels/testing/device_helpers.h"
 
@@ -38,17 +36,8 @@ using namespace primserve;
 using namespace primserve::gpu;
 using namespace primserve::gpu::detail;
 
-// The CUB-like look-back of sm_90's ReduceByKey tunings: one sleep of about
-// 1 us after publishing the aggregate, then polling without a fixed period
-// (our 32..512 ns doubling), from 2048 tiles as RunsLookback.
-using CubLikeLookback = LookbackPolicy<1, 32, 512, true, true, 1000, false, 0, false, 2048>;
-
-using Base = DefaultRunsPolicy;                                       // 16/8 items, 3 blocks
-using Staged = RunsPolicy<16, 8, 3, RunsLookback, true>;              // coalesced cp.async loads
-using Blocks4 = RunsPolicy<16, 8, 4, RunsLookback, false>;            // 64-register cap
-using Staged4 = RunsPolicy<16, 8, 4, RunsLookback, true>;
-using StagedCubLb = RunsPolicy<16, 8, 3, CubLikeLookback, true>;
-using Staged12 = RunsPolicy<16, 12, 3, RunsLookback, true>;           // 3072-item 8-byte tiles
+// Before the fifth round: 3 blocks per SM whatever the key and value sizes.
+using Before = RunsPolicy<16, 8, 3, 3, RunsLookback>;
 
 struct DeviceMemory {
   void* ptr = nullptr;
@@ -65,7 +54,7 @@ using Call = std::function<int(void* temp, size_t* bytes, cudaStream_t)>;
 struct Variant {
   std::string name;
   Call call;
-  std::string resources;  // registers, spills, blocks per SM of the many-tile kernel
+  std::string resources;  // registers, local bytes, blocks per SM of the many-tile kernel
 };
 
 template <typename Kernel>
@@ -94,36 +83,15 @@ Variant RbkVariant(const char* name, const void* keys, const void* values, uint6
       *bytes = need;
       return 0;
     }
-    return RunRuns<Policy, uint32_t, V, uint32_t, false, Op::kSum>(
-        temp, keys, values, n, keys_out, values_out, nullptr, num, in_order, s);
+    return RunRuns<Policy, uint32_t, V, uint32_t, Op::kSum>(temp, keys, values, n, keys_out,
+                                                            values_out, num, in_order, s);
   };
   if (in_order || !AssociationMatters<RunPairOp<P, Op::kSum>>::value) {
-    v.resources = Resources(RunsKernel<Policy, uint32_t, V, uint32_t, false, Op::kSum, L, false>);
+    v.resources = Resources(RunsKernel<Policy, uint32_t, V, uint32_t, Op::kSum, L, false>);
   } else {
-    v.resources = Resources(
-        RunsKernel<Policy, uint32_t, V, uint32_t, false, Op::kSum, TreeLookbackOf<L>, false>);
+    v.resources =
+        Resources(RunsKernel<Policy, uint32_t, V, uint32_t, Op::kSum, TreeLookbackOf<L>, false>);
   }
-  return v;
-}
-
-// RLE on the runs kernel (the library's before this round), keys KB.
-template <typename Policy, typename KB>
-Variant RleRunsVariant(const char* name, const void* keys, uint64_t n, void* keys_out,
-                       int64_t* lengths_out, uint64_t* num) {
-  Variant v;
-  v.name = name;
-  v.call = [=](void* temp, size_t* bytes, cudaStream_t s) -> int {
-    const size_t need = RunsTempBytes<Policy, KB, uint32_t, uint32_t>(n);
-    if (temp == nullptr) {
-      *bytes = need;
-      return 0;
-    }
-    return RunRuns<Policy, KB, uint32_t, uint32_t, true, Op::kSum>(
-        temp, keys, nullptr, n, keys_out, nullptr, lengths_out, num, true, s);
-  };
-  v.resources = Resources(
-      RunsKernel<Policy, KB, uint32_t, uint32_t, true, Op::kSum, typename Policy::Lookback,
-                 false>);
   return v;
 }
 
@@ -132,7 +100,6 @@ struct Options {
   std::vector<double> means = {1.5, 4, 64, 4096};
   int rounds = 3;
   int reps = 0;
-  std::vector<std::string> only = {"rbk", "rle"};
 };
 
 uint64_t ReadCount(const uint64_t* d) {
@@ -255,14 +222,8 @@ void RbkRows(const Options& o, const char* dtype_name, DType dtype, uint64_t log
     void* vo = values_out.ptr;
     const void* vi = values.ptr;
     std::vector<Variant> v;
-    v.push_back(RbkVariant<Base, V>("base", keys, vi, n, ko, vo, d_num, in_order));
-    v.push_back(RbkVariant<Staged, V>("staged", keys, vi, n, ko, vo, d_num, in_order));
-    v.push_back(RbkVariant<Blocks4, V>("4blk", keys, vi, n, ko, vo, d_num, in_order));
-    v.push_back(RbkVariant<Staged4, V>("staged4blk", keys, vi, n, ko, vo, d_num, in_order));
-    v.push_back(RbkVariant<StagedCubLb, V>("staged_cublb", keys, vi, n, ko, vo, d_num, in_order));
-    if constexpr (sizeof(V) == 8) {
-      v.push_back(RbkVariant<Staged12, V>("staged12", keys, vi, n, ko, vo, d_num, in_order));
-    }
+    v.push_back(RbkVariant<Before, V>("before", keys, vi, n, ko, vo, d_num, in_order));
+    v.push_back(RbkVariant<DefaultRunsPolicy, V>("default", keys, vi, n, ko, vo, d_num, in_order));
     return v;
   };
   TimeRow(o, "rbk", dtype_name, log2n, mean, variants_for(true), cub, poisoned_check, stream);
@@ -271,55 +232,6 @@ void RbkRows(const Options& o, const char* dtype_name, DType dtype, uint64_t log
     TimeRow(o, "rbk", name.c_str(), log2n, mean, variants_for(false), cub, poisoned_check,
             stream);
   }
-}
-
-template <typename KB>
-void RleRows(const Options& o, const char* dtype_name, DType dtype, uint64_t log2n, double mean,
-             cudaStream_t stream) {
-  const uint64_t n = uint64_t{1} << log2n;
-  DeviceMemory keys(n * sizeof(KB));
-  BENCH_CHECK(testing::FillRandomRuns(keys.ptr, dtype, n, mean, 11));
-  DeviceMemory keys_out(n * sizeof(KB)), lengths(n * 8), cub_keys(n * sizeof(KB)),
-      cub_lengths(n * 4), num(8), cub_num(8);
-  auto* d_num = static_cast<uint64_t*>(num.ptr);
-  auto* d_cub_num = static_cast<uint64_t*>(cub_num.ptr);
-  auto* d_lengths = static_cast<int64_t*>(lengths.ptr);
-  const Call cub = [&](void* t, size_t* b, cudaStream_t s) {
-    return testing::CubRunLengthEncodeInt32(t, b, keys.ptr, dtype, n, cub_keys.ptr,
-                                            static_cast<int32_t*>(cub_lengths.ptr), d_cub_num,
-                                            testing::CubCount::kInt32, s);
-  };
-  auto check = [&]() {
-    const uint64_t runs = ReadCount(d_num);
-    bool ok = Report(runs == ReadCount(d_cub_num), "rle count") &&
-              Report(SameWords(keys_out.ptr, cub_keys.ptr, runs * sizeof(KB)), "rle keys");
-    if (ok) {
-      uint64_t bad = 0;
-      BENCH_CHECK(testing::CountMismatchedWidened(
-          d_lengths, static_cast<const int32_t*>(cub_lengths.ptr), runs, &bad));
-      ok = Report(bad == 0, "rle lengths");
-    }
-    BENCH_CHECK(cudaMemset(keys_out.ptr, 0xA5, n * sizeof(KB)));
-    BENCH_CHECK(cudaMemset(lengths.ptr, 0xA5, n * 8));
-    BENCH_CHECK(cudaMemset(num.ptr, 0xA5, 8));
-    return ok;
-  };
-  BENCH_CHECK(cudaMemset(keys_out.ptr, 0xA5, n * sizeof(KB)));
-  BENCH_CHECK(cudaMemset(lengths.ptr, 0xA5, n * 8));
-  std::vector<Variant> v;
-  v.push_back(RleRunsVariant<Base, KB>("runs_base", keys.ptr, n, keys_out.ptr, d_lengths, d_num));
-  v.push_back(
-      RleRunsVariant<Staged, KB>("runs_staged", keys.ptr, n, keys_out.ptr, d_lengths, d_num));
-  Variant sel;
-  sel.name = "select";
-  const void* in = keys.ptr;
-  void* ko = keys_out.ptr;
-  sel.call = [=](void* t, size_t* b, cudaStream_t s) {
-    return RunLengthEncode(t, b, in, dtype, n, ko, d_lengths, d_num, s);
-  };
-  sel.resources = "select kernel, kByRuns";
-  v.push_back(sel);
-  TimeRow(o, "rle", dtype_name, log2n, mean, v, cub, check, stream);
 }
 
 std::vector<std::string> Split(const std::string& s) {
@@ -331,10 +243,6 @@ std::vector<std::string> Split(const std::string& s) {
     pos = comma + 1;
   }
   return out;
-}
-
-bool Wanted(const Options& o, const char* what) {
-  return std::find(o.only.begin(), o.only.end(), what) != o.only.end();
 }
 
 int Main(int argc, char** argv) {
@@ -355,8 +263,6 @@ int Main(int argc, char** argv) {
       o.rounds = std::max(1, std::atoi(v));
     } else if (const char* v = value("--reps=")) {
       o.reps = std::atoi(v);
-    } else if (const char* v = value("--only=")) {
-      o.only = Split(v);
     } else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
       return 2;
@@ -374,18 +280,12 @@ int Main(int argc, char** argv) {
   for (const uint64_t log2n : o.log2n) {
     const uint64_t n = uint64_t{1} << log2n;
     for (const double mean : o.means) {
-      if (Wanted(o, "rbk")) {
-        DeviceMemory keys(n * 4);
-        BENCH_CHECK(testing::FillRandomRuns(keys.ptr, DType::kUint32, n, mean, 3));
-        RbkRows<int32_t>(o, "int32", DType::kInt32, log2n, mean, keys.ptr, stream);
-        RbkRows<float>(o, "float32", DType::kFloat32, log2n, mean, keys.ptr, stream);
-        RbkRows<int64_t>(o, "int64", DType::kInt64, log2n, mean, keys.ptr, stream);
-        RbkRows<double>(o, "float64", DType::kFloat64, log2n, mean, keys.ptr, stream);
-      }
-      if (Wanted(o, "rle")) {
-        RleRows<uint32_t>(o, "int32", DType::kInt32, log2n, mean, stream);
-        RleRows<uint64_t>(o, "int64", DType::kInt64, log2n, mean, stream);
-      }
+      DeviceMemory keys(n * 4);
+      BENCH_CHECK(testing::FillRandomRuns(keys.ptr, DType::kUint32, n, mean, 3));
+      RbkRows<int32_t>(o, "int32", DType::kInt32, log2n, mean, keys.ptr, stream);
+      RbkRows<float>(o, "float32", DType::kFloat32, log2n, mean, keys.ptr, stream);
+      RbkRows<int64_t>(o, "int64", DType::kInt64, log2n, mean, keys.ptr, stream);
+      RbkRows<double>(o, "float64", DType::kFloat64, log2n, mean, keys.ptr, stream);
     }
   }
   BENCH_CHECK(cudaStreamDestroy(stream));

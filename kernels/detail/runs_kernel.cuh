@@ -1,10 +1,10 @@
-// RunLengthEncode and ReduceByKey's kernel (kernels/select.h, runs.cu): one
-// fused pass with decoupled look-back over a pair scan, templated on a
-// RunsPolicy (tuning.cuh) so that bench/runs_variants.cu can time shapes
-// side by side in one process.
+// ReduceByKey's kernel (kernels/runs.h, runs.cu): one fused pass with
+// decoupled look-back over a pair scan, templated on a RunsPolicy
+// (tuning.cuh) so that bench/runs_variants.cu can time shapes side by side
+// in one process.
 //
 // Each element i carries (head_i, v_i): head_i = 1 when i starts a run (i == 0
-// or key differs bitwise from key i-1); v_i its value (1 for RLE). The scan
+// or key differs bitwise from key i-1); v_i its value. The scan
 // operator
 //     (h_a, x_a) . (h_b, x_b) = (h_a + h_b, h_b > 0 ? x_b : x_a op x_b)
 // is associative; its inclusive scan at i is (run index of i + 1, op over
@@ -18,7 +18,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
 #include "core/primitives.h"
@@ -69,93 +68,40 @@ struct StatusPayloadBytes<RunPair<uint32_t, V>>
 template <typename KB, typename V, typename OffsetT>
 struct RunParams {
   const KB* keys;
-  const V* values;  // ReduceByKey only
+  const V* values;
   uint64_t n;
   KB* keys_out;
-  V* values_out;           // ReduceByKey only
-  int64_t* lengths_out;    // RLE only
+  V* values_out;
   uint64_t* num_runs;
   bool keys_vector_ok;
   bool values_vector_ok;
   TileStatus<RunPair<OffsetT, V>> status;
 };
 
-// Position of 16-byte chunk g of a warp's staged chunk: the low three bits
-// XORed with bits 3-5, so that neither the coalesced cp.async writes (lane l
-// writes chunk 32v + l) nor the blocked reads (lane l reads chunks lV..lV+V-1)
-// put two lanes of a quarter warp on one bank group (V = 2, 4 or 8).
-__device__ __forceinline__ int SwizzledChunk(int g) { return g ^ ((g >> 3) & 7); }
-
-// One warp: copies its chunk of a full tile into shared memory with
-// coalesced 16-byte cp.async, then each lane reads its kItems items back in
-// the blocked layout.
-template <int kItems, typename T>
-__device__ __forceinline__ void LoadBlockedStaged(const T* in, uint64_t warp_first_item,
-                                                  T* w_stage, T (&items)[kItems]) {
-  constexpr int kPerVec = 16 / static_cast<int>(sizeof(T));
-  constexpr int kVecPerLane = kItems / kPerVec;
-  const int lane = threadIdx.x % 32;
-  const uint4* src = reinterpret_cast<const uint4*>(in + warp_first_item);
-  uint4* stage = reinterpret_cast<uint4*>(w_stage);
-#pragma unroll
-  for (int v = 0; v < kVecPerLane; ++v) {
-    const int g = v * 32 + lane;
-    CopyAsync16(stage + SwizzledChunk(g), src + g);
-  }
-  CopyAsyncWaitAll();
-  __syncwarp();
-#pragma unroll
-  for (int u = 0; u < kVecPerLane; ++u) {
-    const uint4 q = stage[SwizzledChunk(lane * kVecPerLane + u)];
-    memcpy(&items[u * kPerVec], &q, 16);
-  }
-}
-
 // One tile's inputs for one thread: its keys and values (blocked), and the
 // keys just before and after its items (warp edges need them from memory).
-// Staged (Policy::kStagedLoads): full, aligned warp chunks go through the
-// tile's shared staging arrays, which hold the tails only after the block
-// scan's first barrier.
-template <typename Policy, bool kRle, int kRunItems, typename KB, typename V, typename OffsetT>
+template <int kRunItems, typename KB, typename V, typename OffsetT>
 __device__ __forceinline__ void LoadRunTile(const RunParams<KB, V, OffsetT>& p, int64_t tile,
-                                            KB* s_keys, V* s_vals, KB (&k)[kRunItems],
-                                            V (&val)[kRunItems], KB& edge_prev, KB& edge_next) {
+                                            KB (&k)[kRunItems], V (&val)[kRunItems],
+                                            KB& edge_prev, KB& edge_next) {
   constexpr int kRunTile = kCompactBlock * kRunItems;
-  const uint64_t tile_base = static_cast<uint64_t>(tile) * kRunTile;
-  const uint64_t first = tile_base + threadIdx.x * kRunItems;
+  const uint64_t first = static_cast<uint64_t>(tile) * kRunTile + threadIdx.x * kRunItems;
   const int lane = threadIdx.x % 32;
-  bool staged = false;
-  if constexpr (Policy::kStagedLoads && kRunItems % (16 / sizeof(KB)) == 0 &&
-                (kRle || kRunItems % (16 / sizeof(V)) == 0)) {
-    const int warp_first = (threadIdx.x / 32) * 32 * kRunItems;
-    const uint64_t warp_first_item = tile_base + warp_first;
-    staged = warp_first_item + 32 * kRunItems <= p.n && p.keys_vector_ok &&
-             (kRle || p.values_vector_ok);
-    if (staged) {
-      LoadBlockedStaged<kRunItems>(p.keys, warp_first_item, s_keys + warp_first, k);
-      if constexpr (!kRle) {
-        LoadBlockedStaged<kRunItems>(p.values, warp_first_item, s_vals + warp_first, val);
-      }
-    }
-  }
-  if (!staged) {
-    LoadBlocked<kRunItems>(p.keys, first, p.n, p.keys_vector_ok, k);
-    if constexpr (!kRle) {
-      LoadBlocked<kRunItems>(p.values, first, p.n, p.values_vector_ok, val);
-    }
-  }
+  LoadBlocked<kRunItems>(p.keys, first, p.n, p.keys_vector_ok, k);
+  LoadBlocked<kRunItems>(p.values, first, p.n, p.values_vector_ok, val);
   if (lane == 0 && first > 0 && first < p.n) edge_prev = p.keys[first - 1];
   if (lane == 31 && first + kRunItems < p.n) edge_next = p.keys[first + kRunItems];
 }
 
-// kRle: V = OffsetT counts, values implicit ones, op SUM. One tile per
-// block (see SelectKernel's launch in select.cu). kSingleTile: the launch is
-// one tile, which takes index 0 without the counter (see RunRuns); a
+// One tile per block (see SelectKernel's launch in select.cu). kSingleTile:
+// the launch is one tile, which takes index 0 without the counter (see
+// RunRuns); a
 // compile-time choice: as a run-time test it made the many-tile kernels
 // 0.6-2% slower at 2^28 on an H100.
-template <typename Policy, typename KB, typename V, typename OffsetT, bool kRle, Op kOp,
-          typename Lookback, bool kSingleTile>
-__global__ void __launch_bounds__(kCompactBlock, Policy::kMinBlocksPerSm)
+// (kMinBlocks: the policy's, as a plain constant for __launch_bounds__.)
+template <typename Policy, typename KB, typename V, typename OffsetT, Op kOp, typename Lookback,
+          bool kSingleTile, int kMinBlocks = Policy::template kMinBlocksPerSm<KB, V>>
+__global__ void __launch_bounds__(kCompactBlock, kMinBlocks)
     RunsKernel(const RunParams<KB, V, OffsetT> p) {
   using P = RunPair<OffsetT, V>;
   constexpr int kRunItems = Policy::template kItems<KB, V>;
@@ -181,7 +127,7 @@ __global__ void __launch_bounds__(kCompactBlock, Policy::kMinBlocksPerSm)
   KB k[kRunItems];
   V val[kRunItems];
   KB edge_prev{}, edge_next{};
-  LoadRunTile<Policy, kRle>(p, tile, s_keys, s_vals, k, val, edge_prev, edge_next);
+  LoadRunTile(p, tile, k, val, edge_prev, edge_next);
   {
     const uint64_t tile_base = static_cast<uint64_t>(tile) * kRunTile;
     const uint64_t first = tile_base + threadIdx.x * kRunItems;
@@ -205,11 +151,7 @@ __global__ void __launch_bounds__(kCompactBlock, Policy::kMinBlocksPerSm)
       const bool tail = in_range && (g == n - 1 || k[e] != next);
       head_bits |= (head ? 1u : 0u) << e;
       tail_bits |= (tail ? 1u : 0u) << e;
-      if constexpr (kRle) {
-        val[e] = in_range ? V(1) : V(0);
-      } else {
-        if (!in_range) val[e] = Identity<V>(kOp);
-      }
+      if (!in_range) val[e] = Identity<V>(kOp);
       // Items past n (last tile only) come after every real item, so what
       // they add never reaches an output.
       P item;
@@ -253,11 +195,7 @@ __global__ void __launch_bounds__(kCompactBlock, Policy::kMinBlocksPerSm)
     const int num_tails = s_num_tails;
     for (int j = threadIdx.x; j < num_tails; j += kCompactBlock) {
       p.keys_out[r0 + j] = s_keys[j];
-      if constexpr (kRle) {
-        p.lengths_out[r0 + j] = static_cast<int64_t>(s_vals[j]);
-      } else {
-        p.values_out[r0 + j] = s_vals[j];
-      }
+      p.values_out[r0 + j] = s_vals[j];
     }
   }
 }
@@ -279,10 +217,9 @@ using TreeLookbackOf =
 
 // One launch over n > 0 items (d_temp: RunsTempBytes of this policy, 16-byte
 // aligned). in_order: float SUM/PROD values get the in-order look-back.
-template <typename Policy, typename KB, typename V, typename OffsetT, bool kRle, Op kOp>
+template <typename Policy, typename KB, typename V, typename OffsetT, Op kOp>
 int RunRuns(void* d_temp, const void* keys, const void* values, uint64_t n, void* keys_out,
-            void* values_out, int64_t* lengths_out, uint64_t* num_runs, bool in_order,
-            cudaStream_t stream) {
+            void* values_out, uint64_t* num_runs, bool in_order, cudaStream_t stream) {
   using P = RunPair<OffsetT, V>;
   using Lookback = typename Policy::Lookback;
   constexpr int kRunTile = kCompactBlock * Policy::template kItems<KB, V>;
@@ -297,7 +234,6 @@ int RunRuns(void* d_temp, const void* keys, const void* values, uint64_t n, void
   p.n = n;
   p.keys_out = static_cast<KB*>(keys_out);
   p.values_out = static_cast<V*>(values_out);
-  p.lengths_out = lengths_out;
   p.num_runs = num_runs;
   p.keys_vector_ok = reinterpret_cast<uintptr_t>(keys) % 16 == 0;
   p.values_vector_ok = reinterpret_cast<uintptr_t>(values) % 16 == 0;
@@ -305,18 +241,18 @@ int RunRuns(void* d_temp, const void* keys, const void* values, uint64_t n, void
   // One block per tile: see SelectKernel's launch for why not persistent.
   // A single tile never looks back, so one look-back policy serves it.
   if (tiles == 1) {
-    RunsKernel<Policy, KB, V, OffsetT, kRle, kOp, Lookback, true>
+    RunsKernel<Policy, KB, V, OffsetT, kOp, Lookback, true>
         <<<1, kCompactBlock, 0, stream>>>(p);
     return static_cast<int>(cudaGetLastError());
   }
   if constexpr (AssociationMatters<RunPairOp<P, kOp>>::value) {
     if (!in_order) {
-      RunsKernel<Policy, KB, V, OffsetT, kRle, kOp, TreeLookbackOf<Lookback>, false>
+      RunsKernel<Policy, KB, V, OffsetT, kOp, TreeLookbackOf<Lookback>, false>
           <<<static_cast<unsigned>(tiles), kCompactBlock, 0, stream>>>(p);
       return static_cast<int>(cudaGetLastError());
     }
   }
-  RunsKernel<Policy, KB, V, OffsetT, kRle, kOp, Lookback, false>
+  RunsKernel<Policy, KB, V, OffsetT, kOp, Lookback, false>
       <<<static_cast<unsigned>(tiles), kCompactBlock, 0, stream>>>(p);
   return static_cast<int>(cudaGetLastError());
 }
