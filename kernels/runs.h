@@ -1,6 +1,6 @@
 // The run family on the GPU: primitives with one output per run of bit-equal
-// consecutive elements (or keys). Unique is a mode of the compaction pass
-// (kernels/select.cu); RunLengthEncode and ReduceByKey share one fused pass
+// consecutive elements (or keys). Unique and RunLengthEncode are modes of
+// the compaction pass (kernels/select.cu); ReduceByKey is one fused pass
 // over runs (kernels/runs.cu). Conventions (host-facing C++, void* device
 // pointers, cudaError_t as int, two-phase temporary storage, counts written
 // to device memory as uint64) are those of kernels/select.h.
