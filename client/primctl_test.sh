@@ -170,12 +170,17 @@ expect_exit 2 "give the buffer's --name" get
 expect_exit 2 "exactly one of --input, --values, --generate, --buffer" scan --values=1 --buffer=x
 expect "" free --name=x
 
-# SIGTERM: the server drains and exits 0; then health reports NOT_SERVING
+# SIGTERM: the server drains and exits 0; then nothing answers, which health
+# reports as UNAVAILABLE with gRPC's reason, not as a draining NOT_SERVING.
 kill -TERM "$SERVER_PID"
 wait "$SERVER_PID"
 status=$?
 ((status == 0)) || fail "server exited $status after SIGTERM"
-[[ "$(primctl health)" == "NOT_SERVING" ]] || fail "health after shutdown is not NOT_SERVING"
+health="$(primctl health 2>"$TMP/stderr")"
+status=$?
+((status == 1)) || fail "health with no server exited $status, not 1"
+[[ "$health" == "UNAVAILABLE" ]] || fail "health with no server printed '$health', not UNAVAILABLE"
+grep -q "^primctl: health: ." "$TMP/stderr" || fail "health with no server gave no reason: $(cat "$TMP/stderr")"
 expect_exit 1 "error: UNAVAILABLE: " scan --values=1
 
 echo PASS
