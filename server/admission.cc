@@ -87,14 +87,50 @@ bool FairAdmission::Fits(const Peer& peer, uint64_t cost) const {
 
 std::shared_ptr<absl::AnyInvocable<void(absl::StatusOr<Result>)>> FairAdmission::ReleaseWhenDone(
     Task* task, const std::string& peer, uint64_t cost) {
-  // The cost is freed once the answer has been handed to the transport.
+  // The cost is freed once the answer has been sent, where the caller says
+  // when that is (Task::sent), else once it has been handed to the transport.
   auto done =
       std::make_shared<absl::AnyInvocable<void(absl::StatusOr<Result>)>>(std::move(task->done));
-  task->done = [this, peer, cost, done](absl::StatusOr<Result> result) {
+  task->done = [this, peer, cost, done, sent = task->sent](absl::StatusOr<Result> result) {
+    if (sent != nullptr && result.ok()) {
+      HoldUntilSent(peer, cost, *sent);
+      (*done)(std::move(result));
+      return;
+    }
     (*done)(std::move(result));
     Release(peer, cost);
   };
   return done;
+}
+
+void FairAdmission::HoldUntilSent(const std::string& peer, uint64_t cost, AnswerSent& sent) {
+  {
+    absl::MutexLock lock(&mu_);
+    peers_[peer].unsent += cost;
+    unsent_ += cost;
+  }
+  sent.Then([this, peer, cost] {
+    {
+      absl::MutexLock lock(&mu_);
+      peers_[peer].unsent -= cost;
+      unsent_ -= cost;
+    }
+    Release(peer, cost);
+  });
+}
+
+absl::Status FairAdmission::UnsentRefusal(const Peer& peer) const {
+  if (peer.unsent > options_.max_peer_unsent_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this caller has ", peer.unsent, " bytes of answers it has not read yet (the bound is ",
+        options_.max_peer_unsent_bytes, "); read them, then retry"));
+  }
+  if (unsent_ > options_.max_unsent_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the server holds ", unsent_, " bytes of answers its callers have not read yet (the "
+        "bound is ", options_.max_unsent_bytes, "); retry later"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status FairAdmission::Enter(std::unique_ptr<Task>* task, bool may_run) {
@@ -104,6 +140,11 @@ absl::Status FairAdmission::Enter(std::unique_ptr<Task>* task, bool may_run) {
     absl::MutexLock lock(&mu_);
     if (stopping_) return absl::UnavailableError("the server is shutting down");
     Peer& peer = peers_[(*task)->peer];
+    if (absl::Status unsent = UnsentRefusal(peer); !unsent.ok()) {
+      ForgetIfIdle((*task)->peer);
+      if (metrics_ != nullptr) metrics_->Rejected(RejectReason::kQueueFull);
+      return unsent;
+    }
     // Nothing of this caller waits and the task fits: admitted at once, as a
     // pass over the turns would admit it, without a queue or a hand-off.
     if (peer.queue.empty() && Fits(peer, cost)) {
@@ -295,6 +336,11 @@ uint64_t FairAdmission::queued() const {
 uint64_t FairAdmission::in_flight_bytes() const {
   absl::MutexLock lock(&mu_);
   return in_flight_;
+}
+
+uint64_t FairAdmission::unsent_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return unsent_;
 }
 
 }  // namespace primserve

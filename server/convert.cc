@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <new>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -439,6 +440,26 @@ using AnswerOf = typename AnswerOfResponse<Response>::type;
 
 void ReleaseHeld(void* buffer) { delete static_cast<std::shared_ptr<const char>*>(buffer); }
 
+// FrameResponse once the result is known to be the response's kind.
+template <typename Answer, typename Response>
+absl::StatusOr<grpc::ByteBuffer> FrameAnswer(Answer answer, Response* response,
+                                             shm::RequestMemory* memory,
+                                             google::protobuf::Message* message) {
+  HeldArrays held;
+  if (absl::Status s = Fill(std::move(answer), response, memory, &held); !s.ok()) return s;
+  return wire::FrameWithSlices(message != nullptr ? message : response,
+                               [&held](const v1::Array& array) -> std::optional<grpc::Slice> {
+    for (HeldArray& h : held) {
+      if (h.field != &array || h.buffer == nullptr) continue;
+      // The slice's reference keeps the buffer out of its pool until gRPC is
+      // done sending it.
+      auto* reference = new std::shared_ptr<const char>(std::move(h.buffer));
+      return grpc::Slice(const_cast<char*>(reference->get()), h.bytes, ReleaseHeld, reference);
+    }
+    return std::nullopt;
+  });
+}
+
 }  // namespace
 
 template <typename Response>
@@ -454,19 +475,14 @@ absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, Response* response
                                                google::protobuf::Message* message) {
   absl::StatusOr<AnswerOf<Response>> r = Take<AnswerOf<Response>>(result);
   if (!r.ok()) return r.status();
-  HeldArrays held;
-  if (absl::Status s = Fill(*std::move(r), response, memory, &held); !s.ok()) return s;
-  return wire::FrameWithSlices(message != nullptr ? message : response,
-                               [&held](const v1::Array& array) -> std::optional<grpc::Slice> {
-    for (HeldArray& h : held) {
-      if (h.field != &array || h.buffer == nullptr) continue;
-      // The slice's reference keeps the buffer out of its pool until gRPC is
-      // done sending it.
-      auto* reference = new std::shared_ptr<const char>(std::move(h.buffer));
-      return grpc::Slice(const_cast<char*>(reference->get()), h.bytes, ReleaseHeld, reference);
-    }
-    return std::nullopt;
-  });
+  // Framing allocates by the answer's size: an answer the memory left cannot
+  // frame fails its own call, not the server.
+  try {
+    return FrameAnswer(*std::move(r), response, memory, message);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        "the server has no memory left to send this answer now; retry later or ask for less");
+  }
 }
 
 // The seven responses, each with the result that fills it (AnswerOf).

@@ -1,6 +1,7 @@
 #include "server/cpu_backend.h"
 
 #include <cstring>
+#include <new>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -172,7 +173,15 @@ absl::StatusOr<Result> Run(const AggregateByKeyOperation& o) {
 }  // namespace
 
 absl::StatusOr<Result> RunOnCpu(const Operation& operation) {
-  return std::visit([](const auto& o) { return Run(o); }, operation);
+  // Every allocation here is sized by the request: one the memory left cannot
+  // hold fails that request alone, not the server.
+  try {
+    return std::visit([](const auto& o) { return Run(o); }, operation);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        "the server has no memory left for this request's answer now; retry later or ask for "
+        "less");
+  }
 }
 
 uint64_t CpuBackend::ReproducibleScanGranule(DType dtype) const {

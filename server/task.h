@@ -20,6 +20,7 @@
 #include "absl/types/span.h"
 #include "core/primitives.h"
 #include "core/rpc.h"
+#include "server/answer_sent.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "arrays travel little-endian and are used in place");
@@ -372,6 +373,10 @@ struct Task {
   // (HostArray::held): set by callers that send answers with FrameResponse
   // (server/convert.h).
   AnswerAllocator answers;
+  // Empty, or signalled by the transport once the answer `done` handed it
+  // has been sent (or dropped): set by callers that signal it, so that the
+  // answer's memory stays counted (admission) while a slow reader holds it.
+  std::shared_ptr<AnswerSent> sent;
 };
 
 }  // namespace primserve
