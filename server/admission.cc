@@ -52,6 +52,10 @@ absl::Status Dead(const Task& task, absl::Time now) {
 
 }  // namespace
 
+uint64_t WaitingBytes(const Operation& operation) {
+  return SaturatingAdd(RequestBytes(operation), kRequestOverheadBytes);
+}
+
 uint64_t AdmissionCost(const Operation& operation) {
   return SaturatingAdd(SaturatingAdd(RequestBytes(operation), MaxAnswerBytes(operation)),
                        kRequestOverheadBytes);
@@ -154,15 +158,23 @@ absl::Status FairAdmission::Enter(std::unique_ptr<Task>* task, bool may_run) {
       peer.in_flight += cost;
       in_flight_ += cost;
     } else {
-      if (peer.queue.size() >= options_.max_peer_queued_tasks) {
+      const uint64_t bytes = WaitingBytes((*task)->operation);
+      // One request may wait whatever its size.
+      if (peer.queue.size() >= options_.max_peer_queued_tasks ||
+          (!peer.queue.empty() && peer.queued_bytes + bytes > options_.max_peer_queued_bytes)) {
         ForgetIfIdle((*task)->peer);
         if (metrics_ != nullptr) metrics_->Rejected(RejectReason::kQueueFull);
         return absl::ResourceExhaustedError(
-            absl::StrCat("this caller already has ", options_.max_peer_queued_tasks,
-                         " requests waiting for their turn; retry later"));
+            peer.queue.size() >= options_.max_peer_queued_tasks
+                ? absl::StrCat("this caller already has ", options_.max_peer_queued_tasks,
+                               " requests waiting for their turn; retry later")
+                : absl::StrCat("this caller already has ", peer.queued_bytes,
+                               " bytes of requests waiting for their turn (the bound is ",
+                               options_.max_peer_queued_bytes, "); retry later"));
       }
       if (peer.queue.empty()) turns_.push_back((*task)->peer);
-      peer.queue.push_back({std::move(*task), cost});
+      peer.queue.push_back({std::move(*task), cost, bytes});
+      peer.queued_bytes += bytes;
       ++queued_;
       admitted = TakeAdmitted();
     }
@@ -204,6 +216,7 @@ std::vector<FairAdmission::Handoff> FairAdmission::TakeAdmitted() {
     peer.in_flight += cost;
     in_flight_ += cost;
     --queued_;
+    peer.queued_bytes -= peer.queue.front().bytes;
     admitted.push_back({name, std::move(peer.queue.front())});
     peer.queue.pop_front();
     if (!peer.queue.empty()) turns_.push_back(std::move(name));
@@ -280,6 +293,7 @@ void FairAdmission::SweepLoop() {
       for (auto it = peer.queue.begin(); it != peer.queue.end();) {
         if (absl::Status why = Dead(*it->task, now); !why.ok()) {
           dead.emplace_back(std::move(it->task), why);
+          peer.queued_bytes -= it->bytes;
           it = peer.queue.erase(it);
           --queued_;
         } else {
@@ -317,6 +331,7 @@ void FairAdmission::Shutdown() {
     for (const std::string& name : turns_) {
       for (Waiting& w : peers_[name].queue) waiting.push_back(std::move(w.task));
       peers_[name].queue.clear();
+      peers_[name].queued_bytes = 0;
       ForgetIfIdle(name);
     }
     turns_.clear();

@@ -44,6 +44,11 @@ struct AdmissionOptions {
   uint64_t max_peer_in_flight_bytes = uint64_t{96} << 20;
   // Requests one peer may have waiting here; more get RESOURCE_EXHAUSTED.
   uint64_t max_peer_queued_tasks = 1024;
+  // Bytes of the requests one peer has waiting here (their arrays, which
+  // wait with them, plus the fixed overhead); a request that would pass it
+  // gets RESOURCE_EXHAUSTED (one waits whatever its size). Streams and Multiplex calls add up under it:
+  // each reads a few requests ahead, but a caller may open many.
+  uint64_t max_peer_queued_bytes = uint64_t{256} << 20;
   // Cost of one peer's answers handed to the transport (Task::sent) but not
   // yet sent: a client that does not read them. While over, the peer's new
   // requests get RESOURCE_EXHAUSTED before they run (the answers stay in
@@ -58,6 +63,8 @@ struct AdmissionOptions {
 
 // The cost admission charges for an operation, in bytes.
 uint64_t AdmissionCost(const Operation& operation);
+// The bytes a waiting operation holds: its arrays plus the fixed overhead.
+uint64_t WaitingBytes(const Operation& operation);
 
 // The peer key of a gRPC peer string: "ipv4:10.0.0.1:5000" -> "ipv4:10.0.0.1",
 // "ipv6:[::1]:5000" -> "ipv6:[::1]"; others ("unix:/path") unchanged.
@@ -91,12 +98,15 @@ class FairAdmission final : public Scheduler {
   struct Waiting {
     std::unique_ptr<Task> task;
     uint64_t cost;
+    uint64_t bytes;  // what it holds while it waits (RequestBytes + overhead)
   };
   struct Peer {
     std::deque<Waiting> queue;
     uint64_t in_flight = 0;
     // Of in_flight: answered, the answer not yet sent.
     uint64_t unsent = 0;
+    // Waiting::bytes of the queue.
+    uint64_t queued_bytes = 0;
   };
   struct Handoff {
     std::string peer;

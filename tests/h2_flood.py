@@ -22,6 +22,8 @@ Attacks:
                  that never opens its receive window, in two waves
   unread_multiplex
                  the same on one Multiplex stream
+  unread_streams many SelectStreams of 4 MiB pieces, each answered in full,
+                 from a client whose receive window stays 1 KiB
 The probe after each comes from 127.0.0.2 (another caller to admission).
 """
 
@@ -113,6 +115,7 @@ SCAN = b"/primserve.v1.Primitives/Scan"
 REDUCE = b"/primserve.v1.Primitives/Reduce"
 AGGREGATE = b"/primserve.v1.Primitives/AggregateByKey"
 MULTIPLEX = b"/primserve.v1.Primitives/Multiplex"
+SELECT_STREAM = b"/primserve.v1.Primitives/SelectStream"
 
 
 class Connection:
@@ -233,14 +236,15 @@ class Connection:
                 self.ended.add(stream)
                 self.cond.notify_all()
 
-    def send_data(self, stream, data, end):
-        """DATA frames within the connection's send window."""
+    def send_data(self, stream, data, end, wait_s=10):
+        """DATA frames within the connection's send window (TimeoutError
+        after wait_s without room)."""
         for i in range(0, max(len(data), 1), 16384):
             chunk = data[i:i + 16384]
             def room():
                 return min(self.window, self.stream_windows.get(stream, self.stream_window))
             with self.cond:
-                if not self.cond.wait_for(lambda: self.closed or room() >= len(chunk), 10):
+                if not self.cond.wait_for(lambda: self.closed or room() >= len(chunk), wait_s):
                     raise TimeoutError("no flow-control window")
                 if self.closed:
                     raise ConnectionError("closed")
@@ -457,29 +461,32 @@ def flagged(address):
     return result
 
 
-def unread(address, requests, hold_s, multiplex):
+def unread(address, requests, hold_s, multiplex, connections=4):
     """`requests` AggregateByKeys of 512 MiB answers, then as many again
-    after hold_s / 2, from a client whose receive window stays 1 KiB; held
-    open hold_s in all. Counts the unary calls refused RESOURCE_EXHAUSTED
-    (Multiplex's refusals are answers, which the closed window holds back)."""
-    conn = Connection(address, read_window=1024)
+    after hold_s / 2, over `connections` connections whose receive windows
+    stay 1 KiB; held open hold_s in all. Counts the unary calls refused
+    RESOURCE_EXHAUSTED (Multiplex's refusals are answers, which the closed
+    window holds back)."""
+    conns = [Connection(address, read_window=1024) for _ in range(connections)]
     message = aggregate_request(1 << 26)
     sent = 0
 
     def wave(first):
         nonlocal sent
         for i in range(first, first + requests):
+            conn = conns[i % connections]
             if multiplex:
                 inner = b"\x08" + varint(i + 1) + b"\x42" + varint(len(message)) + message
                 conn.send_data(1, grpc_message(inner), False)
             else:
-                stream = 1 + 2 * i
+                stream = 1 + 2 * (i // connections)
                 conn.send(frame(HEADERS, END_HEADERS, stream, request_block(AGGREGATE)))
                 conn.send_data(stream, grpc_message(message), True)
             sent += 1
 
     if multiplex:
-        conn.send(frame(HEADERS, END_HEADERS, 1, request_block(MULTIPLEX)))
+        for conn in conns:
+            conn.send(frame(HEADERS, END_HEADERS, 1, request_block(MULTIPLEX)))
     try:
         wave(0)
         time.sleep(hold_s / 2)
@@ -487,10 +494,50 @@ def unread(address, requests, hold_s, multiplex):
     except (OSError, ConnectionError, TimeoutError):
         pass
     time.sleep(hold_s / 2)
+    refused = 0
+    for conn in conns:
+        with conn.cond:
+            refused += sum(1 for blocks in conn.headers.values() for block in blocks
+                           if block.get("grpc-status") == "8")
+    result = {"requests_sent": sent, "refused": refused,
+              "server_closed": any(conn.closed for conn in conns)}
+    for conn in conns:
+        conn.close()
+    return result
+
+
+def unread_streams(address, count, pieces, hold_s):
+    """`count` SelectStreams (NONZERO over INT32 ones, so every element is
+    kept), `pieces` pieces of 4 MiB each, sent round-robin while the server
+    takes them, answers never read; held open hold_s. Counts the streams
+    ended RESOURCE_EXHAUSTED."""
+    conn = Connection(address, read_window=1024)
+    data = b"\x01\x00\x00\x00" * (1 << 20)
+    first = grpc_message(b"\x0a" + varint(len(int32_array(data))) + int32_array(data) +
+                         b"\x12\x02\x08\x01")
+    rest = grpc_message(b"\x0a" + varint(len(int32_array(data))) + int32_array(data))
+    streams = [1 + 2 * i for i in range(count)]
+    for stream in streams:
+        conn.send(frame(HEADERS, END_HEADERS, stream, request_block(SELECT_STREAM)))
+    sent = 0
+    stalled = set()
+    for piece in range(pieces):
+        for stream in streams:
+            if stream in stalled or conn.closed:
+                continue
+            try:
+                conn.send_data(stream, first if piece == 0 else rest, False, wait_s=0.2)
+                sent += 1
+            except TimeoutError:
+                stalled.add(stream)
+            except (OSError, ConnectionError):
+                break
+    time.sleep(hold_s)
     with conn.cond:
         refused = sum(1 for blocks in conn.headers.values() for block in blocks
                       if block.get("grpc-status") == "8")
-    result = {"requests_sent": sent, "refused": refused, "server_closed": conn.closed}
+    result = {"pieces_sent": sent, "sent_mb": sent * 4, "refused": refused,
+              "server_closed": conn.closed}
     conn.close()
     return result
 
@@ -508,6 +555,7 @@ def main():
     parser.add_argument("--compressed_mb", type=int, default=500)
     parser.add_argument("--unread_requests", type=int, default=16)
     parser.add_argument("--unread_hold_s", type=float, default=10)
+    parser.add_argument("--unread_pieces", type=int, default=8)
     args = parser.parse_args()
     runs = {
         "continuation": lambda: continuation(args.address, args.continuation_mb << 20, True),
@@ -524,6 +572,8 @@ def main():
         "unread": lambda: unread(args.address, args.unread_requests, args.unread_hold_s, False),
         "unread_multiplex": lambda: unread(args.address, args.unread_requests,
                                            args.unread_hold_s, True),
+        "unread_streams": lambda: unread_streams(args.address, args.unread_requests,
+                                                 args.unread_pieces, args.unread_hold_s),
         "probe": dict,
     }
     for name in args.attacks.split(","):

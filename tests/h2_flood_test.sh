@@ -113,12 +113,12 @@ attack 0 streams "r['advertised_max_streams'] == 100 and (r['server_closed'] or 
   --streams=5000
 attack 0 compressed "r['status'] == 12" --compressed_mb=50
 # Answers nobody reads (issue 27): 2 x 16 AggregateByKeys of 512 MiB answers
-# each from a client whose receive window stays shut, unary and on one
-# Multiplex stream. Each answer stays counted until it is sent, so one is
-# held at a time and the second wave is refused; unbounded, 16 answers (8
-# GiB) ended the server under the address-space cap. The bound allows one
-# answer in its three forms while it is made and framed.
-RSS_BOUND_MB=1700 attack 0 unread "r['refused'] >= 16" --unread_requests=16 --unread_hold_s=8
+# each over 4 connections whose receive windows stay shut, unary and on
+# Multiplex streams. Each answer stays counted until it is sent, so one is
+# held at a time and the second wave is refused; unbounded, the answers
+# piled up to 3.0 GB in these 16 s (4.6 GB and bad_alloc's abort within 60 s).
+# The bound allows one answer in its three forms while it is made and framed.
+RSS_BOUND_MB=1700 attack 0 unread "r['refused'] >= 16" --unread_requests=16 --unread_hold_s=16
 RSS_BOUND_MB=1700 attack 0 unread_multiplex "r['requests_sent'] == 32" --unread_requests=16 \
-  --unread_hold_s=8
+  --unread_hold_s=16
 echo PASS
