@@ -16,7 +16,7 @@
 #include "grpcpp/support/slice.h"
 #include "proto/primserve/v1/echo.pb.h"
 #include "proto/primserve/v1/primitives.pb.h"
-#include "server/cpu_backend.h"
+#include "server/cpu/cpu_backend.h"
 #include "wire/framing.h"
 #include "wire/received.h"
 #include "wire/testing.h"
