@@ -29,6 +29,7 @@ fail() {
 
 command -v haproxy >/dev/null || fail "haproxy is not installed (tools/setup.sh installs it)"
 "$PYTHON" -c "import hpack" 2>/dev/null || fail "python3-hpack is not installed (tools/setup.sh)"
+"$PYTHON" -c "import grpc" 2>/dev/null || fail "python3-grpcio is not installed (tools/setup.sh)"
 
 free_port() {
   "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
