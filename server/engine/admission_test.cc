@@ -339,8 +339,8 @@ TEST(AdmissionTest, AnAnswerStaysCountedUntilSent) {
   HoldingScheduler next;
   AdmissionOptions options;
   options.max_peer_unsent_bytes = 1;
+  Outcome first, refused, other;  // outlive admission
   FairAdmission admission(options, &next);
-  Outcome first;
   auto task = ScanTask("p", data, &first);
   const uint64_t cost = AdmissionCost(task->operation);
   auto sent = std::make_shared<AnswerSent>();
@@ -351,13 +351,11 @@ TEST(AdmissionTest, AnAnswerStaysCountedUntilSent) {
   EXPECT_EQ(admission.in_flight_bytes(), cost);
   EXPECT_EQ(admission.unsent_bytes(), cost);
 
-  Outcome refused;
   auto again = ScanTask("p", data, &refused);
   const absl::Status status = admission.Schedule(&again);
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(status.message()), HasSubstr("answers it has not read yet"));
   EXPECT_EQ(refused.calls.load(), 0);
-  Outcome other;
   auto elsewhere = ScanTask("q", data, &other);
   EXPECT_TRUE(admission.Schedule(&elsewhere).ok());
 
@@ -377,8 +375,8 @@ TEST(AdmissionTest, WaitingBytesAreBoundedPerCaller) {
   AdmissionOptions options;
   options.max_peer_in_flight_bytes = 1;  // one running per caller
   options.max_peer_queued_bytes = 1;
+  std::vector<Outcome> outcomes(3);  // outlive admission, which answers the waiting one
   FairAdmission admission(options, &next);
-  std::vector<Outcome> outcomes(3);
   for (int i = 0; i < 2; ++i) {
     auto task = ScanTask("p", data, &outcomes[i]);
     ASSERT_TRUE(admission.Schedule(&task).ok()) << i;  // runs, then waits
