@@ -55,7 +55,7 @@ int AggregateByKey(void* d_temp_storage, size_t* temp_storage_bytes,
 // sorted values with one segment per key, so each key's values meet in index
 // order and in SegmentedReduce's association. Needs temporary storage of
 // about n * (key + value size) + num_keys * 8 bytes plus the sort's; several
-// times the atomics' cost (kernels/BENCHMARKS.md).
+// times the atomics' cost (perf/runs/2026-11-25-h100-kernels-reproducible/).
 int AggregateByKeyInOrder(void* d_temp_storage, size_t* temp_storage_bytes,
                           const void* d_keys, DType key_dtype, const void* d_values,
                           DType value_dtype, uint64_t n, Op op, uint64_t num_keys,

@@ -151,9 +151,9 @@ size_t FirstBitDiff(const std::vector<T>& a, const std::vector<T>& b) {
   return std::min(a.size(), b.size());
 }
 
-// Sizes around the tiles (Select: 8192 items of 4 bytes, 4096 of 8 bytes;
-// RLE/ReduceByKey: 4096 with 4-byte keys and values, else 2048; segmented:
-// 2048) and many tiles.
+// Sizes around the tiles (Select, Unique, RLE: 8192 items of 4 bytes, 4096
+// of 8 bytes; ReduceByKey: 4096 with 4-byte keys and values, else 2048;
+// segmented: 2048) and many tiles.
 std::vector<uint64_t> SmallSizes() {
   return {0, 1, 31, 32, 33, 2047, 2048, 2049, 4095, 4096, 4097, 8191, 8192, 8193,
           3 * 8192 + 5, 100003};
@@ -767,6 +767,37 @@ TEST(CompactionGpu, ReduceByKeyLongRuns) {
   ASSERT_EQ(GetCount(d_num), expect.keys.size());
   ASSERT_EQ(d_kout.Get(expect.keys.size()), expect.keys);
   ASSERT_EQ(d_vout.Get(expect.keys.size()), expect.values);
+}
+
+// RLE with runs longer than several tiles, offset from the tile edges: the
+// tiles between two heads carry the last head's position through the
+// look-back. Also from a misaligned start (the kernel's scalar loads).
+TEST(CompactionGpu, RunLengthEncodeLongRuns) {
+  const uint64_t n = 1000003;
+  std::vector<uint32_t> keys(n + 1);
+  for (uint64_t i = 0; i < n + 1; ++i) keys[i] = static_cast<uint32_t>((i + 777) / 30011);
+  DevBuf<uint32_t> d_keys(keys);
+  for (const uint64_t offset : {0, 1}) {
+    SCOPED_TRACE("offset=" + std::to_string(offset));
+    const std::vector<uint32_t> in(keys.begin() + offset, keys.begin() + offset + n);
+    DevBuf<uint32_t> d_out(n);
+    DevBuf<int64_t> d_len(n + 1);
+    DevBuf<uint64_t> d_num(1);
+    d_len.Poison();
+    Temp temp;
+    CUDA_OK(RunLengthEncode(nullptr, &temp.bytes, d_keys.p + offset, DType::kUint32, n, d_out.p,
+                            d_len.p, d_num.p, nullptr));
+    CUDA_OK(temp.Alloc());
+    CUDA_OK(RunLengthEncode(temp.p, &temp.bytes, d_keys.p + offset, DType::kUint32, n, d_out.p,
+                            d_len.p, d_num.p, nullptr));
+    CUDA_OK(cudaDeviceSynchronize());
+    const auto expect = ref::RunLengthEncode<uint32_t>(absl::MakeConstSpan(in));
+    const uint64_t runs = GetCount(d_num);
+    ASSERT_EQ(runs, expect.values.size());
+    ASSERT_EQ(d_out.Get(runs), expect.values);
+    ASSERT_EQ(d_len.Get(runs), expect.lengths);
+    ASSERT_EQ(static_cast<uint64_t>(d_len.Get(runs + 1)[runs]), 0xA5A5A5A5A5A5A5A5ull);
+  }
 }
 
 // --------------------------------------------------------------------------

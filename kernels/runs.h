@@ -1,6 +1,6 @@
 // The run family on the GPU: primitives with one output per run of bit-equal
-// consecutive elements (or keys). Unique is a mode of the compaction pass
-// (kernels/select.cu); RunLengthEncode and ReduceByKey share one fused pass
+// consecutive elements (or keys). Unique and RunLengthEncode are modes of
+// the compaction pass (kernels/select.cu); ReduceByKey is one fused pass
 // over runs (kernels/runs.cu). Conventions (host-facing C++, void* device
 // pointers, cudaError_t as int, two-phase temporary storage, counts written
 // to device memory as uint64) are those of kernels/select.h.
@@ -46,7 +46,7 @@ int ReduceByKey(void* d_temp_storage, size_t* temp_storage_bytes,
 // As ReduceByKey, except that float SUM/PROD runs spanning tiles combine the
 // tiles in whatever order the look-back meets them (the bits may change from
 // run to run), which is faster: measured on an H100, float32 1.4x and
-// float64 1.7x at 2^28 (kernels/results/h100-2026-11-25-reproducible/).
+// float64 1.7x at 2^28 (perf/runs/2026-11-25-h100-kernels-reproducible/).
 int ReduceByKeyUnordered(void* d_temp_storage, size_t* temp_storage_bytes,
                          const void* d_keys, DType key_dtype, const void* d_values,
                          DType value_dtype, uint64_t n, Op op, void* d_keys_out,

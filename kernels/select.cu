@@ -1,5 +1,5 @@
-// Select, Partition and Unique: one fused pass with decoupled look-back over
-// the kept counts (kernels/select.h). One 256-thread block per tile; per tile:
+// Select, Partition, Unique and RunLengthEncode: one fused pass with
+// decoupled look-back over the kept counts (kernels/select.h). One 256-thread block per tile; per tile:
 //   1. take the next tile index from the look-back counter;
 //   2. each warp copies its contiguous chunk of the tile into shared memory
 //      (cp.async, 16-byte, coalesced: no registers held while loads fly, so
@@ -15,7 +15,10 @@
 //      the exclusive prefix; barrier;
 //   5. each warp writes its compacted chunk out contiguously.
 // The look-back value is the kept count: uint32 (packed status word, no
-// fences) when n < 2^32, uint64 otherwise.
+// fences) when n < 2^32, uint64 otherwise. RunLengthEncode is Unique that
+// also keeps each head's tile-local index: a run's length is the next head's
+// position minus its own, so its look-back value adds the position of the
+// last head so far (HeadsAndLast), for the first run a tile completes.
 #include "kernels/runs.h"
 #include "kernels/select.h"
 
@@ -39,9 +42,28 @@ namespace {
 using detail::kCompactBlock;
 using detail::kCompactWarps;
 
-enum KeepMode : int { kByPredicate = 0, kByFlags = 1, kByUnique = 2 };
+enum KeepMode : int { kByPredicate = 0, kByFlags = 1, kByUnique = 2, kByRuns = 3 };
 
-template <typename T, typename OffsetT>
+// RunLengthEncode's look-back value: the runs started (heads) up to a tile's
+// end and the global position of the last of them (any value while heads is
+// 0). The op keeps the later tile's position when it has a head.
+template <typename OffsetT>
+struct HeadsAndLast {
+  OffsetT heads;
+  OffsetT last;
+};
+
+struct HeadsAndLastOp {
+  template <typename H>
+  __device__ H operator()(const H& a, const H& b) const {
+    return {a.heads + b.heads, b.heads > 0 ? b.last : a.last};
+  }
+};
+
+template <int kMode, typename OffsetT>
+using SelectLookbackValue = std::conditional_t<kMode == kByRuns, HeadsAndLast<OffsetT>, OffsetT>;
+
+template <typename T, typename OffsetT, typename StatusV = OffsetT>
 struct SelectParams {
   const T* in;
   const uint8_t* flags;
@@ -49,12 +71,13 @@ struct SelectParams {
   detail::RangeKeep<T> keep;
   T* values_out;
   int64_t* indices_out;
+  int64_t* lengths_out;  // RunLengthEncode only
   uint64_t* num_selected;
   const unsigned long long* num_kept;  // Partition of 2+ tiles: the counting pass's total
   bool partition;
   bool vector_ok;  // in (and flags) aligned for 16-byte (flags: kVec-byte) loads
   int64_t num_tiles;
-  detail::TileStatus<OffsetT> status;
+  detail::TileStatus<StatusV> status;
 };
 
 struct PlusOp {
@@ -95,9 +118,10 @@ struct SelectSmem {
 
 // One warp: ranks and stages vector v of its chunk (values already in
 // w_vals). kFull: every item of the warp's chunk is in range.
-template <typename S, int kMode, bool kFull, typename T, typename OffsetT, typename U>
+template <typename S, int kMode, bool kFull, typename T, typename OffsetT, typename StatusV,
+          typename U>
 __device__ __forceinline__ void StageWarpChunk(
-    const SelectParams<T, OffsetT>& p, const SelectSmem& sm, U* w_vals, uint16_t* w_idx,
+    const SelectParams<T, OffsetT, StatusV>& p, const SelectSmem& sm, U* w_vals, uint16_t* w_idx,
     const uint32_t (&flag_words)[S::kNumVec],
     U before_chunk, bool chunk_is_first, int warp_first, int warp_valid, int& kept_out) {
   constexpr int kVec = S::kVec;
@@ -126,7 +150,7 @@ __device__ __forceinline__ void StageWarpChunk(
         k = p.keep.OnBits(x[e]);
       } else if constexpr (kMode == kByFlags) {
         k = ((flag_words[v] >> (8 * e)) & 0xffu) != 0;
-      } else {  // Unique: differs from the predecessor (bit patterns)
+      } else {  // Unique, RLE: differs from the predecessor (bit patterns)
         U prev;
         if (e > 0) {
           prev = x[e > 0 ? e - 1 : 0];
@@ -139,7 +163,7 @@ __device__ __forceinline__ void StageWarpChunk(
       if (!kFull) k = k && j0 + e < warp_valid;
       bits |= (k ? 1u : 0u) << e;
     }
-    if constexpr (kMode == kByUnique) {
+    if constexpr (kMode == kByUnique || kMode == kByRuns) {
       last_of_prev_vec = detail::ShuffleIdx(x[kVec - 1], 31);
     }
     int below = 0, total = 0;
@@ -192,13 +216,16 @@ __device__ __forceinline__ void StageWarpChunk(
 // compacted chunk out (coalesced).
 template <typename T, typename OffsetT, int kMode, int kNumVec>
 __global__ void __launch_bounds__(kCompactBlock, detail::kSelectMinBlocksPerSm)
-    SelectKernel(const SelectParams<T, OffsetT> p, const SelectSmem sm) {
+    SelectKernel(const SelectParams<T, OffsetT, SelectLookbackValue<kMode, OffsetT>> p,
+                 const SelectSmem sm) {
   using S = SelectTile<T, kNumVec>;
   using U = detail::UBits<T>;
+  using StatusV = SelectLookbackValue<kMode, OffsetT>;
   extern __shared__ __align__(16) unsigned char select_smem[];
   __shared__ int s_warp_count[S::kWarps];
+  __shared__ int s_warp_last[S::kWarps];  // RLE: tile-local index of the warp's last head
   __shared__ int64_t s_tile;
-  __shared__ OffsetT s_prefix;
+  __shared__ StatusV s_prefix;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   // A single tile takes index 0 without the counter (see RunSelect).
@@ -212,6 +239,7 @@ __global__ void __launch_bounds__(kCompactBlock, detail::kSelectMinBlocksPerSm)
   const int warp_first = warp * S::kWarpItems;
   const int warp_valid = detail::WarpValid<S::kWarpItems>(p.n, tile_base + warp_first);
   const bool full = warp_valid == S::kWarpItems;
+  constexpr bool kUniqueKeep = kMode == kByUnique || kMode == kByRuns;
 
   U* s_vals = reinterpret_cast<U*>(select_smem);
   uint16_t* s_idx =
@@ -257,7 +285,7 @@ __global__ void __launch_bounds__(kCompactBlock, detail::kSelectMinBlocksPerSm)
   }
   U before_chunk = 0;
   const uint64_t chunk_global = tile_base + warp_first;
-  if constexpr (kMode == kByUnique) {
+  if constexpr (kUniqueKeep) {
     if (lane == 0 && chunk_global > 0 && warp_valid > 0) {
       before_chunk = detail::LoadStreaming(reinterpret_cast<const U*>(p.in) + chunk_global - 1);
     }
@@ -276,25 +304,66 @@ __global__ void __launch_bounds__(kCompactBlock, detail::kSelectMinBlocksPerSm)
                                       kept);
     }
   }
+  if constexpr (kMode == kByRuns) {
+    __syncwarp();  // the lanes' w_idx stores before lane 0 reads one
+    if (lane == 0) s_warp_last[warp] = kept > 0 ? w_idx[kept - 1] : -1;
+  }
   if (lane == 0) s_warp_count[warp] = kept;
   __syncthreads();
   int warp_before = 0, tile_count = 0;
+  int last_before_warp = -1, tile_last = -1;  // RLE: tile-local head indices
 #pragma unroll
   for (int w = 0; w < S::kWarps; ++w) {
     const int c = s_warp_count[w];
     warp_before += w < warp ? c : 0;
     tile_count += c;
+    if constexpr (kMode == kByRuns) {
+      if (c > 0 && w < warp) last_before_warp = s_warp_last[w];
+      if (c > 0) tile_last = s_warp_last[w];
+    }
   }
   // Publishes the tile's count at once, then looks back (warp 0); ends with
   // a barrier.
-  const OffsetT prefix_raw = detail::BlockExclusivePrefix<detail::CompactLookback>(
-      p.status, tile, static_cast<OffsetT>(tile_count), PlusOp{}, s_prefix);
-  const uint64_t prefix = tile == 0 ? 0 : static_cast<uint64_t>(prefix_raw);
+  uint64_t prefix;
+  uint64_t last_head_before = 0;  // RLE, tile > 0: position of the last head of earlier tiles
+  if constexpr (kMode == kByRuns) {
+    const StatusV aggregate{static_cast<OffsetT>(tile_count),
+                            static_cast<OffsetT>(tile_base + (tile_last < 0 ? 0 : tile_last))};
+    const StatusV before = detail::BlockExclusivePrefix<detail::CompactLookback>(
+        p.status, tile, aggregate, HeadsAndLastOp{}, s_prefix);
+    prefix = tile == 0 ? 0 : static_cast<uint64_t>(before.heads);
+    last_head_before = static_cast<uint64_t>(before.last);
+  } else {
+    const OffsetT prefix_raw = detail::BlockExclusivePrefix<detail::CompactLookback>(
+        p.status, tile, static_cast<OffsetT>(tile_count), PlusOp{}, s_prefix);
+    prefix = tile == 0 ? 0 : static_cast<uint64_t>(prefix_raw);
+  }
 
   // Write out the warp's compacted chunk (its own shared region: no barrier).
   const uint64_t out_base = prefix + static_cast<uint64_t>(warp_before);
   U* values_out = reinterpret_cast<U*>(p.values_out);
-  if (!p.partition) {
+  if constexpr (kMode == kByRuns) {
+    // Head i of this warp starts run out_base + i and ends run
+    // out_base + i - 1, whose head is the previous one: in this warp, in an
+    // earlier warp of the tile, or in an earlier tile. (Run 0 has no
+    // predecessor: tile 0 starts with a head.)
+    const uint64_t head_before_warp =
+        last_before_warp >= 0 ? tile_base + last_before_warp : last_head_before;
+    for (int i = lane; i < kept; i += 32) {
+      const uint64_t run = out_base + i;
+      values_out[run] = w_vals[i];
+      if (run > 0) {
+        const uint64_t previous = i > 0 ? tile_base + w_idx[i - 1] : head_before_warp;
+        p.lengths_out[run - 1] = static_cast<int64_t>(tile_base + w_idx[i] - previous);
+      }
+    }
+    // The last run ends at n.
+    if (tile == p.num_tiles - 1 && threadIdx.x == 0) {
+      const uint64_t last_head = tile_last >= 0 ? tile_base + tile_last : last_head_before;
+      const uint64_t runs = prefix + static_cast<uint64_t>(tile_count);
+      p.lengths_out[runs - 1] = static_cast<int64_t>(p.n - last_head);
+    }
+  } else if (!p.partition) {
     for (int i = lane; i < kept; i += 32) {
       if (sm.values && values_out != nullptr) values_out[out_base + i] = w_vals[i];
       if (sm.indices) {
@@ -408,22 +477,24 @@ int64_t NumTiles(uint64_t n) {
 using detail::kSelectNumVec;
 
 // Temp bytes for a select-kernel pass over n items of T.
-template <typename T>
+template <typename T, int kMode>
 size_t SelectTempBytes(uint64_t n) {
+  const int64_t tiles = NumTiles<T, kSelectNumVec>(n);
   return n < (1ull << 32)
-             ? detail::CompactionTempBytes<uint32_t>(NumTiles<T, kSelectNumVec>(n))
-             : detail::CompactionTempBytes<uint64_t>(NumTiles<T, kSelectNumVec>(n));
+             ? detail::CompactionTempBytes<SelectLookbackValue<kMode, uint32_t>>(tiles)
+             : detail::CompactionTempBytes<SelectLookbackValue<kMode, uint64_t>>(tiles);
 }
 
 template <typename T, typename OffsetT, int kMode, int kNumVec>
 int RunSelect(void* d_temp, const T* in, uint64_t n, const SelectKeep& keep,
-              bool partition, T* values_out, int64_t* indices_out,
+              bool partition, T* values_out, int64_t* indices_out, int64_t* lengths_out,
               uint64_t* num_selected, cudaStream_t stream) {
   using S = SelectTile<T, kNumVec>;
+  using StatusV = SelectLookbackValue<kMode, OffsetT>;
   const int64_t num_tiles = NumTiles<T, kNumVec>(n);
   auto* header = static_cast<unsigned long long*>(d_temp);
-  detail::TileStatus<OffsetT> status(static_cast<char*>(d_temp) + detail::kHeaderBytes,
-                                 num_tiles);
+  detail::TileStatus<StatusV> status(static_cast<char*>(d_temp) + detail::kHeaderBytes,
+                                     num_tiles);
   // A single tile needs no reset: it takes tile 0 without the counter, its
   // published slot is never read, and Partition skips the counting pass.
   // One launch instead of two (about 2 us of a small select's time).
@@ -431,13 +502,14 @@ int RunSelect(void* d_temp, const T* in, uint64_t n, const SelectKeep& keep,
     if (int e = detail::LaunchCompactionInit(status, header, stream)) return e;
   }
 
-  SelectParams<T, OffsetT> p{};
+  SelectParams<T, OffsetT, StatusV> p{};
   p.in = in;
   p.flags = keep.d_flags;
   p.n = n;
   if constexpr (kMode == kByPredicate) p.keep = ToRangeKeep<T>(keep);
   p.values_out = values_out;
   p.indices_out = indices_out;
+  p.lengths_out = lengths_out;
   p.num_selected = num_selected;
   p.num_kept = header;
   p.partition = partition;
@@ -470,7 +542,7 @@ int RunSelect(void* d_temp, const T* in, uint64_t n, const SelectKeep& keep,
   // later tile's look-back waits on it.)
   SelectSmem sm{};
   sm.values = kMode != kByFlags || values_out != nullptr;
-  sm.indices = partition || indices_out != nullptr;
+  sm.indices = partition || indices_out != nullptr || kMode == kByRuns;
   const size_t smem = sm.Bytes<S, T>();
   auto* kernel = SelectKernel<T, OffsetT, kMode, kNumVec>;
   // Once per device and kernel (two runtime calls on every call were a
@@ -504,8 +576,9 @@ template <typename T, int kMode>
 int DispatchSelect(void* d_temp, size_t* temp_bytes, const void* d_in,
                    uint64_t n, const SelectKeep& keep, bool partition,
                    void* values_out, int64_t* indices_out,
-                   uint64_t* num_selected, cudaStream_t stream) {
-  const size_t need = SelectTempBytes<T>(n);
+                   uint64_t* num_selected, cudaStream_t stream,
+                   int64_t* lengths_out = nullptr) {
+  const size_t need = SelectTempBytes<T, kMode>(n);
   if (d_temp == nullptr) {
     *temp_bytes = need;
     return 0;
@@ -521,10 +594,12 @@ int DispatchSelect(void* d_temp, size_t* temp_bytes, const void* d_in,
   T* out = static_cast<T*>(values_out);
   if (n < (1ull << 32)) {
     return RunSelect<T, uint32_t, kMode, kSelectNumVec>(d_temp, in, n, keep, partition, out,
-                                                        indices_out, num_selected, stream);
+                                                        indices_out, lengths_out, num_selected,
+                                                        stream);
   }
   return RunSelect<T, uint64_t, kMode, kSelectNumVec>(d_temp, in, n, keep, partition, out,
-                                                      indices_out, num_selected, stream);
+                                                      indices_out, lengths_out, num_selected,
+                                                      stream);
 }
 
 bool ValidDType(DType d) {
@@ -587,6 +662,29 @@ int Unique(void* d_temp_storage, size_t* temp_storage_bytes, const void* d_in,
   return DispatchSelect<uint64_t, kByUnique>(d_temp_storage, temp_storage_bytes,
                                              d_in, n, keep, false, d_out,
                                              nullptr, d_num_unique, s);
+}
+
+// RunLengthEncode: Unique whose kernel also writes each run's length
+// (kByRuns above).
+int RunLengthEncode(void* d_temp_storage, size_t* temp_storage_bytes, const void* d_in,
+                    DType dtype, uint64_t n, void* d_values_out, int64_t* d_lengths_out,
+                    uint64_t* d_num_runs, CUstream_st* stream) {
+  constexpr int kInvalid = static_cast<int>(cudaErrorInvalidValue);
+  if (temp_storage_bytes == nullptr || !ValidDType(dtype)) return kInvalid;
+  if (d_temp_storage != nullptr && n > 0) {
+    if (d_in == nullptr || d_values_out == nullptr || d_lengths_out == nullptr) return kInvalid;
+    if (reinterpret_cast<uintptr_t>(d_temp_storage) % 16 != 0) return kInvalid;
+  }
+  cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
+  const SelectKeep keep;
+  if (DTypeSize(dtype) == 4) {
+    return DispatchSelect<uint32_t, kByRuns>(d_temp_storage, temp_storage_bytes, d_in, n, keep,
+                                             false, d_values_out, nullptr, d_num_runs, s,
+                                             d_lengths_out);
+  }
+  return DispatchSelect<uint64_t, kByRuns>(d_temp_storage, temp_storage_bytes, d_in, n, keep,
+                                           false, d_values_out, nullptr, d_num_runs, s,
+                                           d_lengths_out);
 }
 
 }  // namespace primserve::gpu

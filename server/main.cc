@@ -2,6 +2,7 @@
 #include <malloc.h>
 
 #include <csignal>
+#include <iostream>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -124,7 +125,7 @@ ABSL_FLAG(int, input_copy_threads, 8,
           "Threads that copy each large request array (4 MiB or more) out of gRPC's receive "
           "buffers, the receiving thread among them: a fixed pool shared by all requests. 0 or "
           "1: the receiving thread alone. 8 copied 5.9x faster than 1 into pinned memory on a "
-          "16-core GPU host (server/results/h200-2026-11-26-input-copy).");
+          "16-core GPU host (perf/runs/2026-11-26-h200-input-copy).");
 ABSL_FLAG(bool, shared_memory, false,
           "Serve the SharedMemory service: local clients register POSIX shared-memory objects "
           "and name them in requests instead of sending bytes. Any caller may then make the "
@@ -135,6 +136,9 @@ ABSL_FLAG(uint64_t, max_shared_memory_regions, 64,
 ABSL_FLAG(uint64_t, max_shared_memory_bytes, uint64_t{64} << 30,
           "With --shared_memory: most bytes of all mapped regions together; more get "
           "RESOURCE_EXHAUSTED.");
+ABSL_FLAG(bool, verbose, false,
+          "Also log gRPC's own INFO lines (transport setup, pollers) and shutdown details; "
+          "without it, primserve logs its start, its address and its stop, and gRPC only errors.");
 ABSL_FLAG(std::string, metrics_host, "0.0.0.0",
           "Address to serve Prometheus metrics on (HTTP, path /metrics).");
 ABSL_FLAG(int, metrics_port, 9464,
@@ -142,6 +146,13 @@ ABSL_FLAG(int, metrics_port, 9464,
 
 namespace primserve {
 namespace {
+
+// primserve's own lines (backend, address, stop), shown at every verbosity;
+// gRPC's INFO lines appear only with --verbose.
+void Say(const std::string& line) {
+  std::cerr << absl::FormatTime("%Y-%m-%d %H:%M:%E3S ", absl::Now(), absl::UTCTimeZone()) << line
+            << std::endl;
+}
 
 // primserve_build_info's version label.
 constexpr char kVersion[] = "0.1.0";
@@ -173,8 +184,8 @@ absl::StatusOr<std::unique_ptr<ExecutionBackend>> MakeBackend(const std::string&
   // threads, device memory): not for a CPU server.
   const int visible = name == "cpu" ? 0 : VisibleCudaDevices();
   if (name == "cpu" || (name == "auto" && visible == 0)) {
-    gpr_log(GPR_INFO, "backend: cpu (%s)",
-            name == "cpu" ? "--backend=cpu" : "no CUDA device is visible");
+    Say(absl::StrCat("backend: cpu (",
+                     name == "cpu" ? "--backend=cpu" : "no CUDA device is visible", ")"));
     return std::unique_ptr<ExecutionBackend>(new CpuBackend(metrics));
   }
   CudaBackendOptions options;
@@ -187,7 +198,7 @@ absl::StatusOr<std::unique_ptr<ExecutionBackend>> MakeBackend(const std::string&
   options.metrics = metrics;
   absl::StatusOr<std::unique_ptr<CudaBackend>> cuda = CudaBackend::Create(options);
   if (!cuda.ok()) return cuda.status();
-  gpr_log(GPR_INFO, "backend: cuda on %s (%d visible)", (*cuda)->device_names().c_str(), visible);
+  Say(absl::StrCat("backend: cuda on ", (*cuda)->device_names(), " (", visible, " visible)"));
   return std::unique_ptr<ExecutionBackend>(*std::move(cuda));
 }
 
@@ -275,28 +286,28 @@ int Main() {
   const char* transport = options.tls_cert_path.empty()        ? "plaintext"
                           : options.tls_client_ca_path.empty() ? "TLS"
                                                                : "mutual TLS";
-  gpr_log(GPR_INFO, "primserve listening on %s:%d (backend %s, %s)",
-          absl::GetFlag(FLAGS_host).c_str(), (*server)->port(), backend_name.c_str(), transport);
-  // Logged once gRPC is up: gpr_log drops INFO lines before grpc_init.
+  Say(absl::StrCat("primserve listening on ", absl::GetFlag(FLAGS_host), ":", (*server)->port(),
+                   " (backend ", backend_name, ", ", transport, ")"));
   if (metrics.http_port() != 0) {
-    gpr_log(GPR_INFO, "metrics at http://%s:%d/metrics", absl::GetFlag(FLAGS_metrics_host).c_str(),
-            metrics.http_port());
+    Say(absl::StrCat("metrics at http://", absl::GetFlag(FLAGS_metrics_host), ":",
+                     metrics.http_port(), "/metrics"));
   }
 
   int signal = 0;
   sigwait(&stop_signals, &signal);
   const absl::Duration grace = absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds));
-  gpr_log(GPR_INFO, "signal %d: draining for up to %s", signal,
-          absl::FormatDuration(grace).c_str());
+  Say(absl::StrCat("signal ", signal, ": draining for up to ", absl::FormatDuration(grace)));
   (*server)->Shutdown(grace);
-  gpr_log(GPR_INFO, "primserve stopped");
+  Say("primserve stopped");
   // Every call has ended. Destroying the server runs gRPC's teardown, which
   // can stall for 10 s in its TCP backup poller (seen after large requests;
   // grpc/grpc#41050), far past the grace: bound it.
   std::thread([] {
     absl::SleepFor(kTeardownLimit);
-    gpr_log(GPR_INFO, "teardown still running after %s: exiting without it",
-            absl::FormatDuration(kTeardownLimit).c_str());
+    if (absl::GetFlag(FLAGS_verbose)) {
+      Say(absl::StrCat("gRPC's teardown still running after ", absl::FormatDuration(kTeardownLimit),
+                       ": exiting without it"));
+    }
     std::_Exit(0);
   }).detach();
   return 0;
@@ -327,7 +338,9 @@ int main(int argc, char** argv) {
   // takes one global spin lock to update a lock graph, which serializes
   // request threads. Deadlocks are found in tests (TSan), not in serving.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  // gRPC's log shows only errors by default; primserve's own lines are INFO.
-  if (std::getenv("GRPC_VERBOSITY") == nullptr) gpr_set_log_verbosity(GPR_LOG_SEVERITY_INFO);
+  // gRPC's log shows only errors by default (GRPC_VERBOSITY overrides).
+  if (absl::GetFlag(FLAGS_verbose) && std::getenv("GRPC_VERBOSITY") == nullptr) {
+    gpr_set_log_verbosity(GPR_LOG_SEVERITY_INFO);
+  }
   return primserve::Main();
 }

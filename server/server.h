@@ -91,7 +91,7 @@ struct ServerOptions {
   // Threads that copy each large request array out of gRPC's receive
   // buffers (into pinned memory, or the heap), the receiving thread among
   // them: a fixed pool shared by every request (wire::CopyPool). 0 or 1:
-  // the receiving thread alone. 8: server/results/h200-2026-11-26-input-copy.
+  // the receiving thread alone. 8: perf/runs/2026-11-26-h200-input-copy.
   int input_copy_threads = 8;
   // Serve the SharedMemory service, and let unary and Multiplex requests
   // name registered regions (Array.shm, output_location). Off by default:

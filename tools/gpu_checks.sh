@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
-# On a GPU machine, from the folder `tools/pack_gpu.sh --engine` makes (gpu_bundle/):
+# On a GPU machine, with the folder `tools/pack_gpu.sh --engine` makes
+# (gpu_bundle/ at the repository root, or the folder holding this script when
+# it is the bundle's copy):
 #   gpu_checks.sh OUTPUT_DIR tests   the engine's GPU tests (end to end against
 #                                    the CPU backend, fault injection, the
 #                                    sticky error), then compute-sanitizer's
 #                                    memcheck, racecheck and synccheck over them
 #   gpu_checks.sh OUTPUT_DIR soak [SECONDS]   the soak on the CUDA backend
 #                                    (default 180 s)
+#   gpu_checks.sh OUTPUT_DIR verify  every answer of 2^25 + 1 element scans,
+#                                    selects, reduce-by-keys and uniques, unary
+#                                    and streamed, against the CPU reference
 # Each step gets STEP_TIMEOUT seconds (default 150; rc=124 when cut short).
 # Logs go to OUTPUT_DIR, one summary line per step to OUTPUT_DIR/summary.txt.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-out="${1:?usage: gpu_checks.sh OUTPUT_DIR tests|soak [SECONDS]}"
-what="${2:?usage: gpu_checks.sh OUTPUT_DIR tests|soak [SECONDS]}"
+[[ -x $here/primserve ]] || here="$(cd "$here/.." && pwd)/gpu_bundle"
+out="${1:?usage: gpu_checks.sh OUTPUT_DIR tests|soak [SECONDS]|verify}"
+what="${2:?usage: gpu_checks.sh OUTPUT_DIR tests|soak [SECONDS]|verify}"
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$here/lib"
 sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
-{ nvidia-smi -L; date -u; } | tee -a "$out/device.txt"
+{ nvidia-smi -L; date -u; echo "commit: $(cat "$here/commit.txt" 2>/dev/null || echo unknown)"; } |
+  tee -a "$out/device.txt"
 
 step() {  # name, command...: runs it, logs it, records its exit status
   local name=$1; shift
@@ -56,5 +63,19 @@ case "$what" in
     STEP_TIMEOUT=$((${3:-180} + 120)) step soak "$here/soak_test" --backend=cuda \
       --soak_seconds="${3:-180}" --callers=16
     ;;
-  *) echo "unknown: $what (tests or soak)"; exit 2 ;;
+  verify)
+    # An odd size (2^25 + 1), every answer checked; primload exits 1 on a wrong one.
+    "$here/primserve" --port=50063 --metrics_port=-1 >"$out/verify_server.log" 2>&1 &
+    server=$!
+    for _ in $(seq 50); do "$here/primctl" --address=localhost:50063 health >/dev/null 2>&1 && break; sleep 0.2; done
+    for rpc in scan select reduce_by_key unique; do
+      for piece in 0 4194304; do
+        step "verify_${rpc}_piece$piece" "$here/primload" --address=localhost:50063 --rpc=$rpc \
+          --predicate=gt --operand=0 --n=33554433 --concurrency=1,2 --verify --verify_every=1 \
+          --stream_piece_bytes=$piece --warmup_seconds=0.5 --measure_seconds=2
+      done
+    done
+    kill -TERM "$server"; wait "$server"
+    ;;
+  *) echo "unknown: $what (tests, soak or verify)"; exit 2 ;;
 esac

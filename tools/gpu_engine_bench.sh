@@ -1,20 +1,40 @@
 #!/usr/bin/env bash
-# On a GPU machine, from the folder `tools/pack_gpu.sh --engine` makes (gpu_bundle/): measures
-# the service with primload, each figure beside the Echo method on the same
-# payload (the transport's limit): 1K-element scans unary (batching on and
-# off) and through Multiplex, a 1M-element scan, 64M-element scans and selects
-# over TCP and over a Unix socket, the 64M scan also through ScanStream beside
-# EchoStream of the same pieces (TCP and Unix socket); then what a client would do instead
-# (numpy.cumsum on one core) and, when gpu_bundle/wheels/ holds the Python
-# client, its 64M scan. Results go to $1.
+# On a GPU machine, with the folder `tools/pack_gpu.sh --engine` makes
+# (gpu_bundle/ at the repository root, or the folder holding this script when
+# it is the bundle's copy): measures the service with primload, each figure
+# beside the Echo method on the same payload (the transport's limit): 1K-element
+# scans unary (batching on and off) and through Multiplex, a 1M-element scan,
+# 64M-element scans and selects over TCP and over a Unix socket, the 64M scan
+# also through ScanStream beside EchoStream of the same pieces (TCP and Unix
+# socket); then what a client would do instead (numpy.cumsum on one core) and
+# the Python client's 64M scan (gpu_bundle/py).
+#   tools/gpu_engine_bench.sh OUT_DIR [--only=NAME,...]
+# --only runs the named loads alone (small_scan_batching_on,
+# small_scan_multiplex, small_scan_batching_off, medium_scan_vs_echo,
+# large_scan_vs_echo, large_scan_unix_vs_echo, large_scan_stream_vs_echo_stream,
+# large_scan_stream_unix_vs_echo_stream, large_select_vs_echo, numpy_cumsum,
+# python_client). Each load writes OUT_DIR/NAME.txt and NAME.csv.
 set -uo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
 here="$(cd "$(dirname "$0")" && pwd)"
-out="${1:?usage: gpu_engine_bench.sh OUTPUT_DIR}"
+[[ -x $here/primserve ]] || here="$repo/gpu_bundle"
+out="${1:?usage: gpu_engine_bench.sh OUTPUT_DIR [--only=NAME,...]}"
+only=""
+case "${2:-}" in
+  "") ;;
+  --only=*) only="${2#--only=}" ;;
+  *) echo "unknown argument: $2"; exit 2 ;;
+esac
+wanted() { [[ -z $only || ",$only," == *",$1,"* ]]; }
+[[ -x $here/primserve ]] || { echo "no primserve in $here (run tools/pack_gpu.sh --engine first)"; exit 2; }
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$here/lib"
-nvidia-smi -L | tee "$out/device.txt"
-date -u | tee -a "$out/device.txt"
-
+{
+  nvidia-smi -L
+  date -u
+  echo "commit: $(cat "$here/commit.txt" 2>/dev/null || echo unknown)"
+  echo "command: tools/gpu_engine_bench.sh $out${only:+ --only=$only}"
+} | tee "$out/device.txt"
 
 port=50061
 metrics_port=9471
@@ -28,6 +48,7 @@ stop_server() { kill -TERM "$server"; wait "$server"; }
 
 load() {  # name, flags... (later flags override the defaults)
   local name=$1; shift
+  wanted "$name" || return 0
   echo "== $name"
   "$here/primload" --address=localhost:$port --warmup_seconds=1 --measure_seconds=3 \
     --channels=4 --csv="$out/$name.csv" "$@" 2>&1 | tee "$out/$name.txt" | tail -12
@@ -69,7 +90,8 @@ python3 -c "import urllib.request; print(urllib.request.urlopen('http://localhos
 
 # What the client would do itself: numpy.cumsum of 64M int32 on one core
 # (medians of 7), as GB/s of input + output like primload's.
-python3 - <<'PY' 2>&1 | tee "$out/numpy_cumsum.txt"
+if wanted numpy_cumsum; then
+  python3 - <<'PY' 2>&1 | tee "$out/numpy_cumsum.txt"
 import time, numpy as np
 a = np.random.default_rng(1).integers(-1000, 1000, size=1 << 26, dtype=np.int32)
 times = []
@@ -78,10 +100,15 @@ for _ in range(7):
 t = sorted(times)[3]
 print(f"numpy.cumsum 64M int32, one core: median {t * 1e3:.1f} ms, {2 * a.nbytes / t / 1e9:.2f} GB/s in+out")
 PY
-# The Python client's 64M scan, where the machine's Python can run it.
-if compgen -G "$here/wheels/*.whl" >/dev/null; then
-  python3 -m pip install --quiet --no-index --no-deps --target /tmp/primserve-py "$here"/wheels/*.whl &&
-    PYTHONPATH=/tmp/primserve-py python3 -m primserve.bench --address=localhost:$port \
+fi
+# The Python client's 64M scan (the machine's grpcio, numpy and protobuf;
+# the package as tools/pack_gpu.sh --engine builds it into py/).
+if wanted python_client; then
+  if [[ -d $here/py/primserve ]]; then
+    PYTHONPATH="$here/py" python3 -m primserve.bench --address=localhost:$port \
       --n=67108864 --repeats=5 2>&1 | tee "$out/python_client.txt"
+  else
+    echo "no Python client in $here/py (tools/pack_gpu.sh --engine builds it)" | tee "$out/python_client.txt"
+  fi
 fi
 stop_server

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# On the GPU machine, from the folder tools/pack_gpu.sh makes (copied there as
-# run_all.sh): runs every GPU test (tests.txt) and benchmark (benchmarks.txt),
-# then compute-sanitizer memcheck over the tests named with --memcheck.
-#   run_all.sh OUT_DIR [--only=NAME,...] [--memcheck=NAME,...]
+# On the GPU machine, with the folder tools/pack_gpu.sh makes (gpu_bundle/ at
+# the repository root, or the folder holding this script when it is the
+# bundle's copy, run_all.sh): runs every GPU test (tests.txt) and benchmark
+# (benchmarks.txt), then compute-sanitizer memcheck over the tests named with
+# --memcheck.
+#   tools/gpu_run_all.sh OUT_DIR [--only=NAME,...] [--memcheck=NAME,...]
 # --only limits the run to the named tests and benchmarks. Each step gets
 # STEP_TIMEOUT seconds (default 600; rc=124 when cut short). Logs go to
 # OUT_DIR/NAME.log, one line per step to OUT_DIR/summary.txt, the device,
 # date and command to OUT_DIR/device.txt. Exits 1 if any step failed.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+[[ -f $here/tests.txt ]] || here="$(cd "$here/.." && pwd)/gpu_bundle"
 out="${1:?usage: run_all.sh OUT_DIR [--only=NAME,...] [--memcheck=NAME,...]}"
 shift
 only="" memcheck=""
@@ -26,6 +29,7 @@ sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sa
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   date -u
+  echo "commit: $(cat "$here/commit.txt" 2>/dev/null || echo unknown)"
   echo "command: run_all.sh $out $*"
 } | tee "$out/device.txt"
 

@@ -3,29 +3,56 @@
 # to be copied to the GPU machine:
 #  - every test tagged gpu (bazel query 'attr(tags, gpu, tests(//...))'),
 #  - the benchmarks (cc_binary targets tagged gpu under //kernels),
-#  - with --engine, also the server and client tools that gpu_checks.sh and
-#    gpu_engine_bench.sh drive (soak, sanitizers over the engine tests,
-#    service measurements),
-# stripped, with the shared libraries a bare CUDA host lacks in lib/, and the
-# runners: run_all.sh (every test and benchmark, logs to a folder), and the
-# two engine scripts. On the GPU machine:
-#   gpu_bundle/run_all.sh OUT_DIR [--only=NAME,...] [--memcheck=NAME,...]
-#   gpu_bundle/gpu_checks.sh OUT_DIR tests|soak [SECONDS]     (--engine)
-#   gpu_bundle/gpu_engine_bench.sh OUT_DIR                    (--engine)
+#  - with --engine, also the server and client tools that gpu_checks.sh,
+#    gpu_engine_bench.sh, shm_ipc_bench.sh, huge_stream_check.sh and
+#    perf_rerun_rows.sh drive (soak, sanitizers over the engine tests,
+#    service, shared-memory and CUDA IPC measurements) and the Python client
+#    in py/ (its modules generated from proto/; the GPU machine's Python has
+#    grpcio, numpy and protobuf),
+# stripped, with the shared libraries a bare CUDA host lacks in lib/, the
+# commit it was built from in commit.txt, and the runners. On the GPU machine,
+# from the repository root (each script finds gpu_bundle/ there; copies of
+# them in gpu_bundle/ run from anywhere):
+#   tools/gpu_run_all.sh OUT_DIR [--only=NAME,...] [--memcheck=NAME,...]
+#                                           (gpu_bundle/run_all.sh)
+#   tools/kernel_bench.sh OUT_DIR [--bench=NAME] [BENCHMARK ARGS...]
+#   tools/gpu_checks.sh OUT_DIR tests|soak [SECONDS]|verify     (--engine)
+#   tools/gpu_engine_bench.sh OUT_DIR [--only=NAME,...]         (--engine)
+#   tools/shm_ipc_bench.sh OUT_DIR [--only=PART,...]           (--engine)
+#   tools/huge_stream_check.sh OUT_DIR [--n=N] [--piece_bytes=B] (--engine)
+#   tools/perf_rerun_rows.sh OUT_DIR   one row of each table of perf/README.md
+#                                      (--engine; from the repository root only)
 # The device code is built for Hopper (sm_90) only, the GPU machines' chips:
 # a third of the size. Check the size printed at the end: one device call
-# carries at most 64 MiB with the repository; pack the engine tools
-# (--engine) for engine runs only.
-# Usage: tools/pack_gpu.sh [--engine] [extra bazel build flags]
+# carries at most 64 MiB with the repository (about 5 MB), and everything
+# with --engine is about 90 MB: pack the engine tools (--engine) for engine
+# runs only, and name what a run needs with --only.
+# Usage: tools/pack_gpu.sh [--engine] [--only=NAME,...] [extra bazel build flags]
+# (--only=NAME,...: only these tests and benchmarks, e.g. --only=primitives_bench;
+# the engine tools still come with --engine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tests=$(bazel query --noshow_progress 'attr(tags, gpu, tests(//...))')
 benchmarks=$(bazel query --noshow_progress 'kind(cc_binary, attr(tags, gpu, //kernels/...))')
 engine=()
-if [[ ${1:-} == --engine ]]; then
-  engine=(//server:primserve //client:primctl //client:primload //tests:soak_test)
+only=""
+while [[ ${1:-} == --engine || ${1:-} == --only=* ]]; do
+  case "$1" in
+    --engine) engine=(//server:primserve //client:primctl //client:primload //client:primload_cuda
+      //tests:soak_test) ;;
+    --only=*) only="${1#--only=}" ;;
+  esac
   shift
+done
+# --only: the named tests and benchmarks alone (a whole bundle is over the
+# device call's 64 MiB).
+if [[ -n $only ]]; then
+  keep() { for target in "$@"; do [[ ",$only," == *",${target##*:},"* ]] && echo "$target"; done; true; }
+  # shellcheck disable=SC2086
+  tests=$(keep $tests)
+  # shellcheck disable=SC2086
+  benchmarks=$(keep $benchmarks)
 fi
 set -- --define=cuda_gencode=hopper "$@"
 # shellcheck disable=SC2086
@@ -48,7 +75,14 @@ for target in $tests; do copy "$target"; basename "${target/://}" >>"$out/tests.
 for target in $benchmarks; do copy "$target"; basename "${target/://}" >>"$out/benchmarks.txt"; done
 for target in "${engine[@]+"${engine[@]}"}"; do copy "$target"; done
 cp tools/gpu_run_all.sh "$out/run_all.sh"
-cp tools/gpu_checks.sh tools/gpu_engine_bench.sh "$out/"
+cp tools/kernel_bench.sh tools/gpu_checks.sh tools/gpu_engine_bench.sh tools/huge_stream_check.sh \
+  tools/shm_ipc_bench.sh tools/shm_bench.py "$out/"
+echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!gpu_bundle' || echo '+changes')" \
+  >"$out/commit.txt"
+if [[ ${#engine[@]} -gt 0 ]]; then
+  py="$(pwd)/$out/py"
+  (cd client/python && python3 setup.py -q build_py --build-lib "$py") >/dev/null
+fi
 chmod u+w "$out"/*
 # Everything the binaries load but glibc, libstdc++ and libgcc, which every
 # host has (the CUDA runtime is linked in statically).

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Installs what the build needs (Debian packages), then builds everything and
-# runs every test that needs no GPU; then the CPU-side tests again under the
-# sanitizers, and a minute of fuzzing. Exits non-zero on any failure.
+# Installs what the build needs (Debian packages), checks that the paths the
+# docs name exist, then builds everything and runs every test that needs no
+# GPU; then the CPU-side tests again under the sanitizers, and a minute of
+# fuzzing. Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/setup.sh
 # server/ includes only downward (engine < shm < backends < rpc < assembly).
 ./tools/check_layers.py
+# Every repository path README.md, docs/*.md and perf/*.md name exists.
+/usr/bin/python3 tools/check_doc_paths_test.py
+/usr/bin/python3 tools/check_doc_paths.py
 bazel test //... "$@"
 # The Python client (client/python) against the primserve just built, on
 # Debian's python3, which has the packages setup.sh installs.

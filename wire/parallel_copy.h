@@ -2,7 +2,7 @@
 // fixed set of threads that every copy in the process shares. One core copies
 // a few GB/s, a host's memory several times that: a 268 MB request copied on
 // one core spends most of its time in the server there
-// (server/results/h100-2026-11-26-data-path).
+// (perf/runs/2026-11-26-h100-data-path).
 #ifndef PRIMSERVE_WIRE_PARALLEL_COPY_H_
 #define PRIMSERVE_WIRE_PARALLEL_COPY_H_
 

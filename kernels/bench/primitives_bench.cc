@@ -21,7 +21,8 @@
 //        --log2n=16,20,24,28 (scan/reduce/segreduce sizes),
 //        --compaction_log2n=20,28 and --compaction_dtypes=int32,float32,
 //        int64,float64 (the compaction family's sizes and dtypes),
-//        --reps=N (default by size),
+//        --mean_runs=1.5,4,64,4096 (unique/rle/rbk inputs: keys in runs of
+//        random length with these means), --reps=N (default by size),
 //        --settle_ms=N: before each timing (memcpy, each row), wait for the
 //        device, then N more ms (default 0: no wait).
 // Exit status 1 if any check failed.
@@ -81,7 +82,8 @@ class Arena {
   std::vector<std::unique_ptr<DeviceMemory>> blocks_;
 };
 
-enum class Compare { kExact, kFloat32Sum, kFloat64Sum };
+// kWidenedLengths: ours int64 run lengths against CUB's int32 ones.
+enum class Compare { kExact, kFloat32Sum, kFloat64Sum, kWidenedLengths };
 
 // One output compared between ours and CUB: `elements` elements of
 // `elem_bytes`, or as many as the device uint64 count says when counted.
@@ -201,16 +203,17 @@ Row SegmentedReduceRow(const Inputs& in, Arena& arena) {
   return row;
 }
 
-// x < the value whose bits are the middle of the random input's range: keeps
-// about half.
-SelectKeep HalfKeep(const Inputs& in) {
+// x < the value whose bits are `percent` % of the random input's range
+// (30-bit words; positive floats order as their bits): keeps about that
+// share.
+SelectKeep FractionKeep(const Inputs& in, int percent) {
   SelectKeep keep;
   keep.kind = PredicateKind::kLt;
+  const uint32_t high = static_cast<uint32_t>((uint64_t{1} << 30) * percent / 100);
   if (in.elem == 4) {
-    const uint32_t bits = 1u << 29;
-    std::memcpy(keep.operand, &bits, 4);
+    std::memcpy(keep.operand, &high, 4);
   } else {
-    const uint64_t bits = uint64_t{1} << 61;  // high word 2^29
+    const uint64_t bits = uint64_t{high} << 32;
     std::memcpy(keep.operand, &bits, 8);
   }
   return keep;
@@ -229,11 +232,12 @@ CountedOutputs AllocCounted(Arena& arena, uint64_t n, size_t elem) {
           arena.Alloc<uint64_t>(1)};
 }
 
-Row SelectIfRow(const Inputs& in, Arena& arena, bool partition) {
-  const SelectKeep keep = HalfKeep(in);
+Row SelectIfRow(const Inputs& in, Arena& arena, bool partition, int percent) {
+  const SelectKeep keep = FractionKeep(in, percent);
   const CountedOutputs out = AllocCounted(arena, in.n, in.elem);
   Row row;
-  row.primitive = partition ? "partition_lt_half" : "select_lt_half";
+  row.primitive = std::string(partition ? "partition_lt_" : "select_lt_") +
+                  std::to_string(percent) + "pct";
   row.cub_call = partition ? "DevicePartition::If(x < c)" : "DeviceSelect::If(x < c)";
   row.ours = [=, &in](void* t, size_t* b, int c, cudaStream_t s) {
     return Select(t, b, in.random[c], in.dtype, in.n, keep, partition, out.ours, nullptr,
@@ -277,22 +281,29 @@ Row SelectFlaggedRow(const Inputs& in, Arena& arena) {
   return row;
 }
 
-// Copies of data with runs of run_len equal elements.
-std::vector<const void*> RunsInput(const Inputs& in, Arena& arena, DType dtype, int run_len) {
+// Copies of data in runs of random length (mean mean_run).
+std::vector<const void*> RunsInput(const Inputs& in, Arena& arena, DType dtype, double mean_run) {
   std::vector<const void*> copies;
   for (int c = 0; c < in.copies; ++c) {
     void* p = arena.Alloc(in.n * DTypeSize(dtype));
-    BENCH_CHECK(testing::FillRuns(p, dtype, in.n, run_len, nullptr));
+    BENCH_CHECK(testing::FillRandomRuns(p, dtype, in.n, mean_run, 31 + c));
     copies.push_back(p);
   }
   return copies;
 }
 
-Row UniqueRow(const Inputs& in, Arena& arena) {
-  const std::vector<const void*> runs = RunsInput(in, arena, in.dtype, 4);
+// "runs1.5", "runs4", ...
+std::string RunsName(double mean_run) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "runs%g", mean_run);
+  return text;
+}
+
+Row UniqueRow(const Inputs& in, Arena& arena, double mean_run) {
+  const std::vector<const void*> runs = RunsInput(in, arena, in.dtype, mean_run);
   const CountedOutputs out = AllocCounted(arena, in.n, in.elem);
   Row row;
-  row.primitive = "unique_runs4";
+  row.primitive = "unique_" + RunsName(mean_run);
   row.cub_call = "DeviceSelect::Unique";
   row.ours = [=, &in](void* t, size_t* b, int c, cudaStream_t s) {
     return Unique(t, b, runs[c], in.dtype, in.n, out.ours, out.ours_count, s);
@@ -305,37 +316,48 @@ Row UniqueRow(const Inputs& in, Arena& arena) {
   return row;
 }
 
-Row RunLengthEncodeRow(const Inputs& in, Arena& arena) {
-  const std::vector<const void*> runs = RunsInput(in, arena, in.dtype, 4);
+// CUB's lengths are int32 where every length fits (n <= INT_MAX: its
+// fastest call, the sm_90-tuned one), else int64 like ours.
+Row RunLengthEncodeRow(const Inputs& in, Arena& arena, double mean_run) {
+  const std::vector<const void*> runs = RunsInput(in, arena, in.dtype, mean_run);
   const CountedOutputs out = AllocCounted(arena, in.n, in.elem);
+  const bool int32_lengths = in.n <= 0x7fffffffu;
   int64_t* ours_lengths = arena.Alloc<int64_t>(in.n);
-  int64_t* cub_lengths = arena.Alloc<int64_t>(in.n);
+  void* cub_lengths = arena.Alloc(in.n * 8);  // Poison() writes n * 8 bytes either way
   Row row;
-  row.primitive = "rle_runs4";
-  row.cub_call = "DeviceRunLengthEncode::Encode";
+  row.primitive = "rle_" + RunsName(mean_run);
+  row.cub_call = int32_lengths ? "DeviceRunLengthEncode::Encode(int32 lengths)"
+                               : "DeviceRunLengthEncode::Encode(int64 lengths)";
   row.ours = [=, &in](void* t, size_t* b, int c, cudaStream_t s) {
     return RunLengthEncode(t, b, runs[c], in.dtype, in.n, out.ours, ours_lengths, out.ours_count,
                            s);
   };
   row.cub = [=, &in](void* t, size_t* b, int c, CubCount count, cudaStream_t s) {
-    return testing::CubRunLengthEncode(t, b, runs[c], in.dtype, in.n, out.cub, cub_lengths,
-                                       out.cub_count, count, s);
+    if (int32_lengths) {
+      return testing::CubRunLengthEncodeInt32(t, b, runs[c], in.dtype, in.n, out.cub,
+                                              static_cast<int32_t*>(cub_lengths), out.cub_count,
+                                              count, s);
+    }
+    return testing::CubRunLengthEncode(t, b, runs[c], in.dtype, in.n, out.cub,
+                                       static_cast<int64_t*>(cub_lengths), out.cub_count, count,
+                                       s);
   };
   row.outputs.push_back({"values", out.ours, out.cub, in.elem, 0, out.ours_count, out.cub_count,
                          Compare::kExact, in.n});
-  row.outputs.push_back({"lengths", ours_lengths, cub_lengths, 8, 0, out.ours_count, out.cub_count,
-                         Compare::kExact, in.n});
+  row.outputs.push_back({"lengths", ours_lengths, cub_lengths, 8, 0, out.ours_count,
+                         out.cub_count,
+                         int32_lengths ? Compare::kWidenedLengths : Compare::kExact, in.n});
   return row;
 }
 
-// int32 keys in runs of 16, the random input as values, SUM.
-Row ReduceByKeyRow(const Inputs& in, Arena& arena) {
-  const std::vector<const void*> keys = RunsInput(in, arena, DType::kInt32, 16);
+// int32 keys in runs of random length, the random input as values, SUM.
+Row ReduceByKeyRow(const Inputs& in, Arena& arena, double mean_run) {
+  const std::vector<const void*> keys = RunsInput(in, arena, DType::kInt32, mean_run);
   const CountedOutputs out_keys = AllocCounted(arena, in.n, 4);
   void* ours_values = arena.Alloc(in.n * in.elem);
   void* cub_values = arena.Alloc(in.n * in.elem);
   Row row;
-  row.primitive = "rbk_sum_runs16";
+  row.primitive = "rbk_sum_" + RunsName(mean_run);
   row.cub_call = "DeviceReduce::ReduceByKey(plus)";
   row.ours = [=, &in](void* t, size_t* b, int c, cudaStream_t s) {
     return ReduceByKey(t, b, keys[c], DType::kInt32, in.random[c], in.dtype, in.n, Op::kSum,
@@ -447,6 +469,14 @@ bool Same(const Row& row, const Output& out) {
     case Compare::kFloat64Sum:
       same = WithinRounding<double>(out.ours, out.cub, elements, 1e-9);
       break;
+    case Compare::kWidenedLengths: {
+      uint64_t mismatches = 0;
+      BENCH_CHECK(testing::CountMismatchedWidened(static_cast<const int64_t*>(out.ours),
+                                                  static_cast<const int32_t*>(out.cub), elements,
+                                                  &mismatches));
+      same = mismatches == 0;
+      break;
+    }
   }
   if (!same) {
     std::fprintf(stderr, "%s %s: outputs differ\n", row.primitive.c_str(), out.name.c_str());
@@ -489,13 +519,14 @@ struct Options {
   std::vector<std::string> primitives;
   std::vector<uint64_t> log2n, compaction_log2n;
   std::vector<std::string> compaction_dtypes;
+  std::vector<double> mean_runs = {1.5, 4, 64, 4096};
   int reps = 0;
   int settle_ms = 0;
 };
 
 // --settle_ms: a wait before each timing, to check whether what the device
 // still does after the previous row (its frees) slows the next row's first
-// timing (kernels/NOTES.md, "Fourth round").
+// timing (perf/NOTES.md, "Reduce").
 void Settle(const Options& options) {
   if (options.settle_ms <= 0) return;
   BENCH_CHECK(cudaDeviceSynchronize());
@@ -539,7 +570,7 @@ bool RunSize(const Options& options, DType dtype, const char* dtype_name, uint64
     // Reduce rows first: timed straight after a scan row, which frees two
     // n-element outputs, our SUM reduce (the first row timed there) ran 13%
     // slower at 2^28 on an H200 than with the reduce rows alone, while CUB,
-    // timed next, did not (kernels/NOTES.md, "Fourth round").
+    // timed next, did not (perf/NOTES.md, "Reduce").
     for (const Op op : {Op::kSum, Op::kMin, Op::kArgMin}) {
       makes.push_back({"reduce", [&, op](Arena& a) { return ReduceRow(in, a, op); }});
     }
@@ -551,12 +582,24 @@ bool RunSize(const Options& options, DType dtype, const char* dtype_name, uint64
                        }});
     }
   } else {
-    makes.push_back({"select", [&](Arena& a) { return SelectIfRow(in, a, false); }});
+    // Selections over kept fractions, run-based primitives over mean run
+    // lengths: the workload moves the ratio to CUB (issue 31).
+    for (const int percent : {1, 50, 99}) {
+      makes.push_back({"select", [&, percent](Arena& a) { return SelectIfRow(in, a, false, percent); }});
+    }
     makes.push_back({"select", [&](Arena& a) { return SelectFlaggedRow(in, a); }});
-    makes.push_back({"partition", [&](Arena& a) { return SelectIfRow(in, a, true); }});
-    makes.push_back({"unique", [&](Arena& a) { return UniqueRow(in, a); }});
-    makes.push_back({"rle", [&](Arena& a) { return RunLengthEncodeRow(in, a); }});
-    makes.push_back({"rbk", [&](Arena& a) { return ReduceByKeyRow(in, a); }});
+    for (const int percent : {1, 50, 99}) {
+      makes.push_back({"partition", [&, percent](Arena& a) { return SelectIfRow(in, a, true, percent); }});
+    }
+    for (const double mean : options.mean_runs) {
+      makes.push_back({"unique", [&, mean](Arena& a) { return UniqueRow(in, a, mean); }});
+    }
+    for (const double mean : options.mean_runs) {
+      makes.push_back({"rle", [&, mean](Arena& a) { return RunLengthEncodeRow(in, a, mean); }});
+    }
+    for (const double mean : options.mean_runs) {
+      makes.push_back({"rbk", [&, mean](Arena& a) { return ReduceByKeyRow(in, a, mean); }});
+    }
     if (dtype == DType::kInt32) {
       makes.push_back({"agg", [&](Arena& a) { return AggregateHistogramRow(in, a); }});
     }
@@ -651,7 +694,10 @@ int Main(int argc, char** argv) {
       options.compaction_log2n = ParseSizes(v);
     else if (const char* v = value("--compaction_dtypes="))
       options.compaction_dtypes = Split(v);
-    else if (const char* v = value("--reps="))
+    else if (const char* v = value("--mean_runs=")) {
+      options.mean_runs.clear();
+      for (const std::string& m : Split(v)) options.mean_runs.push_back(std::strtod(m.c_str(), nullptr));
+    } else if (const char* v = value("--reps="))
       options.reps = std::atoi(v);
     else if (const char* v = value("--settle_ms="))
       options.settle_ms = std::atoi(v);

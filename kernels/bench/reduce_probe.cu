@@ -1,4 +1,4 @@
-// Reduce experiment (kernels/NOTES.md, "Fourth round: the SUM reduce"):
+// Reduce experiment (perf/NOTES.md, "Reduce"):
 // 1. state: our Reduce SUM and MIN and CUB's Sum over the same 2^28 input,
 //    timed in a settled state (nothing freed for a while) in turn, then each
 //    of them timed right after 2 GiB (4 GiB for 8-byte types) of device

@@ -15,7 +15,7 @@
 //   ./scan_variants [--ab] [log2n ...]      (default: 16 20 24 28)
 // --ab: only the OLD policy (before issue 13), the DEFAULT (tuning.cuh) and
 // the no-look-back diagnostic.
-// Findings: kernels/NOTES.md.
+// Findings: perf/NOTES.md.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -80,7 +80,7 @@ Variant Make(const char* name) {
 // `init` ns after publishing A, then poll every `poll` ns (CUB's
 // fixed_delay_constructor: its sm_90 int32 sum tuning is 1245 ns then 648,
 // float 1140/688, int64 1290/632); smaller launches keep the doubling.
-// Sweep 1 (2026-11-25, H100, results/h100-2026-11-25-issue13-sweep/sweep1.log)
+// Sweep 1 (2026-11-25, H100, perf/runs/2026-11-25-h100-kernels-issue13-sweep/sweep1.log)
 // also had 128x24 and 224x24 tiles (CUB's shapes: slower here), an
 // initial delay with the doubling poll, and relaxed.gpu status accesses.
 using Lb = LookbackPolicy<1, 8, 64>;

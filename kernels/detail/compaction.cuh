@@ -1,9 +1,10 @@
 // Building blocks of the compaction family (kernels/select.h), on top of the
 // decoupled look-back (kernels/detail/lookback.cuh) and warp helpers
 // (kernels/detail/warp.cuh):
-//  - 16-byte cp.async helpers (Select/Unique stage their tiles in shared memory, select.cu);
-//  - the blocked layout of the pair-scan kernels (RLE, ReduceByKey,
-//    segmented Select) and their block-wide scan joined to the look-back;
+//  - 16-byte cp.async helpers (Select/Unique/RLE stage their tiles in shared
+//    memory, select.cu);
+//  - the blocked layout of the pair-scan kernels (ReduceByKey, segmented
+//    Select) and their block-wide scan joined to the look-back;
 //  - the shared init kernel (tile status + counters) and temp layout.
 #ifndef PRIMSERVE_KERNELS_DETAIL_COMPACTION_CUH_
 #define PRIMSERVE_KERNELS_DETAIL_COMPACTION_CUH_

@@ -12,7 +12,7 @@
 // combining A values until it meets a P; it then publishes P. How often it
 // polls is the policy's (tuning.cuh LookbackPolicy: an optional sleep after
 // publishing A and a fixed poll interval in large launches, which the scan
-// uses: kernels/NOTES.md, issue 13). Tiles take
+// uses: perf/NOTES.md, issue 13). Tiles take
 // their index from an atomic counter in the order blocks start running, so
 // every predecessor of a running tile has already started: the look-back
 // cannot deadlock whatever order the hardware schedules blocks in. (A

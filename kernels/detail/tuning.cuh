@@ -47,7 +47,7 @@ inline constexpr unsigned kLookbackMaxSleepNs = 512;
 
 // Look-back window: each lane of the looking-back warp reads this many
 // consecutive tile slots per round trip, so one L2 round trip covers
-// 32 * kLookbackSlotsPerLane predecessors. Measured on an H200 (kernels/NOTES.md):
+// 32 * kLookbackSlotsPerLane predecessors. Measured on an H200 (perf/NOTES.md):
 // wider windows (2, 4, 8) were slower, most likely from the extra polling
 // traffic on the few hot status lines, so the paper's 32-slot window stays.
 inline constexpr int kLookbackSlotsPerLane = 1;
@@ -110,7 +110,7 @@ struct ScanPolicy {
   using Lookback = Lookback_;
   static constexpr bool kBlockIdxOrder = kBlockIdxOrder_;
 };
-// The scan's look-back (issue 13, kernels/NOTES.md, measured on an H100):
+// The scan's look-back (issue 13, perf/NOTES.md, measured on an H100):
 // in launches of >= kLookbackDelayMinTiles tiles the looking-back warp
 // sleeps 1500 ns after publishing A, then polls every 800 ns (CUB's
 // fixed-delay scheme; its sm_90 tunings use about 1.1-1.3 us then
@@ -153,42 +153,60 @@ inline constexpr int kCompactBlock = 256;
 inline constexpr int kCompactWarps = kCompactBlock / 32;
 
 // Look-back of the compaction kernels: the paper's 32-tile window (one slot
-// per lane). Measured on an H200 (kernels/NOTES.md): 4, 8 and 16 slots per lane
+// per lane). Measured on an H200 (perf/NOTES.md): 4, 8 and 16 slots per lane
 // made select_if50 int32 2^28 1.26x, 2.1x and 5x slower, RLE and ReduceByKey
 // likewise: the extra polling loads on the hot status lines cost more than
 // the round trips they save. Polling as the scan's (ScanLookbackPolicy), in
 // launches of >= 512 tiles: sleep 1.5 us after publishing the count, then
 // poll every 0.8 us; smaller launches keep the 32..512 ns doubling.
-// Measured on an H100 (kernels/NOTES.md, 2026-11-26): select 2^28 int32
+// Measured on an H100 (perf/NOTES.md, 2026-11-26): select 2^28 int32
 // 801 -> 750 us, unique 685 -> 627, partition 1594 -> 1363 (with its
 // smaller blocks); 0.7 / 0.35 us was 2-4% slower for these.
 using CompactLookback = LookbackPolicy<1, 32, 512, true, true, 1500, false, 800>;
-// RLE and ReduceByKey (4096- or 2048-item tiles, shorter-lived): 0.7 us,
-// then every 0.35 us (1-5% faster than 1.5 / 0.8 at 2^24-2^28 on the
-// H100), from 2048 tiles (2^23 4-byte, 2^22 8-byte items): at 512 tiles
-// (2^20 8-byte items) the sleeps made RLE 15% slower.
+// ReduceByKey (4096- or 2048-item tiles, shorter-lived): 0.7 us, then
+// every 0.35 us (1-5% faster than 1.5 / 0.8 at 2^24-2^28 on the H100;
+// CUB's one 1 us wait then 32..512 ns doubling was 0-2% slower on the H200),
+// from 2048 tiles (2^23 4-byte, 2^22 8-byte items): at 512 tiles (2^20
+// 8-byte items) the sleeps made RLE, then on this kernel, 15% slower.
 using RunsLookback = LookbackPolicy<1, 32, 512, true, true, 700, false, 350, false, 2048>;
 
 // Select/Partition/Unique: 16-byte vectors per thread. 8 gives 32 KB tiles
 // (8192 4-byte or 4096 8-byte items); measured on an H200, 16 KB tiles were
 // 1.23x slower (2026-11-21), and 24, 28, 48 and 64 KB tiles (8, 7, 4 and 3
-// blocks per SM) 1-15% slower at 2^28 (2026-11-26, kernels/NOTES.md).
+// blocks per SM) 1-15% slower at 2^28 (2026-11-26, perf/NOTES.md).
 inline constexpr int kSelectNumVec = 8;
 // Select/Partition/Unique: resident blocks per SM asked of the compiler
 // (__launch_bounds__; 6 caps registers at 40, no spills). Shared memory
 // allows 6 blocks of 32 KB tiles.
 inline constexpr int kSelectMinBlocksPerSm = 6;
 
-// RLE and ReduceByKey items per thread: 16 when keys and values are 4 bytes
-// (4096-item tiles, as the scan), else 8; the staging arrays stay at 32 KB
-// either way.
-template <typename KB, typename V>
-inline constexpr int kRunItemsFor = sizeof(KB) <= 4 && sizeof(V) <= 4 ? 16 : 8;
-// RLE and ReduceByKey: resident blocks per SM asked of the compiler
-// (__launch_bounds__: 80 registers, with 0-36 bytes of spills, 120 for float
-// MIN/MAX values). Without it ReduceByKey's kernels took 140+ registers,
-// one block per SM.
-inline constexpr int kRunMinBlocksPerSm = 3;
+// ReduceByKey tiles: items per thread when keys and values are both 4 bytes
+// (kItems4) and otherwise (kItems8), the resident blocks per SM asked of the
+// compiler for each (__launch_bounds__: caps registers), and the look-back.
+// A policy is a template argument of detail/runs_kernel.cuh, so
+// bench/runs_variants.cu times several in one process.
+template <int kItems4_, int kItems8_, int kMinBlocks4_, int kMinBlocks8_, typename Lookback_>
+struct RunsPolicy {
+  template <typename KB, typename V>
+  static constexpr bool kAll4 = sizeof(KB) <= 4 && sizeof(V) <= 4;
+  template <typename KB, typename V>
+  static constexpr int kItems = kAll4<KB, V> ? kItems4_ : kItems8_;
+  template <typename KB, typename V>
+  static constexpr int kMinBlocksPerSm = kAll4<KB, V> ? kMinBlocks4_ : kMinBlocks8_;
+  using Lookback = Lookback_;
+};
+// 16 items per thread when keys and values are 4 bytes (4096-item tiles, as
+// the scan), else 8; the staging arrays stay at 32 KB either way.
+// Blocks per SM: 3 (80 registers, 0-40 bytes of spills, 120 for float
+// MIN/MAX values) when keys and values are 4 bytes; without a cap the
+// kernels took 140+ registers, one block per SM. With an 8-byte key or
+// value, 4 (64 registers, 0-40 bytes of spills): on the H200 at 2^28
+// (perf/NOTES.md, fifth round) int64 values 7-9% and unordered float64
+// 8-11% faster than at 3, ordered float64 0-4%; 4 blocks of 4-byte rows
+// spill 88-120 bytes and ran 4-13% slower. Cooperative cp.async loads
+// through the staging arrays (coalesced, swizzled) were 2-8% slower than
+// each thread's own 16-byte loads except for ordered float32 (+2-5%).
+using DefaultRunsPolicy = RunsPolicy<16, 8, 3, 4, RunsLookback>;
 
 // Segmented Select: items per thread.
 inline constexpr int kSegItems = 8;

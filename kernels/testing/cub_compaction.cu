@@ -176,6 +176,20 @@ int CubRunLengthEncode(void* temp, size_t* temp_bytes, const void* d_in, DType d
   });
 }
 
+int CubRunLengthEncodeInt32(void* temp, size_t* temp_bytes, const void* d_in, DType dtype,
+                            uint64_t n, void* d_values_out, int32_t* d_lengths_out,
+                            uint64_t* d_num, CubCount count, CUstream_st* stream) {
+  if (n > INT_MAX) return cudaErrorInvalidValue;
+  return VisitBits(dtype, [&](auto tag) {
+    using U = decltype(tag);
+    return WithCount(n, count, [&](auto items) -> int {
+      return cub::DeviceRunLengthEncode::Encode(temp, *temp_bytes, static_cast<const U*>(d_in),
+                                                static_cast<U*>(d_values_out), d_lengths_out,
+                                                d_num, items, stream);
+    });
+  });
+}
+
 int CubReduceByKey(void* temp, size_t* temp_bytes, const void* d_keys, DType key_dtype,
                    const void* d_values, DType value_dtype, uint64_t n, Op op, void* d_keys_out,
                    void* d_values_out, uint64_t* d_num, CubCount count, CUstream_st* stream) {

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include <cub/device/device_scan.cuh>
+
 #include "core/primitives.h"
 
 namespace primserve::gpu::testing {
@@ -46,6 +48,39 @@ __global__ void CountMismatchKernel(const uint32_t* a, const uint32_t* b, uint64
 template <typename T>
 __global__ void FillRunsKernel(T* d, uint64_t n, int run_len) {
   for (uint64_t i = GlobalThread(); i < n; i += GridStride()) d[i] = static_cast<T>(i / run_len);
+}
+
+// Run heads: 1 with probability head_threshold / 2^32.
+__global__ void FillHeadsKernel(uint32_t* heads, uint64_t n, uint64_t seed,
+                                uint64_t head_threshold) {
+  for (uint64_t i = GlobalThread(); i < n; i += GridStride()) {
+    heads[i] = Hash32(i ^ (seed << 40)) < head_threshold ? 1u : 0u;
+  }
+}
+
+template <typename T>
+__global__ void RunIdsToBitsKernel(const uint32_t* ids, T* d, uint64_t n) {
+  for (uint64_t i = GlobalThread(); i < n; i += GridStride()) {
+    d[i] = static_cast<T>(0x40000000ull + ids[i]);
+  }
+}
+
+__global__ void CountWidenedMismatchKernel(const int64_t* a, const int32_t* b, uint64_t n,
+                                           unsigned long long* count) {
+  unsigned long long local = 0;
+  for (uint64_t i = GlobalThread(); i < n; i += GridStride()) local += a[i] != b[i];
+  if (local) atomicAdd(count, local);
+}
+
+template <typename F>
+__global__ void CountFarApartKernel(const F* a, const F* b, uint64_t n, double rel_tol,
+                                    unsigned long long* count) {
+  unsigned long long local = 0;
+  for (uint64_t i = GlobalThread(); i < n; i += GridStride()) {
+    const double d = fabs(double(a[i]) - double(b[i]));
+    local += !(d <= rel_tol * fabs(double(b[i])) + 1e-300);
+  }
+  if (local) atomicAdd(count, local);
 }
 
 __global__ void FillHashedKernel(int32_t* values, uint8_t* flags, uint64_t n, uint32_t salt) {
@@ -92,6 +127,12 @@ int CountOnDevice(Launch launch, uint64_t* out) {
   return err != cudaSuccess ? err : free_err;
 }
 
+// Calls f(U{}) with the unsigned type of dtype's width.
+template <typename F>
+int VisitBitsOf(DType dtype, F&& f) {
+  return DTypeSize(dtype) == 4 ? f(uint32_t{}) : f(uint64_t{});
+}
+
 }  // namespace
 
 int FillRandomInt32(int32_t* d_out, uint64_t n, uint64_t seed, int bits, CUstream_st* stream) {
@@ -116,6 +157,60 @@ int FillRuns(void* d, DType dtype, uint64_t n, int run_len, CUstream_st* stream)
     FillRunsKernel<T><<<kBlocks, kThreads, 0, stream>>>(static_cast<T*>(d), n, run_len);
     return static_cast<int>(cudaGetLastError());
   });
+}
+
+int FillRandomRuns(void* d, DType dtype, uint64_t n, double mean_run, uint64_t seed) {
+  if (mean_run < 1 || n >= (1ull << 32)) return cudaErrorInvalidValue;
+  uint32_t* ids = nullptr;
+  void* temp = nullptr;
+  size_t temp_bytes = 0;
+  cudaError_t err = cudaMalloc(&ids, n * sizeof(uint32_t));
+  if (err != cudaSuccess) return err;
+  const uint64_t threshold = static_cast<uint64_t>(4294967296.0 / mean_run);
+  FillHeadsKernel<<<kBlocks, kThreads>>>(ids, n, seed, threshold);
+  err = cudaGetLastError();
+  if (err == cudaSuccess) err = cub::DeviceScan::InclusiveSum(nullptr, temp_bytes, ids, ids, n);
+  if (err == cudaSuccess) err = cudaMalloc(&temp, temp_bytes);
+  if (err == cudaSuccess) err = cub::DeviceScan::InclusiveSum(temp, temp_bytes, ids, ids, n);
+  if (err == cudaSuccess) {
+    err = static_cast<cudaError_t>(VisitBitsOf(dtype, [&](auto tag) {
+      using U = decltype(tag);
+      RunIdsToBitsKernel<U><<<kBlocks, kThreads>>>(ids, static_cast<U*>(d), n);
+      return static_cast<int>(cudaGetLastError());
+    }));
+  }
+  if (err == cudaSuccess) err = cudaDeviceSynchronize();
+  const cudaError_t free_ids = cudaFree(ids);
+  const cudaError_t free_temp = temp != nullptr ? cudaFree(temp) : cudaSuccess;
+  if (err != cudaSuccess) return err;
+  return free_ids != cudaSuccess ? free_ids : free_temp;
+}
+
+int CountMismatchedWidened(const int64_t* d_a, const int32_t* d_b, uint64_t n,
+                           uint64_t* mismatches) {
+  return CountOnDevice(
+      [&](unsigned long long* d_count) {
+        CountWidenedMismatchKernel<<<kBlocks, kThreads>>>(d_a, d_b, n, d_count);
+      },
+      mismatches);
+}
+
+int CountFarApart(const void* d_a, const void* d_b, DType dtype, uint64_t n, double rel_tol,
+                  uint64_t* far) {
+  if (dtype != DType::kFloat32 && dtype != DType::kFloat64) return cudaErrorInvalidValue;
+  return CountOnDevice(
+      [&](unsigned long long* d_count) {
+        if (dtype == DType::kFloat32) {
+          CountFarApartKernel<float><<<kBlocks, kThreads>>>(
+              static_cast<const float*>(d_a), static_cast<const float*>(d_b), n, rel_tol,
+              d_count);
+        } else {
+          CountFarApartKernel<double><<<kBlocks, kThreads>>>(
+              static_cast<const double*>(d_a), static_cast<const double*>(d_b), n, rel_tol,
+              d_count);
+        }
+      },
+      far);
 }
 
 int FillHashed(int32_t* d_values, uint8_t* d_flags, uint64_t n, uint32_t salt) {

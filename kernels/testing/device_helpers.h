@@ -37,6 +37,23 @@ int CountMismatchedWords(const void* d_a, const void* d_b, uint64_t words, uint6
 // Inputs with runs: d[i] = (i / run_len) as a value of dtype.
 int FillRuns(void* d, DType dtype, uint64_t n, int run_len, CUstream_st* stream);
 
+// Inputs with runs of random length (geometric, mean mean_run >= 1): a run
+// starts at i with probability 1 / mean_run, and d[i] holds the bits of
+// 0x40000000 + its run's index (float inputs stay finite and normal). Uses
+// 4 * n bytes of device scratch, freed before it returns.
+int FillRandomRuns(void* d, DType dtype, uint64_t n, double mean_run, uint64_t seed);
+
+// Number of positions where int64 a and int32 b differ (synchronous): our
+// int64 run lengths against CUB's int32 ones.
+int CountMismatchedWidened(const int64_t* d_a, const int32_t* d_b, uint64_t n,
+                           uint64_t* mismatches);
+
+// Number of positions where float values a and b (dtype float32 or float64)
+// differ by more than rel_tol relative to b (synchronous): sums in two
+// association orders.
+int CountFarApart(const void* d_a, const void* d_b, DType dtype, uint64_t n, double rel_tol,
+                  uint64_t* far);
+
 // Big-input Select check (n > 2^31): fills d_values[i] = Hash32(i) and
 // d_flags[i] = Hash32(i ^ salt) & 1 on the device.
 int FillHashed(int32_t* d_values, uint8_t* d_flags, uint64_t n, uint32_t salt);

@@ -2,7 +2,7 @@
 // receive slices into page-locked memory (cudaHostAlloc), the copy every
 // large request makes in the server (wire::Payload::Contiguous) or, for a
 // scan, chunk by chunk under its device pipeline (DeferredInputs). Picks
-// --input_copy_threads: server/results/*-input-copy.
+// --input_copy_threads: perf/runs/*-input-copy.
 //
 // The source: 268 MB (64M int32) in separately malloc'd slices of 16 KiB to
 // 1 MiB. Each configuration: warm-up copies, then the median (and best) of

@@ -444,7 +444,7 @@ TEST(StitchTest, HeldAnswersAreStitchedWhereTheyLie) {
   });
 }
 
-// A scan shaped like the GPU's (kernels/NOTES.md, issue 18): tiles of
+// A scan shaped like the GPU's (perf/NOTES.md, issue 18): tiles of
 // `granule` elements from the first element, each element the tile's prefix
 // (the carry, then each earlier tile's total folded in) plus its sum from the
 // tile's start, so its float bits depend on where the tiles begin.
