@@ -22,15 +22,18 @@ struct CUstream_st;
 
 namespace primserve::gpu {
 
-// What a sort moves besides the keys. d_values_in / d_values_out: nullptr for
-// none, else n elements of value_dtype (any dtype) moved with their keys.
-// d_indices_out: nullptr for none, else n int64: output position -> input
-// position (numpy.argsort(kind="stable") when ascending; positions in the
-// whole array, also for a segmented sort).
+// What a sort moves besides the keys: has_values, values of value_dtype (any
+// dtype) moved with their keys, from d_values_in to d_values_out (n each);
+// has_indices, the permutation into d_indices_out (n int64: output position
+// -> input position; numpy.argsort(kind="stable") when ascending; positions
+// in the whole array, also for a segmented sort). The flags and value_dtype
+// size the temporary storage; the pointers are read only when it is given.
 struct SortPayload {
+  bool has_values = false;
+  DType value_dtype = DType::kInt32;
   const void* d_values_in = nullptr;
   void* d_values_out = nullptr;
-  DType value_dtype = DType::kInt32;
+  bool has_indices = false;
   int64_t* d_indices_out = nullptr;
 };
 
