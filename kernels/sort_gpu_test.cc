@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/primitives.h"
 #include "kernels/sort.h"
-#include "kernels/testing/cub_baseline.h"
+#include "kernels/testing/cub_sort.h"
 #include "kernels/testing/device_buffer.h"
 #include "kernels/testing/device_helpers.h"
 #include "reference/sort.h"
@@ -350,7 +350,7 @@ void CompareWithCub(DType dtype, uint64_t n, bool pairs, bool descending) {
   CUDA_ASSERT(RunTwoPhase([&](void* temp, size_t* bytes) {
     return gpu::testing::CubRadixSort(temp, bytes, keys_in.get(), cubs.get(),
                                       pairs ? values_in.get() : nullptr, cub_values.get(), n,
-                                      dtype, descending, gpu::testing::CountFor(n), nullptr);
+                                      dtype, descending, /*int64_count=*/n > INT32_MAX, nullptr);
   }));
   uint64_t mismatches = 0;
   CUDA_ASSERT(CountMismatchedWords(ours.get(), cubs.get(), words, &mismatches));

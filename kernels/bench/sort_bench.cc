@@ -26,7 +26,7 @@
 #include "core/primitives.h"
 #include "kernels/bench/timing.h"
 #include "kernels/sort.h"
-#include "kernels/testing/cub_baseline.h"
+#include "kernels/testing/cub_sort.h"
 #include "kernels/testing/device_helpers.h"
 
 namespace primserve::gpu {
@@ -87,7 +87,7 @@ void RadixRow(DType dtype, const char* dtype_name, int log2n, bool pairs, int re
                         nullptr));
   BENCH_CHECK(testing::CubRadixSort(nullptr, &cub_bytes, keys.get(), cubs.get(),
                                     pairs ? values.get() : nullptr, cub_values.get(), n, dtype,
-                                    false, testing::CubCount::kInt32, nullptr));
+                                    false, /*int64_count=*/false, nullptr));
   DeviceMemory ours_temp(ours_bytes), cub_temp(cub_bytes);
   auto run_ours = [&](cudaStream_t s) {
     return RadixSort(ours_temp.get(), &ours_bytes, keys.get(), ours.get(), n, dtype, payload,
@@ -96,7 +96,7 @@ void RadixRow(DType dtype, const char* dtype_name, int log2n, bool pairs, int re
   auto run_cub = [&](cudaStream_t s) {
     return testing::CubRadixSort(cub_temp.get(), &cub_bytes, keys.get(), cubs.get(),
                                  pairs ? values.get() : nullptr, cub_values.get(), n, dtype,
-                                 false, testing::CubCount::kInt32, s);
+                                 false, /*int64_count=*/false, s);
   };
   BENCH_CHECK(cudaMemset(ours.get(), 0xAB, key_bytes));
   BENCH_CHECK(cudaMemset(cubs.get(), 0xCD, key_bytes));

@@ -4,7 +4,7 @@
 // beside CUB's DeviceRadixSort::SortKeys / SortPairs; every variant's output
 // is compared word for word with CUB's before it is timed.
 // Not part of the library: //kernels/bench:sort_variants.
-//   ./sort_variants [log2n ...]      (default: 24 28)
+//   ./sort_variants [log2n ...]      (default: 28)
 // Findings: kernels/NOTES.md and tuning_sort.cuh.
 #include <cuda_runtime.h>
 
@@ -16,7 +16,7 @@
 
 #include "kernels/bench/timing.h"
 #include "kernels/detail/radix_sort.cuh"
-#include "kernels/testing/cub_baseline.h"
+#include "kernels/testing/cub_sort.h"
 #include "kernels/testing/device_helpers.h"
 
 namespace {
@@ -78,7 +78,7 @@ void Row(DType dtype, int log2n, bool pairs, const std::vector<Named>& variants)
   auto run_cub = [&](cudaStream_t s) {
     return testing::CubRadixSort(cub_temp, &cub_bytes, b.keys, cub_keys,
                                  pairs ? b.values : nullptr, cub_values, n, dtype, false,
-                                 testing::CubCount::kInt32, s);
+                                 /*int64_count=*/false, s);
   };
   cub_temp = nullptr;
   BENCH_CHECK(run_cub(nullptr));
@@ -116,18 +116,18 @@ void Row(DType dtype, int log2n, bool pairs, const std::vector<Named>& variants)
 int main(int argc, char** argv) {
   std::vector<int> sizes;
   for (int i = 1; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
-  if (sizes.empty()) sizes = {24, 28};
+  if (sizes.empty()) sizes = {28};
   const std::vector<Named> four = {
-      {"256x16 min2 (default)", Variant<uint32_t, SortPolicy<4>>()},
-      {"256x16 min3", Variant<uint32_t, OnesweepPolicy<256, 16, 3>>()},
-      {"256x20 min2", Variant<uint32_t, OnesweepPolicy<256, 20, 2>>()},
-      {"384x16 min1", Variant<uint32_t, OnesweepPolicy<384, 16, 1>>()},
-      {"512x12 min1", Variant<uint32_t, OnesweepPolicy<512, 12, 1>>()},
+      {"256x16 min3 (default)", Variant<uint32_t, SortPolicy<4>>()},
+      {"256x12 min4", Variant<uint32_t, OnesweepPolicy<256, 12, 4>>()},
+      {"256x20 min3", Variant<uint32_t, OnesweepPolicy<256, 20, 3>>()},
+      {"384x12 min2", Variant<uint32_t, OnesweepPolicy<384, 12, 2>>()},
+      {"512x8 min2", Variant<uint32_t, OnesweepPolicy<512, 8, 2>>()},
   };
   const std::vector<Named> eight = {
-      {"256x12 min2 (default)", Variant<uint64_t, SortPolicy<8>>()},
-      {"256x8 min3", Variant<uint64_t, OnesweepPolicy<256, 8, 3>>()},
-      {"256x16 min1", Variant<uint64_t, OnesweepPolicy<256, 16, 1>>()},
+      {"256x8 min3 (default)", Variant<uint64_t, SortPolicy<8>>()},
+      {"256x12 min2", Variant<uint64_t, OnesweepPolicy<256, 12, 2>>()},
+      {"384x8 min2", Variant<uint64_t, OnesweepPolicy<384, 8, 2>>()},
   };
   std::printf("| key | moves | n | policy | ours_us | cub_us | ours/cub | check |\n");
   std::printf("|---|---|---|---|---:|---:|---:|---|\n");

@@ -1,6 +1,7 @@
 // The sort's first pass: one read of the keys counts every digit of every
-// pass (per portion, tuning_sort.cuh kPortionMaxItems), and a small kernel
-// turns the counts into each (portion, pass, digit)'s first output position.
+// pass (per portion, tuning_sort.cuh kPortionMaxItems, so that 32-bit
+// counters never overflow), and a small kernel turns the counts into each
+// (pass, digit)'s first output position.
 #ifndef PRIMSERVE_KERNELS_DETAIL_RADIX_HISTOGRAM_CUH_
 #define PRIMSERVE_KERNELS_DETAIL_RADIX_HISTOGRAM_CUH_
 
@@ -61,13 +62,12 @@ __global__ void __launch_bounds__(kHistogramThreads)
 }
 
 // One block of kRadixDigits threads per pass (grid = passes): d_offsets[
-// portion][pass][digit] = the keys of smaller digits (all portions) plus the
-// keys of this digit in earlier portions: where the portion's first key of
-// that digit goes in this pass.
+// pass * offsets_stride + digit] = the keys of smaller digits (all
+// portions): where the first key of that digit goes in this pass.
 template <int kPasses>
 __global__ void __launch_bounds__(kRadixDigits)
     RadixOffsetsKernel(const uint32_t* __restrict__ d_counts, int num_portions,
-                       uint64_t* __restrict__ d_offsets) {
+                       uint64_t* __restrict__ d_offsets, int offsets_stride) {
   __shared__ uint64_t warp_totals[kRadixDigits / kWarpThreads];
   const int pass = blockIdx.x;
   const int digit = threadIdx.x;
@@ -84,13 +84,9 @@ __global__ void __launch_bounds__(kRadixDigits)
   }
   if (lane == kWarpThreads - 1) warp_totals[WarpId()] = inclusive;
   __syncthreads();
-  uint64_t running = inclusive - total;
-  for (int w = 0; w < WarpId(); ++w) running += warp_totals[w];
-  for (int q = 0; q < num_portions; ++q) {
-    const uint64_t k = (static_cast<uint64_t>(q) * kPasses + pass) * kRadixDigits + digit;
-    d_offsets[k] = running;
-    running += d_counts[k];
-  }
+  uint64_t before = inclusive - total;
+  for (int w = 0; w < WarpId(); ++w) before += warp_totals[w];
+  d_offsets[static_cast<uint64_t>(pass) * offsets_stride + digit] = before;
 }
 
 }  // namespace primserve::gpu::detail

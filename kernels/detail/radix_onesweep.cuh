@@ -46,14 +46,16 @@ __host__ __device__ constexpr size_t AlignUp(size_t bytes, size_t to) {
 }
 
 // Shared memory of a tile: rank counters, each digit's output base, the
-// tile index, and the staging of keys and values in sorted order.
+// tile's digit counts, the tile index, and the staging of keys and values in
+// sorted order.
 template <typename Policy, typename U, typename P>
 struct OnesweepSmem {
   using Rank = BlockRadixRank<Policy::kThreads, Policy::kItems>;
   static constexpr bool kHasPayload = !std::is_same_v<P, NoPayload>;
   static constexpr size_t kRankBytes = AlignUp(sizeof(typename Rank::Storage), 16);
   static constexpr size_t kBaseOffset = kRankBytes;
-  static constexpr size_t kTileOffset = kBaseOffset + kRadixDigits * sizeof(int64_t);
+  static constexpr size_t kCountsOffset = kBaseOffset + kRadixDigits * sizeof(int64_t);
+  static constexpr size_t kTileOffset = kCountsOffset + kRadixDigits * sizeof(uint32_t);
   static constexpr size_t kKeysOffset = kTileOffset + 16;
   static constexpr size_t kPayloadOffset =
       kKeysOffset + AlignUp(Policy::kTileItems * sizeof(U), 16);
@@ -63,15 +65,22 @@ struct OnesweepSmem {
 
 // One portion of one pass. keys_in / payload_in point at the portion's first
 // key; keys_out / payload_out at the whole output (offsets are positions in
-// it). With iota (8-byte P only), the payload of key i of the portion is
-// iota_base + i instead of payload_in[i]. Launched with OnesweepSmem::kBytes
-// of dynamic shared memory and ceil(count / kTileItems) blocks.
+// it). offsets: where the portion's first key of each digit goes. A
+// pass of several portions chains them: the portion's last tile writes
+// offsets_next (nullable) = offsets plus the portion's count of each digit,
+// the next portion's offsets (the keys a portion holds in a pass after the
+// first are known only once the pass before is done, so no histogram can
+// give them). With iota (8-byte P only), the payload of key i of the portion
+// is iota_base + i instead of payload_in[i]. Launched with
+// OnesweepSmem::kBytes of dynamic shared memory and ceil(count / kTileItems)
+// blocks.
 template <typename Policy, typename U, typename P>
 __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
     OnesweepKernel(const U* __restrict__ keys_in, U* __restrict__ keys_out,
                    const P* __restrict__ payload_in, P* __restrict__ payload_out, bool iota,
                    uint64_t iota_base, uint64_t count, int pass, RadixCodec<U> codec,
-                   const uint64_t* __restrict__ offsets, uint32_t* __restrict__ status,
+                   const uint64_t* __restrict__ offsets, uint64_t* __restrict__ offsets_next,
+                   uint32_t* __restrict__ status,
                    uint32_t* __restrict__ counter) {
   using Smem = OnesweepSmem<Policy, U, P>;
   using Rank = typename Smem::Rank;
@@ -81,11 +90,13 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
   extern __shared__ __align__(16) unsigned char smem[];
   auto& rank_storage = *reinterpret_cast<typename Rank::Storage*>(smem);
   int64_t* dest_base = reinterpret_cast<int64_t*>(smem + Smem::kBaseOffset);
+  uint32_t* digit_counts = reinterpret_cast<uint32_t*>(smem + Smem::kCountsOffset);
   uint32_t* tile_slot = reinterpret_cast<uint32_t*>(smem + Smem::kTileOffset);
   U* staged_keys = reinterpret_cast<U*>(smem + Smem::kKeysOffset);
   P* staged_payload = reinterpret_cast<P*>(smem + Smem::kPayloadOffset);
 
   if (threadIdx.x == 0) *tile_slot = atomicAdd(counter, 1u);
+  if (threadIdx.x < kRadixDigits) digit_counts[threadIdx.x] = 0;
   __syncthreads();
   const uint32_t tile = *tile_slot;
   const uint64_t tile_begin = static_cast<uint64_t>(tile) * kTileItems;
@@ -120,16 +131,25 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
     }
   }
 
+  // Early counts (CUB's onesweep does the same): the tile's digit counts by
+  // shared atomics, published before the slower stable ranking, so that
+  // later tiles' look-backs find this tile's counts as early as possible.
+#pragma unroll
+  for (int j = 0; j < kItems; ++j) {
+    if (digit[j] < kRadixDigits) atomicAdd(&digit_counts[digit[j]], 1u);
+  }
+  __syncthreads();
+  const int d = threadIdx.x;
+  uint32_t tile_count = 0;
+  uint32_t* my_status = status + static_cast<uint64_t>(tile) * kRadixDigits + d;
+  if (d < kRadixDigits) {
+    tile_count = digit_counts[d];
+    StoreStatus(my_status, (tile == 0 ? kPrefixFlag : kAggregateFlag) | tile_count);
+  }
   Rank rank{rank_storage};
   uint32_t r[kItems];
   rank.CountWarps(digit, r);
-  const uint32_t tile_count = rank.ScanWarps();
-  const int d = threadIdx.x;
-  uint32_t* my_status = status + static_cast<uint64_t>(tile) * kRadixDigits + d;
-  // Publish early: later tiles may be waiting on this tile's counts.
-  if (d < kRadixDigits) {
-    StoreStatus(my_status, (tile == 0 ? kPrefixFlag : kAggregateFlag) | tile_count);
-  }
+  rank.ScanWarps();
   const uint32_t digit_start = rank.ScanDigits(tile_count);
   if (d < kRadixDigits) {
     uint32_t before = 0;
@@ -147,6 +167,9 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
       StoreStatus(my_status, kPrefixFlag | (before + tile_count));
     }
     dest_base[d] = static_cast<int64_t>(offsets[d] + before) - static_cast<int64_t>(digit_start);
+    if (offsets_next != nullptr && tile + 1 == gridDim.x) {
+      offsets_next[d] = offsets[d] + before + tile_count;
+    }
   }
   rank.FinishRanks(digit, r);
 #pragma unroll

@@ -88,7 +88,9 @@ class RadixSorter {
       if constexpr (kHasPayload) alt_payload_ = carve.Take<P>(largest_);
       portions_ = CeilDiv(largest_, kPortionItems);
       counts_ = carve.Take<uint32_t>(portions_ * kPasses * kRadixDigits);
-      offsets_ = carve.Take<uint64_t>(portions_ * kPasses * kRadixDigits);
+      // Per pass: the first portion's offsets, and the next portion's
+      // (written by the portion before it; two slots used in turn).
+      offsets_ = carve.Take<uint64_t>(kPasses * 2 * kRadixDigits);
       const uint64_t tiles = CeilDiv(std::min(largest_, kPortionItems), Policy::kTileItems);
       status_words_ = 4 + tiles * kRadixDigits;  // the tile counter, padded, then the words
       status_ = carve.Take<uint32_t>(status_words_);
@@ -154,8 +156,8 @@ class RadixSorter {
                               kHistogramThreads, 0, stream>>>(keys_in, count, kPortionItems,
                                                               codec_, counts_);
     if (cudaError_t e = cudaGetLastError()) return e;
-    RadixOffsetsKernel<kPasses><<<kPasses, kRadixDigits, 0, stream>>>(counts_, num_portions,
-                                                                       offsets_);
+    RadixOffsetsKernel<kPasses><<<kPasses, kRadixDigits, 0, stream>>>(
+        counts_, num_portions, offsets_, 2 * kRadixDigits);
     if (cudaError_t e = cudaGetLastError()) return e;
 
     auto kernel = OnesweepKernel<Policy, U, P>;
@@ -175,7 +177,8 @@ class RadixSorter {
             src_keys + portion_begin, dst_keys,
             src_payload ? src_payload + portion_begin : nullptr, dst_payload,
             kHasPayload && iota_ && pass == 0, begin + portion_begin, portion_count, pass,
-            codec_, offsets_ + (static_cast<uint64_t>(q) * kPasses + pass) * kRadixDigits,
+            codec_, offsets_ + (pass * 2 + q % 2) * kRadixDigits,
+            num_portions > 1 ? offsets_ + (pass * 2 + (q + 1) % 2) * kRadixDigits : nullptr,
             status_ + 4, status_);
         if (cudaError_t e = cudaGetLastError()) return e;
       }

@@ -29,11 +29,16 @@ struct OnesweepPolicy {
                 "one thread per digit in the look-back");
 };
 
-// 4-byte keys: 256 threads x 16 keys (4096-key tiles): 16 KB of keys and up to
-// 32 KB of 8-byte values staged, 3-4 tiles resident per SM.
-// 8-byte keys: 256 x 12 (3072-key tiles), the same staging bytes order.
+// 4-byte keys: 256 threads x 16 keys (4096-key tiles) and 3 blocks per SM
+// asked of the compiler (an 85-register cap); 8-byte keys: 256 x 8 (2048-key
+// tiles), 3 blocks. The ranking and the look-back are latency-bound, so
+// resident tiles matter most: measured on an H200 (kernels/NOTES.md,
+// 2026-11-28), before early counts, 256x16 with 2 blocks per SM sorted 2^28
+// uint32 keys in 16.9 ms, with 3 in 12.7 ms; 256x20 (2 blocks) 13.6,
+// 384x16 and 512x12 (1 block) 14.9 and 14.5; uint64 keys 256x8 (3 blocks)
+// 32.2 ms, 256x12 (2) 33.0, 256x16 (1) 34.1.
 template <int kKeyBytes>
-using SortPolicy = OnesweepPolicy<256, kKeyBytes == 4 ? 16 : 12, 2>;
+using SortPolicy = OnesweepPolicy<256, kKeyBytes == 4 ? 16 : 8, 3>;
 
 // The histogram pass: threads per block, and blocks per SM in its grid
 // (enough loads in flight to stream the keys at full bandwidth).

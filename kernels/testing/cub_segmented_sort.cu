@@ -3,7 +3,7 @@
 
 #include <cub/device/device_segmented_sort.cuh>
 
-#include "kernels/testing/cub_baseline.h"
+#include "kernels/testing/cub_sort.h"
 
 namespace primserve::gpu::testing {
 

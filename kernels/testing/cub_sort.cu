@@ -5,7 +5,7 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include "core/primitives.h"
-#include "kernels/testing/cub_baseline.h"
+#include "kernels/testing/cub_sort.h"
 
 namespace primserve::gpu::testing {
 namespace {
@@ -51,9 +51,9 @@ cudaError_t RadixPairs(void* temp, size_t& bytes, const K* keys_in, K* keys_out,
 
 int CubRadixSort(void* temp, size_t* temp_bytes, const void* d_keys_in, void* d_keys_out,
                  const void* d_values_in, void* d_values_out, uint64_t n, DType key_dtype,
-                 bool descending, CubCount count, CUstream_st* stream) {
-  if (n > INT_MAX && count == CubCount::kInt32) return cudaErrorInvalidValue;
-  if (count == CubCount::kInt64) {
+                 bool descending, bool int64_count, CUstream_st* stream) {
+  if (n > INT_MAX && !int64_count) return cudaErrorInvalidValue;
+  if (int64_count) {
     if (key_dtype != DType::kInt32 || d_values_in != nullptr) return cudaErrorInvalidValue;
     return RadixKeys(temp, *temp_bytes, static_cast<const int32_t*>(d_keys_in),
                      static_cast<int32_t*>(d_keys_out), static_cast<int64_t>(n), descending,
