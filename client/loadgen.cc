@@ -87,6 +87,7 @@
 #include "core/primitives.h"
 #include "core/rpc.h"
 #include "reference/reference.h"
+#include "reference/sort.h"
 #include "proto/primserve/v1/echo.grpc.pb.h"
 #include "proto/primserve/v1/primitives.grpc.pb.h"
 #ifdef PRIMLOAD_CUDA
@@ -197,6 +198,7 @@ const std::vector<RpcInfo>& Rpcs() {
       {Rpc::kRunLengthEncode, "rle", {}},
       {Rpc::kReduceByKey, "reduce_by_key", {Op::kSum, Op::kProd, Op::kMin, Op::kMax}},
       {Rpc::kAggregateByKey, "aggregate_by_key", {Op::kSum, Op::kMin, Op::kMax}},
+      {Rpc::kSort, "sort", {}},
   };
   return *rpcs;
 }
@@ -1425,6 +1427,24 @@ void AddReduceByKey(const RequestSpec& spec, std::mt19937_64& rng, Workload* wor
   workload->Add(request, expected, std::move(check));
 }
 
+// Keys only, ascending: the sorted keys must match the reference's bits.
+template <typename T>
+void AddSort(const RequestSpec& spec, std::mt19937_64& rng, Workload* workload) {
+  const std::vector<T> keys = RandomValues<T>(spec.n, rng);
+  v1::SortRequest request;
+  *request.mutable_keys() = PackArray<T>(keys);
+  v1::SortResponse expected;
+  *expected.mutable_keys() = PackArray<T>(
+      reference::Permute<T>(keys, reference::SortPermutation<T>(keys, /*descending=*/false)));
+  std::function<bool(const v1::SortResponse&)> check;
+  if (workload->verify()) {
+    check = [sorted = Exactly(expected.keys())](const v1::SortResponse& r) {
+      return sorted(r.keys());
+    };
+  }
+  workload->Add(request, expected, std::move(check));
+}
+
 template <typename T>
 void AddAggregateByKey(const RequestSpec& spec, std::mt19937_64& rng, Workload* workload) {
   const std::vector<int32_t> keys = RandomKeys(spec.n, spec.num_keys, rng);
@@ -1471,6 +1491,8 @@ void AddRequest(const Options& options, uint32_t index, Workload* workload) {
         return AddReduceByKey<T>(options.spec, rng, workload);
       case Rpc::kAggregateByKey:
         return AddAggregateByKey<T>(options.spec, rng, workload);
+      case Rpc::kSort:
+        return AddSort<T>(options.spec, rng, workload);
     }
   });
 }

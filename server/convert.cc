@@ -417,6 +417,16 @@ absl::Status Fill(AggregateByKeyResult r, v1::AggregateByKeyResponse* response,
   return Deliver({{shm::Slot::kValues, &r.values, response->mutable_values()}}, memory, held);
 }
 
+absl::Status Fill(SortResult r, v1::SortResponse* response, shm::RequestMemory* memory,
+                  HeldArrays* held) {
+  shm::Delivery outputs[3];
+  size_t n = 0;
+  outputs[n++] = {shm::Slot::kKeys, &r.keys, response->mutable_keys()};
+  if (r.values) outputs[n++] = {shm::Slot::kValues, &*r.values, response->mutable_values()};
+  if (r.indices) outputs[n++] = {shm::Slot::kIndices, &*r.indices, response->mutable_indices()};
+  return Deliver(absl::MakeConstSpan(outputs, n), memory, held);
+}
+
 // The result that fills each response.
 template <typename Response>
 struct AnswerOfResponse;
@@ -434,6 +444,8 @@ template <>
 struct AnswerOfResponse<v1::ReduceByKeyResponse> { using type = ReduceByKeyResult; };
 template <>
 struct AnswerOfResponse<v1::AggregateByKeyResponse> { using type = AggregateByKeyResult; };
+template <>
+struct AnswerOfResponse<v1::SortResponse> { using type = SortResult; };
 template <typename Response>
 using AnswerOf = typename AnswerOfResponse<Response>::type;
 
@@ -469,7 +481,7 @@ absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, Response* response
   });
 }
 
-// The seven responses, each with the result that fills it (AnswerOf).
+// The unary responses, each with the result that fills it (AnswerOf).
 #define PRIMSERVE_RESPONSE(Response)                                                      \
   template absl::Status ToResponse(Result, v1::Response*, shm::RequestMemory*);           \
   template absl::StatusOr<grpc::ByteBuffer> FrameResponse(                               \
@@ -481,6 +493,7 @@ PRIMSERVE_RESPONSE(UniqueResponse)
 PRIMSERVE_RESPONSE(RunLengthEncodeResponse)
 PRIMSERVE_RESPONSE(ReduceByKeyResponse)
 PRIMSERVE_RESPONSE(AggregateByKeyResponse)
+PRIMSERVE_RESPONSE(SortResponse)
 #undef PRIMSERVE_RESPONSE
 
 // A payload's slices, to be copied range by range into `memory` by `copies`
@@ -715,6 +728,40 @@ absl::StatusOr<Operation> ToOperation(const v1::AggregateByKeyRequest& request,
   o.reproducible = Reproducible(request.reproducible(), limits);
   if (absl::Status s = PlaceOutputs(request, {{shm::Slot::kValues, o.values.dtype, o.num_keys}},
                                     memory, "AggregateByKey");
+      !s.ok()) {
+    return s;
+  }
+  o.places = shm::PlacesOf(memory);
+  return WithinAnswerLimit(o, limits);
+}
+
+absl::StatusOr<Operation> ToOperation(const v1::SortRequest& request, const RequestLimits& limits,
+                                      shm::RequestMemory* memory,
+                                      wire::ReceivedMessage* payloads) {
+  SortOperation o;
+  absl::StatusOr<ArrayView> keys = ParseArray(request.keys(), "keys", limits, memory, payloads);
+  if (!keys.ok()) return keys.status();
+  o.keys = *keys;
+  if (request.has_values()) {
+    absl::StatusOr<ArrayView> values =
+        ParseArray(request.values(), "values", limits, memory, payloads);
+    if (!values.ok()) return values.status();
+    if (absl::Status s = CheckSameLength(*keys, "keys", *values, "values"); !s.ok()) return s;
+    o.values = *values;
+  }
+  o.descending = request.descending();
+  o.return_indices = request.return_indices();
+  absl::StatusOr<absl::Span<const uint64_t>> segments =
+      ParseSegments(request.segment_offsets(), o.keys.size(), limits);
+  if (!segments.ok()) return segments.status();
+  o.segment_offsets = *segments;
+  shm::OutputSpec produced[3];
+  size_t outputs = 0;
+  produced[outputs++] = {shm::Slot::kKeys, o.keys.dtype, o.keys.size()};
+  if (o.values) produced[outputs++] = {shm::Slot::kValues, o.values->dtype, o.keys.size()};
+  if (o.return_indices) produced[outputs++] = {shm::Slot::kIndices, DType::kInt64, o.keys.size()};
+  if (absl::Status s =
+          PlaceOutputs(request, absl::MakeConstSpan(produced, outputs), memory, "Sort");
       !s.ok()) {
     return s;
   }

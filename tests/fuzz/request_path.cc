@@ -297,6 +297,7 @@ const google::protobuf::Message& RequestPrototype(Rpc rpc) {
     case Rpc::kRunLengthEncode: return v1::RunLengthEncodeRequest::default_instance();
     case Rpc::kReduceByKey: return v1::ReduceByKeyRequest::default_instance();
     case Rpc::kAggregateByKey: return v1::AggregateByKeyRequest::default_instance();
+    case Rpc::kSort: return v1::SortRequest::default_instance();
   }
   std::abort();  // kAllRpcs holds only the cases above
 }
@@ -313,6 +314,7 @@ Outcome RunPath(Rpc rpc, absl::Span<const uint8_t> payload) {
       return Run<v1::ReduceByKeyRequest, v1::ReduceByKeyResponse>(rpc, payload);
     case Rpc::kAggregateByKey:
       return Run<v1::AggregateByKeyRequest, v1::AggregateByKeyResponse>(rpc, payload);
+    case Rpc::kSort: return Run<v1::SortRequest, v1::SortResponse>(rpc, payload);
   }
   std::abort();  // kAllRpcs holds only the cases above
 }
