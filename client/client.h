@@ -108,7 +108,7 @@ struct KeyedReduction {
 // without values) and each output position's input position (empty without
 // indices).
 template <typename K, typename V>
-struct SortResult {
+struct Sorted {
   std::vector<K> keys;
   std::vector<V> values;
   std::vector<int64_t> indices;
@@ -559,7 +559,7 @@ class PrimitivesClient final {
   // ties in input order). `values` may be empty (keys only; V is then any
   // dtype); segment_starts as Scan's (empty: one segment).
   template <typename K, typename V = int32_t>
-  absl::StatusOr<SortResult<K, V>> Sort(absl::Span<const K> keys,
+  absl::StatusOr<Sorted<K, V>> Sort(absl::Span<const K> keys,
                                         absl::Span<const V> values = {},
                                         bool descending = false, bool return_indices = false,
                                         absl::Span<const uint64_t> segment_starts = {}) {
@@ -575,7 +575,7 @@ class PrimitivesClient final {
     if (absl::Status s = CallFramed("Sort", &request, payloads, &response, &received); !s.ok()) {
       return s;
     }
-    SortResult<K, V> result;
+    Sorted<K, V> result;
     if (absl::Status s = AppendReceived(received, response.keys(), &result.keys); !s.ok()) {
       return s;
     }

@@ -28,9 +28,9 @@
 #include "gtest/gtest.h"
 #include "reference/gpu_order.h"
 #include "reference/reference.h"
-#include "wire/framing.h"
-#include "server/cpu_backend.h"
+#include "server/cpu/cpu_backend.h"
 #include "server/server.h"
+#include "wire/framing.h"
 
 namespace primserve {
 namespace {

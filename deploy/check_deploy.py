@@ -1,7 +1,7 @@
 """Checks deploy/ against the server it deploys (run by deploy_test.sh).
 
 Every metric name the dashboard, the alerts and the autoscaler query must be
-one a live primserve exports (or, for GPU-only metrics, one server/metrics.cc
+one a live primserve exports (or, for GPU-only metrics, one server/engine/metrics.cc
 declares); every flag the image definitions and the manifests pass must exist; the
 Containerfile (built in CI) and the Dockerfile (Docker, from source) must make
 the same image, which the Deployment must start as it is (entrypoint, user,
@@ -63,13 +63,13 @@ def queryable_names(scrape, metrics_source):
             scraped.add(re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", line).group(0))
     declared = set(re.findall(r'\.Name\("(primserve_[a-z0-9_]+)"\)', metrics_source))
     if not declared:
-        problem("server/metrics.cc declares no primserve_ metric: has the source moved?")
+        problem("server/engine/metrics.cc declares no primserve_ metric: has the source moved?")
     for name in declared - GPU_ONLY_METRICS:
         if name not in scraped and name + "_count" not in scraped:
             problem(f"{name} is declared in metrics.cc but missing from the live scrape")
     for name in GPU_ONLY_METRICS:
         if name not in declared:
-            problem(f"{name} (GPU-only) is no longer declared in server/metrics.cc")
+            problem(f"{name} (GPU-only) is no longer declared in server/engine/metrics.cc")
     return scraped | (GPU_ONLY_METRICS & declared)
 
 
@@ -436,7 +436,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--deploy_dir", required=True)
     parser.add_argument("--scrape", required=True, help="a live server's /metrics")
-    parser.add_argument("--metrics_source", required=True, help="server/metrics.cc")
+    parser.add_argument("--metrics_source", required=True, help="server/engine/metrics.cc")
     parser.add_argument("--server_help", required=True, help="primserve --helpfull")
     parser.add_argument("--client_help", required=True, help="primctl --helpfull")
     options = parser.parse_args()

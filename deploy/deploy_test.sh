@@ -4,7 +4,7 @@
 # scan, so its per-request series exist) provides the metric names and flags
 # check_deploy.py holds the dashboard, alerts, manifests and Dockerfile to.
 #
-# Usage: deploy_test.sh <primserve> <primctl> <check_deploy.py> <server/metrics.cc>
+# Usage: deploy_test.sh <primserve> <primctl> <check_deploy.py> <server/engine/metrics.cc>
 set -u
 
 readonly PRIMSERVE="$1" PRIMCTL="$2" CHECK="$3" METRICS_SOURCE="$4"

@@ -15,6 +15,7 @@
 #include "kernels/reduce.h"
 #include "reference/reference.h"
 #include "kernels/scan.h"
+#include "kernels/runs.h"
 #include "kernels/select.h"
 
 namespace primserve {

@@ -23,6 +23,7 @@
 #include "kernels/detail/range_keep.cuh"
 #include "core/primitives.h"
 #include "reference/reference.h"
+#include "kernels/runs.h"
 #include "kernels/select.h"
 #include "kernels/testing/cub_baseline.h"
 #include "kernels/testing/device_helpers.h"

@@ -25,6 +25,7 @@
 #include "kernels/aggregate.h"
 #include "kernels/reduce.h"
 #include "kernels/scan.h"
+#include "kernels/runs.h"
 #include "kernels/select.h"
 #include "kernels/testing/device_buffer.h"
 #include "reference/gpu_order.h"

@@ -1,4 +1,4 @@
-// RunLengthEncode and ReduceByKey (kernels/select.h): one fused pass with
+// RunLengthEncode and ReduceByKey (kernels/runs.h): one fused pass with
 // decoupled look-back over a pair scan.
 //
 // Each element i carries (head_i, v_i): head_i = 1 when i starts a run (i == 0
@@ -20,7 +20,7 @@
 #include "kernels/detail/device_info.cuh"
 #include "kernels/detail/lookback.cuh"
 #include "core/primitives.h"
-#include "kernels/select.h"
+#include "kernels/runs.h"
 
 namespace primserve::gpu {
 namespace {

@@ -17,6 +17,7 @@
 #include "kernels/detail/lookback.cuh"
 #include "kernels/detail/range_keep.cuh"
 #include "core/primitives.h"
+#include "kernels/runs.h"
 #include "kernels/select.h"
 
 namespace primserve::gpu {

@@ -16,6 +16,7 @@
 //   5. each warp writes its compacted chunk out contiguously.
 // The look-back value is the kept count: uint32 (packed status word, no
 // fences) when n < 2^32, uint64 otherwise.
+#include "kernels/runs.h"
 #include "kernels/select.h"
 
 #include <cuda_runtime.h>

@@ -18,9 +18,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpc/support/log.h"
-#include "server/cpu_backend.h"
+#include "server/cpu/cpu_backend.h"
 #include "server/cuda/cuda_backend.h"
-#include "server/metrics.h"
+#include "server/engine/metrics.h"
 #include "server/server.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on for gRPC.");

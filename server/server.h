@@ -16,14 +16,14 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
-#include "server/admission.h"
-#include "server/backend.h"
-#include "server/batcher.h"
-#include "server/convert.h"
-#include "server/echo_service.h"
-#include "server/pinned_payloads.h"
-#include "server/metrics.h"
-#include "server/service.h"
+#include "server/engine/admission.h"
+#include "server/engine/backend.h"
+#include "server/engine/batcher.h"
+#include "server/engine/metrics.h"
+#include "server/engine/pinned_payloads.h"
+#include "server/rpc/echo_service.h"
+#include "server/rpc/request_limits.h"
+#include "server/rpc/service.h"
 #include "server/shm/registry.h"
 #include "server/shm/shm_service.h"
 #include "wire/parallel_copy.h"
@@ -80,7 +80,7 @@ struct ServerOptions {
   // hold memory. Its answers are bounded by limits.max_response_bytes.
   bool echo = false;
   // Page-locked host memory kept for large request payloads, where the
-  // backend copies to a GPU (server/pinned_payloads.h): a request's arrays go
+  // backend copies to a GPU (server/engine/pinned_payloads.h): a request's arrays go
   // from gRPC's buffers into it and from it to the device. 0: none.
   size_t pinned_payload_bytes = size_t{1} << 30;
   // The same for large inline answers (unary, streamed and multiplexed): the

@@ -1,5 +1,5 @@
 // Large unary answers sent from pinned answer buffers (Task::answers,
-// server/pinned_payloads.h), as the CUDA backend sends them, here with a
+// server/engine/pinned_payloads.h), as the CUDA backend sends them, here with a
 // backend that runs the CPU reference and moves each large answer into an
 // answer buffer the way the CUDA runners copy one there from the device, and
 // that records what it pins as cudaHostRegister would
@@ -20,9 +20,10 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/primserve/v1/primitives.grpc.pb.h"
-#include "server/convert.h"
-#include "server/cpu_backend.h"
-#include "server/pinned_payloads.h"
+#include "server/cpu/cpu_backend.h"
+#include "server/engine/pinned_payloads.h"
+#include "server/rpc/request_validation.h"
+#include "server/rpc/response_framing.h"
 #include "server/server.h"
 #include "tests/answer_holding_backend.h"
 #include "tests/random_array.h"

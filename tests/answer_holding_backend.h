@@ -1,5 +1,5 @@
 // An execution backend for tests of answers sent from answer buffers
-// (Task::answers, server/pinned_payloads.h), as the CUDA backend sends them:
+// (Task::answers, server/engine/pinned_payloads.h), as the CUDA backend sends them:
 // the CPU reference, with each large answer moved into the task's answer
 // buffers where it gets one (the way the CUDA runners copy one there from the
 // device), and host memory "pinned" as cudaHostRegister would, recorded. With
@@ -19,9 +19,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "server/backend.h"
-#include "server/cpu_backend.h"
-#include "server/pinned_payloads.h"
+#include "server/cpu/cpu_backend.h"
+#include "server/engine/backend.h"
+#include "server/engine/pinned_payloads.h"
 
 namespace primserve {
 

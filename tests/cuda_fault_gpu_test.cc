@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "gtest/gtest.h"
-#include "server/cpu_backend.h"
+#include "server/cpu/cpu_backend.h"
 #include "server/cuda/cuda_backend.h"
 #include "server/cuda/fault_injector.h"
 #include "server/server.h"

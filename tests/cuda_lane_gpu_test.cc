@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "server/cuda/fault_kernels.h"
 #include "server/cuda/lane.h"
-#include "server/memory_budget.h"
+#include "server/engine/memory_budget.h"
 
 namespace primserve::cuda {
 namespace {

@@ -39,7 +39,7 @@
 #include "client/client.h"
 #include "gtest/gtest.h"
 #include "reference/reference.h"
-#include "server/cpu_backend.h"
+#include "server/cpu/cpu_backend.h"
 #include "server/server.h"
 #include "tests/child_process.h"
 #include "tests/http_testing.h"

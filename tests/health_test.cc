@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
 #include "gtest/gtest.h"
-#include "server/cpu_backend.h"
+#include "server/cpu/cpu_backend.h"
 #include "server/server.h"
 
 namespace primserve {

@@ -11,8 +11,8 @@
 
 #include "absl/synchronization/notification.h"
 #include "core/rpc.h"
-#include "server/backend.h"
-#include "server/cpu_backend.h"
+#include "server/cpu/cpu_backend.h"
+#include "server/engine/backend.h"
 
 namespace primserve {
 

@@ -19,15 +19,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/primserve/v1/echo.grpc.pb.h"
 #include "proto/primserve/v1/primitives.grpc.pb.h"
-#include "server/cpu_backend.h"
+#include "server/cpu/cpu_backend.h"
 #include "server/server.h"
 
 namespace primserve {

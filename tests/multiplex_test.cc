@@ -21,10 +21,10 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "server/cpu_backend.h"
+#include "server/cpu/cpu_backend.h"
+#include "server/server.h"
 #include "tests/holding_backend.h"
 #include "tests/unary_answer.h"
-#include "server/server.h"
 
 namespace primserve {
 namespace {

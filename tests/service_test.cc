@@ -14,7 +14,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "reference/reference.h"
-#include "server/cpu_backend.h"
+#include "server/cpu/cpu_backend.h"
 #include "server/server.h"
 
 namespace primserve {

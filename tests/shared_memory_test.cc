@@ -30,10 +30,10 @@
 #include "google/protobuf/reflection.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "server/cpu_backend.h"
+#include "server/cpu/cpu_backend.h"
+#include "server/server.h"
 #include "tests/holding_backend.h"
 #include "tests/unary_answer.h"
-#include "server/server.h"
 #ifdef PRIMSERVE_SHARED_MEMORY_TEST_CUDA
 #include <cuda_runtime_api.h>
 #include <spawn.h>

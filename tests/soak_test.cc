@@ -53,9 +53,10 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "reference/reference.h"
-#include "server/cpu_backend.h"
+#include "reference/sort.h"
+#include "server/cpu/cpu_backend.h"
 #include "server/cuda/cuda_backend.h"
-#include "server/metrics.h"
+#include "server/engine/metrics.h"
 #include "server/server.h"
 #include "tests/array_diff.h"
 #include "tests/http_testing.h"
@@ -305,7 +306,8 @@ using AnyExchange = std::variant<Exchange<v1::ScanRequest, v1::ScanResponse>,
                                  Exchange<v1::UniqueRequest, v1::UniqueResponse>,
                                  Exchange<v1::RunLengthEncodeRequest, v1::RunLengthEncodeResponse>,
                                  Exchange<v1::ReduceByKeyRequest, v1::ReduceByKeyResponse>,
-                                 Exchange<v1::AggregateByKeyRequest, v1::AggregateByKeyResponse>>;
+                                 Exchange<v1::AggregateByKeyRequest, v1::AggregateByKeyResponse>,
+                                 Exchange<v1::SortRequest, v1::SortResponse>>;
 
 // A random request with the CPU reference's answer to it.
 struct Case {
@@ -497,6 +499,23 @@ Case AggregateByKeyCase(Generator& gen, DType value_dtype, uint64_t n) {
   });
 }
 
+Case SortCase(Generator& gen, DType dtype, uint64_t n) {
+  return VisitDType(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    const std::vector<T> keys = gen.Values<T>(n);
+    const bool descending = gen.OneIn(2);
+    Exchange<v1::SortRequest, v1::SortResponse> e;
+    *e.request.mutable_keys() = PackArray<T>(keys);
+    e.request.set_descending(descending);
+    e.request.set_return_indices(true);
+    const std::vector<int64_t> order = reference::SortPermutation<T>(keys, descending);
+    *e.expected.mutable_keys() = PackArray<T>(reference::Permute<T>(keys, order));
+    *e.expected.mutable_indices() = PackArray<int64_t>(order);
+    return Case{std::move(e), false, n, Kind(7, dtype, descending ? " descending" : ""),
+                absl::StrCat("n=", n)};
+  });
+}
+
 Case MakeCase(Generator& gen, size_t rpc, uint64_t n) {
   const DType dtype = kDTypes[gen.Below(6)];
   switch (rpc) {
@@ -506,6 +525,7 @@ Case MakeCase(Generator& gen, size_t rpc, uint64_t n) {
     case 3: return UniqueCase(gen, dtype, n);
     case 4: return RunLengthEncodeCase(gen, dtype, n);
     case 5: return ReduceByKeyCase(gen, dtype, n);
+    case 7: return SortCase(gen, dtype, n);
     default: break;
   }
   return AggregateByKeyCase(gen, dtype, n);
@@ -541,6 +561,10 @@ std::string Diff(const v1::ReduceByKeyResponse& got, const v1::ReduceByKeyRespon
 std::string Diff(const v1::AggregateByKeyResponse& got, const v1::AggregateByKeyResponse& want,
                  bool tolerant) {
   return ArrayDiff("values", got.values(), want.values(), tolerant);
+}
+std::string Diff(const v1::SortResponse& got, const v1::SortResponse& want, bool) {
+  return absl::StrCat(ArrayDiff("keys", got.keys(), want.keys(), false),
+                      ArrayDiff("indices", got.indices(), want.indices(), false));
 }
 
 // Wrong answers or failed calls, counted by kind, with the first of each
@@ -963,6 +987,11 @@ void Start(v1::Primitives::Stub& stub, grpc::ClientContext* context,
            const v1::AggregateByKeyRequest* request, v1::AggregateByKeyResponse* response,
            std::function<void(grpc::Status)> done) {
   stub.async()->AggregateByKey(context, request, response, std::move(done));
+}
+void Start(v1::Primitives::Stub& stub, grpc::ClientContext* context,
+           const v1::SortRequest* request, v1::SortResponse* response,
+           std::function<void(grpc::Status)> done) {
+  stub.async()->Sort(context, request, response, std::move(done));
 }
 
 constexpr int kNumCodes = 17;  // gRPC's status codes, 0..16

@@ -15,7 +15,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "reference/sort.h"
-#include "server/cpu_backend.h"
+#include "server/cpu/cpu_backend.h"
 #include "server/server.h"
 #include "tests/unary_answer.h"
 
@@ -78,7 +78,7 @@ TEST_F(SortServiceTest, FloatsWithNaNsZerosValuesIndicesSegments) {
     for (bool segmented : {false, true}) {
       SCOPED_TRACE(absl::StrCat("descending=", descending, " segmented=", segmented));
       const std::vector<uint64_t> segments = segmented ? starts : std::vector<uint64_t>{};
-      absl::StatusOr<SortResult<float, int64_t>> got =
+      absl::StatusOr<Sorted<float, int64_t>> got =
           client_->Sort<float, int64_t>(keys, values, descending, /*return_indices=*/true, segments);
       ASSERT_TRUE(got.ok()) << got.status();
       const std::vector<int64_t> perm = reference::SortPermutation<float>(keys, descending, segments);
@@ -93,7 +93,7 @@ TEST_F(SortServiceTest, KeysOnlyEveryIntegerDtypeAndEmpty) {
   std::mt19937_64 rng(3);
   std::vector<int64_t> keys(5000);
   for (int64_t& k : keys) k = static_cast<int64_t>(rng() % 100) - 50;
-  absl::StatusOr<SortResult<int64_t, int32_t>> got = client_->Sort<int64_t>(keys);
+  absl::StatusOr<Sorted<int64_t, int32_t>> got = client_->Sort<int64_t>(keys);
   ASSERT_TRUE(got.ok()) << got.status();
   std::vector<int64_t> want = keys;
   std::stable_sort(want.begin(), want.end());
@@ -101,11 +101,11 @@ TEST_F(SortServiceTest, KeysOnlyEveryIntegerDtypeAndEmpty) {
   EXPECT_TRUE(got->values.empty());
   EXPECT_TRUE(got->indices.empty());
   std::vector<uint32_t> small = {7, 0, 4294967295u, 3};
-  absl::StatusOr<SortResult<uint32_t, int32_t>> u =
+  absl::StatusOr<Sorted<uint32_t, int32_t>> u =
       client_->Sort<uint32_t>(small, {}, /*descending=*/true);
   ASSERT_TRUE(u.ok()) << u.status();
   EXPECT_EQ(u->keys, (std::vector<uint32_t>{4294967295u, 7, 3, 0}));
-  absl::StatusOr<SortResult<double, int32_t>> empty =
+  absl::StatusOr<Sorted<double, int32_t>> empty =
       client_->Sort<double>({}, {}, false, /*return_indices=*/true);
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_TRUE(empty->keys.empty());
@@ -151,7 +151,8 @@ TEST_F(SortServiceTest, RejectsBadRequests) {
 TEST_F(SortServiceTest, AnswerOverTheResponseLimitIsRefusedBeforeRunning) {
   const std::vector<int32_t> keys(kMaxResponseBytes / 16, 1);  // 256 KiB of keys
   const std::vector<int64_t> values(keys.size(), 2);           // 512 KiB of values
-  ASSERT_TRUE(client_->Sort<int32_t, int64_t>(keys, values).ok());
+  const absl::Status fits = client_->Sort<int32_t, int64_t>(keys, values).status();
+  ASSERT_TRUE(fits.ok()) << fits;
   const absl::Status status =
       client_->Sort<int32_t, int64_t>(keys, values, false, /*return_indices=*/true).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;

@@ -19,8 +19,9 @@
 #include "gtest/gtest.h"
 #include "proto/primserve/v1/echo.grpc.pb.h"
 #include "proto/primserve/v1/primitives.grpc.pb.h"
-#include "server/convert.h"
-#include "server/cpu_backend.h"
+#include "server/cpu/cpu_backend.h"
+#include "server/rpc/request_validation.h"
+#include "server/rpc/response_framing.h"
 #include "server/server.h"
 #include "tests/random_array.h"
 

@@ -21,7 +21,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/primserve/v1/primitives.grpc.pb.h"
-#include "server/metrics.h"
+#include "server/engine/metrics.h"
 #include "server/server.h"
 #include "tests/answer_holding_backend.h"
 #include "tests/random_array.h"

@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/setup.sh
+# server/ includes only downward (engine < shm < backends < rpc < assembly).
+./tools/check_layers.py
 bazel test //... "$@"
 # The Python client (client/python) against the primserve just built, on
 # Debian's python3, which has the packages setup.sh installs.
@@ -14,13 +16,13 @@ bazel test //... "$@"
 ./deploy/image_test.sh
 # Memory errors, leaks and undefined behaviour, in the in-process tests (the
 # tests of the primserve binary would rebuild the CUDA kernels for this config).
-bazel test --config=asan-ubsan --build_tests_only //reference:reference_test //reference:sort_test //server:all //server/cuda:staging_test \
+bazel test --config=asan-ubsan --build_tests_only //reference:reference_test //reference:sort_test //server:all //server/engine:all //server/rpc:all //server/cpu:all //server/cuda:staging_test \
   //tests:service_test //tests:sort_service_test //tests:malformed_test //tests:overload_test //tests:health_test \
   //tests:reflection_test //tests:hostile_test //tests:multiplex_test //tests:stream_test //tests:amplification_test \
   //server/shm:all //tests:shared_memory_test //tests:stock_stub_test \
   //tests/fuzz:corpus_test //client:shared_memory_region_test //wire:wire_test //wire:parallel_copy_test
 # Data races, in the tests whose threads meet only in primserve's own code
 # (see .bazelrc on why not the gRPC ones).
-bazel test --config=tsan //server:batcher_test //server:metrics_test //server:memory_budget_test \
-  //server:admission_test //wire:parallel_copy_test
+bazel test --config=tsan //server/engine:batcher_test //server/engine:metrics_test //server/engine:memory_budget_test \
+  //server/engine:admission_test //wire:parallel_copy_test
 ./tools/fuzz.sh

@@ -9,6 +9,7 @@ _COMMON_HDRS = [
     "timing.h",
     "//core:primitives.h",
     "//kernels:device_headers",
+    "//kernels:runs.h",
     "//kernels:select.h",
     "//kernels/testing:cub_baseline.h",
     "//kernels/testing:device_helpers.h",

@@ -45,6 +45,7 @@
 #include "kernels/aggregate.h"
 #include "kernels/reduce.h"
 #include "kernels/scan.h"
+#include "kernels/runs.h"
 #include "kernels/select.h"
 #include "kernels/testing/cub_baseline.h"
 #include "kernels/bench/timing.h"

@@ -19,6 +19,7 @@
 #include "kernels/aggregate.h"
 #include "kernels/detail/scan_kernel.cuh"
 #include "kernels/reduce.h"
+#include "kernels/runs.h"
 #include "kernels/select.h"
 #include "kernels/testing/cub_baseline.h"
 #include "kernels/bench/timing.h"

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "core/primitives.h"
+#include "kernels/runs.h"
 #include "kernels/select.h"
 
 struct CUstream_st;

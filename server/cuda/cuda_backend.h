@@ -17,10 +17,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "server/backend.h"
 #include "server/cuda/fault_hooks.h"
-#include "server/memory_budget.h"
-#include "server/metrics.h"
+#include "server/engine/backend.h"
+#include "server/engine/memory_budget.h"
+#include "server/engine/metrics.h"
 
 namespace primserve {
 

@@ -8,7 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/cuda/lane.h"
-#include "server/task.h"
+#include "server/engine/task.h"
 
 namespace primserve::cuda {
 

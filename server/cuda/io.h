@@ -21,7 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "server/cuda/staging.h"
-#include "server/task.h"
+#include "server/engine/task.h"
 
 namespace primserve::cuda {
 

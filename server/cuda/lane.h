@@ -19,7 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/cuda/fault_hooks.h"
-#include "server/memory_budget.h"
+#include "server/engine/memory_budget.h"
 
 namespace primserve::cuda {
 

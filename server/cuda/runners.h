@@ -12,7 +12,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "server/cuda/lane.h"
-#include "server/task.h"
+#include "server/engine/task.h"
 
 namespace primserve::cuda {
 

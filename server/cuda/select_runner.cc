@@ -4,6 +4,7 @@
 // region and writes its placed outputs there (StagedRun).
 #include <cstring>
 
+#include "kernels/runs.h"
 #include "kernels/select.h"
 #include "server/cuda/cuda_status.h"
 #include "server/cuda/flag_kernels.h"

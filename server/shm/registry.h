@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "server/backend.h"
+#include "server/engine/backend.h"
 #include "server/shm/system_region.h"
 
 namespace primserve::shm {

@@ -14,8 +14,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "proto/primserve/v1/primitives.pb.h"
+#include "server/engine/task.h"
 #include "server/shm/registry.h"
-#include "server/task.h"
 
 namespace primserve::shm {
 

@@ -16,7 +16,7 @@
 #include "grpcpp/support/slice.h"
 #include "proto/primserve/v1/echo.pb.h"
 #include "proto/primserve/v1/primitives.pb.h"
-#include "server/cpu_backend.h"
+#include "server/cpu/cpu_backend.h"
 #include "wire/framing.h"
 #include "wire/received.h"
 #include "wire/testing.h"
@@ -111,6 +111,25 @@ void CheckShape(const v1::AggregateByKeyRequest& request,
                 const v1::AggregateByKeyResponse& response) {
   PRIMSERVE_CHECK("AggregateByKey", response.values().dtype() == request.values().dtype());
   PRIMSERVE_CHECK("AggregateByKey", Elements(response.values()) == request.num_keys());
+}
+
+// Sort: keys, values and indices of the keys' length; indices a permutation.
+void CheckShape(const v1::SortRequest& request, const v1::SortResponse& response) {
+  const uint64_t n = Elements(request.keys());
+  PRIMSERVE_CHECK("Sort", response.keys().dtype() == request.keys().dtype());
+  PRIMSERVE_CHECK("Sort", Elements(response.keys()) == n);
+  PRIMSERVE_CHECK("Sort", response.has_values() == request.has_values());
+  if (request.has_values()) PRIMSERVE_CHECK("Sort", Elements(response.values()) == n);
+  PRIMSERVE_CHECK("Sort", response.has_indices() == request.return_indices());
+  if (request.return_indices()) {
+    PRIMSERVE_CHECK("Sort", Elements(response.indices()) == n);
+    std::vector<bool> seen(n, false);
+    for (uint64_t i = 0; i < n; ++i) {
+      const int64_t index = Element<int64_t>(response.indices(), i);
+      PRIMSERVE_CHECK("Sort", index >= 0 && static_cast<uint64_t>(index) < n && !seen[index]);
+      seen[index] = true;
+    }
+  }
 }
 
 #undef PRIMSERVE_CHECK

@@ -27,7 +27,8 @@
 #include "absl/types/span.h"
 #include "core/rpc.h"
 #include "google/protobuf/message.h"
-#include "server/convert.h"
+#include "server/rpc/request_validation.h"
+#include "server/rpc/response_framing.h"
 
 namespace primserve::fuzz {
 

@@ -1,0 +1,224 @@
+#include "server/cpu/cpu_backend.h"
+
+#include <cstring>
+#include <optional>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "reference/gpu_order.h"
+#include "reference/reference.h"
+#include "reference/sort.h"
+
+namespace primserve {
+namespace {
+
+template <typename T>
+HostArray ToHost(DType dtype, const std::vector<T>& values) {
+  return HostArray::Of<T>(dtype, absl::MakeConstSpan(values));
+}
+
+HostArray ToHostIndices(const std::vector<int64_t>& indices) {
+  return ToHost(DType::kInt64, indices);
+}
+
+// A stream's piece that continues the running prefix `carry` (the identity
+// if none) and gives the prefix through its last element: the sequential
+// scan, so any cut gives the bits of the whole.
+template <typename T>
+ScanResult ScanWithCarry(const ScanOperation& o) {
+  T acc = Identity<T>(o.op);
+  if (o.carry_in) std::memcpy(&acc, &*o.carry_in, sizeof(T));
+  const absl::Span<const T> input = o.input.as<T>();
+  std::vector<T> out(input.size());
+  for (size_t i = 0; i < input.size(); ++i) {
+    if (o.exclusive) out[i] = acc;
+    acc = Combine(o.op, acc, input[i]);
+    if (!o.exclusive) out[i] = acc;
+  }
+  uint64_t carry = 0;
+  std::memcpy(&carry, &acc, sizeof(T));
+  return ScanResult{ToHost(o.input.dtype, out), carry};
+}
+
+// A reproducible float SUM/PROD scan (RunsReproducibly): the bits the CUDA
+// backend gives the operation run alone (reference/gpu_order.h): gpu::Scan,
+// gpu::ScanWithCarry for a stream's operation with a carry, or
+// gpu::SegmentedScan over its own segment starts.
+template <typename T>
+ScanResult ScanInGpuOrder(const ScanOperation& o) {
+  const absl::Span<const T> input = o.input.as<T>();
+  std::vector<T> out(input.size());
+  if (!o.segment_offsets.empty()) {
+    reference::GpuOrderSegmentedScan<T>(input, absl::MakeSpan(out), o.segment_offsets, o.op,
+                                        o.exclusive);
+    return ScanResult{ToHost(o.input.dtype, out)};
+  }
+  std::optional<T> carry_in;
+  if (o.carry_in) {
+    T carry;
+    std::memcpy(&carry, &*o.carry_in, sizeof(T));
+    carry_in = carry;
+  }
+  T carry_out{};
+  reference::GpuOrderScan<T>(input, absl::MakeSpan(out), o.op, o.exclusive, carry_in, &carry_out);
+  ScanResult result{ToHost(o.input.dtype, out)};
+  if (o.wants_carry) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, &carry_out, sizeof(T));
+    result.carry_out = bits;
+  }
+  return result;
+}
+
+absl::StatusOr<Result> Run(const ScanOperation& o) {
+  if ((o.carry_in || o.wants_carry) && !o.segment_offsets.empty()) {
+    return absl::InternalError("a scan with a carry reached the backend with segments");
+  }
+  return VisitDType(o.input.dtype, [&](auto zero) -> absl::StatusOr<Result> {
+    using T = decltype(zero);
+    if (RunsReproducibly(o)) return ScanInGpuOrder<T>(o);
+    if (o.carry_in || o.wants_carry) return ScanWithCarry<T>(o);
+    return ScanResult{ToHost(o.input.dtype, reference::Scan<T>(o.input.as<T>(), o.op, o.exclusive,
+                                                               o.segment_offsets))};
+  });
+}
+
+absl::StatusOr<Result> Run(const ReduceOperation& o) {
+  return VisitDType(o.input.dtype, [&](auto zero) -> absl::StatusOr<Result> {
+    using T = decltype(zero);
+    if (RunsReproducibly(o)) {
+      // gpu::SegmentedReduce over the request's own segments (one without
+      // any), as the CUDA backend launches it alone.
+      std::vector<T> values(o.segment_offsets.empty() ? 1 : o.segment_offsets.size());
+      reference::GpuOrderSegmentedReduce<T>(o.input.as<T>(), o.segment_offsets, o.op,
+                                            absl::MakeSpan(values));
+      return ReduceResult{ToHost(o.input.dtype, values), std::nullopt};
+    }
+    reference::ReduceResult<T> r = reference::Reduce<T>(o.input.as<T>(), o.op, o.segment_offsets);
+    ReduceResult result{ToHost(o.input.dtype, r.values), std::nullopt};
+    if (o.op == Op::kArgMin || o.op == Op::kArgMax) result.indices = ToHostIndices(r.indices);
+    return result;
+  });
+}
+
+absl::StatusOr<Result> Run(const SelectOperation& o) {
+  return VisitDType(o.input.dtype, [&](auto zero) -> absl::StatusOr<Result> {
+    using T = decltype(zero);
+    const absl::Span<const T> input = o.input.as<T>();
+    const std::vector<bool> keep =
+        o.predicate ? reference::EvaluatePredicate<T>(input, o.predicate->As<T>())
+                    : VisitDType(o.flags->dtype, [&](auto flag_zero) {
+                        using F = decltype(flag_zero);
+                        return reference::EvaluateFlags<F>(o.flags->as<F>());
+                      });
+    reference::SelectResult<T> r = reference::Select<T>(input, keep, o.partition);
+    SelectResult result;
+    result.count = r.count;
+    if (o.output == SelectOutput::kValues || o.output == SelectOutput::kValuesAndIndices) {
+      result.values = ToHost(o.input.dtype, r.values);
+    }
+    if (o.output == SelectOutput::kIndices || o.output == SelectOutput::kValuesAndIndices) {
+      result.indices = ToHostIndices(r.indices);
+    }
+    return result;
+  });
+}
+
+absl::StatusOr<Result> Run(const UniqueOperation& o) {
+  return VisitDType(o.input.dtype, [&](auto zero) -> absl::StatusOr<Result> {
+    using T = decltype(zero);
+    return UniqueResult{ToHost(o.input.dtype, reference::Unique<T>(o.input.as<T>()))};
+  });
+}
+
+absl::StatusOr<Result> Run(const RunLengthEncodeOperation& o) {
+  return VisitDType(o.input.dtype, [&](auto zero) -> absl::StatusOr<Result> {
+    using T = decltype(zero);
+    reference::Runs<T> runs = reference::RunLengthEncode<T>(o.input.as<T>());
+    return RunLengthEncodeResult{ToHost(o.input.dtype, runs.values), ToHostIndices(runs.lengths)};
+  });
+}
+
+absl::StatusOr<Result> Run(const ReduceByKeyOperation& o) {
+  return VisitDType(o.keys.dtype, [&](auto key_zero) {
+    using K = decltype(key_zero);
+    return VisitDType(o.values.dtype, [&](auto value_zero) -> absl::StatusOr<Result> {
+      using V = decltype(value_zero);
+      reference::KeyedValues<K, V> r =
+          reference::ReduceByKey<K, V>(o.keys.as<K>(), o.values.as<V>(), o.op);
+      return ReduceByKeyResult{ToHost(o.keys.dtype, r.keys), ToHost(o.values.dtype, r.values)};
+    });
+  });
+}
+
+absl::StatusOr<Result> Run(const AggregateByKeyOperation& o) {
+  return VisitDType(o.keys.dtype, [&](auto key_zero) {
+    using K = decltype(key_zero);
+    return VisitDType(o.values.dtype, [&](auto value_zero) -> absl::StatusOr<Result> {
+      using V = decltype(value_zero);
+      if constexpr (!std::is_integral_v<K>) {
+        return absl::InternalError("AggregateByKey reached the backend with float keys");
+      } else {
+        absl::StatusOr<std::vector<V>> aggregates = reference::AggregateByKey<K, V>(
+            o.keys.as<K>(), o.values.as<V>(), o.op, o.num_keys);
+        if (!aggregates.ok()) return aggregates.status();
+        return AggregateByKeyResult{ToHost(o.values.dtype, *aggregates)};
+      }
+    });
+  });
+}
+
+// Elements of `array` (any dtype, as bytes) in the order of `permutation`.
+HostArray Permuted(const ArrayView& array, const std::vector<int64_t>& permutation) {
+  const size_t size = DTypeSize(array.dtype);
+  std::string bytes(permutation.size() * size, '\0');
+  for (size_t i = 0; i < permutation.size(); ++i) {
+    std::memcpy(&bytes[i * size], array.bytes.data() + permutation[i] * size, size);
+  }
+  HostArray out;
+  out.dtype = array.dtype;
+  out.bytes = std::move(bytes);
+  return out;
+}
+
+absl::StatusOr<Result> Run(const SortOperation& o) {
+  return VisitDType(o.keys.dtype, [&](auto key_zero) -> absl::StatusOr<Result> {
+    using K = decltype(key_zero);
+    const std::vector<int64_t> permutation =
+        reference::SortPermutation<K>(o.keys.as<K>(), o.descending, o.segment_offsets);
+    SortResult r{Permuted(o.keys, permutation)};
+    if (o.values) r.values = Permuted(*o.values, permutation);
+    if (o.return_indices) r.indices = ToHostIndices(permutation);
+    return r;
+  });
+}
+
+}  // namespace
+
+absl::StatusOr<Result> RunOnCpu(const Operation& operation) {
+  return std::visit([](const auto& o) { return Run(o); }, operation);
+}
+
+uint64_t CpuBackend::ReproducibleScanGranule(DType dtype) const {
+  // gpu::ScanTileItems(dtype, false) for the float dtypes (8192 float32,
+  // 4096 float64: DefaultScanPolicy's 256 threads x 128 bytes), without
+  // linking the kernels: reproducible scans follow the GPU's tiles here too
+  // (ScanInGpuOrder), so only whole-tile cuts keep the unary bits.
+  if (dtype != DType::kFloat32 && dtype != DType::kFloat64) return 0;
+  return reference::GpuScanTileItems(dtype, false);
+}
+
+void CpuBackend::Execute(std::vector<std::unique_ptr<Task>> batch) {
+  for (std::unique_ptr<Task>& task : batch) {
+    const absl::Time start = absl::Now();
+    absl::StatusOr<Result> result = RunOnCpu(task->operation);
+    if (metrics_ != nullptr) {
+      metrics_->ObserveStage(RpcOf(task->operation), Stage::kCompute, absl::Now() - start);
+    }
+    task->done(std::move(result));
+  }
+}
+
+}  // namespace primserve

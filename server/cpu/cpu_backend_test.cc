@@ -1,0 +1,210 @@
+// The CPU backend's reproducible mode (issue 18): a reproducible float
+// SUM/PROD scan or reduce answers with the GPU kernels' bits
+// (reference/gpu_order.h), a stream's operations with carries continue them
+// exactly; every other operation keeps the plain reference's answer.
+#include "server/cpu/cpu_backend.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "gtest/gtest.h"
+#include "reference/gpu_order.h"
+#include "reference/reference.h"
+#include "server/engine/task.h"
+
+namespace primserve {
+namespace {
+
+template <typename T>
+std::string BytesOf(const std::vector<T>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+}
+
+template <typename T>
+ArrayView ViewOf(const std::vector<T>& values) {
+  return ArrayView{DTypeOf<T>(),
+                   absl::string_view(reinterpret_cast<const char*>(values.data()),
+                                     values.size() * sizeof(T))};
+}
+
+template <typename T>
+uint64_t BitsOf(T x) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &x, sizeof(T));
+  return bits;
+}
+
+// Mixed magnitudes for SUM, factors 2^(+-0.1) for PROD: the association
+// changes the bits.
+template <typename T>
+std::vector<T> MixedInput(size_t n, Op op, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::vector<T> v(n);
+  for (T& x : v) {
+    if constexpr (std::is_integral_v<T>) {
+      x = static_cast<T>(rng());
+    } else if (op == Op::kSum) {
+      const double sign = rng() % 2 ? 1.0 : -1.0;
+      x = static_cast<T>(sign * std::ldexp(1.0 + unit(rng), static_cast<int>(rng() % 41) - 20));
+    } else {
+      x = static_cast<T>(std::exp2(0.2 * unit(rng) - 0.1));
+    }
+  }
+  return v;
+}
+
+ScanResult RunScan(const ScanOperation& o) {
+  absl::StatusOr<Result> result = RunOnCpu(o);
+  EXPECT_TRUE(result.ok()) << result.status();
+  if (!result.ok()) return {};
+  return std::get<ScanResult>(*std::move(result));
+}
+
+std::string RunReduce(const ReduceOperation& o) {
+  absl::StatusOr<Result> result = RunOnCpu(o);
+  EXPECT_TRUE(result.ok()) << result.status();
+  if (!result.ok()) return {};
+  return std::get<ReduceResult>(*result).values.bytes;
+}
+
+template <typename T>
+std::vector<T> GpuScan(const std::vector<T>& in, Op op, bool exclusive,
+                       const std::vector<uint64_t>& starts = {}) {
+  std::vector<T> out(in.size());
+  reference::GpuOrderSegmentedScan<T>(in, absl::MakeSpan(out), starts, op, exclusive);
+  return out;
+}
+
+template <typename T>
+class CpuBackendReproducible : public ::testing::Test {};
+using FloatTypes = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(CpuBackendReproducible, FloatTypes);
+
+TYPED_TEST(CpuBackendReproducible, ScanGivesTheGpuOrderBits) {
+  using T = TypeParam;
+  const uint64_t tile = reference::GpuScanTileItems(DTypeOf<T>(), false);
+  for (const Op op : {Op::kSum, Op::kProd}) {
+    const std::vector<T> in = MixedInput<T>(3 * tile + 17, op, 1);
+    const std::vector<uint64_t> offsets = {0, 5, 5, 4000, 9000, 9001};
+    for (const bool exclusive : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(OpName(op), " exclusive=", exclusive));
+      ScanOperation o;
+      o.input = ViewOf(in);
+      o.op = op;
+      o.exclusive = exclusive;
+      o.reproducible = true;
+      const std::string gpu = BytesOf(GpuScan<T>(in, op, exclusive));
+      const std::string plain = BytesOf(reference::Scan<T>(in, op, exclusive));
+      ASSERT_NE(gpu, plain);  // else this test would prove nothing
+      EXPECT_EQ(RunScan(o).output.bytes, gpu);
+      o.segment_offsets = offsets;
+      const std::string segmented = BytesOf(GpuScan<T>(in, op, exclusive, offsets));
+      ASSERT_NE(segmented, BytesOf(reference::Scan<T>(in, op, exclusive, offsets)));
+      EXPECT_EQ(RunScan(o).output.bytes, segmented);
+      // Not reproducible: the plain reference, as before.
+      o.reproducible = false;
+      o.segment_offsets = {};
+      EXPECT_EQ(RunScan(o).output.bytes, plain);
+    }
+  }
+}
+
+// A reproducible ScanStream's operations, cut at multiples of the tile,
+// carry the running prefix from one to the next: together they give the
+// bits of the unary answer, and the last carry_out is the scan's carry.
+TYPED_TEST(CpuBackendReproducible, StreamPiecesWithCarriesGiveTheUnaryBits) {
+  using T = TypeParam;
+  const uint64_t tile = reference::GpuScanTileItems(DTypeOf<T>(), false);
+  const size_t n = 5 * tile + 99;
+  for (const Op op : {Op::kSum, Op::kProd}) {
+    const std::vector<T> in = MixedInput<T>(n, op, 2);
+    for (const bool exclusive : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(OpName(op), " exclusive=", exclusive));
+      ScanOperation whole;
+      whole.input = ViewOf(in);
+      whole.op = op;
+      whole.exclusive = exclusive;
+      whole.reproducible = true;
+      const std::string unary = RunScan(whole).output.bytes;
+      T want_carry{};
+      std::vector<T> out(n);
+      reference::GpuOrderScan<T>(in, absl::MakeSpan(out), op, exclusive, std::nullopt,
+                                 &want_carry);
+      ASSERT_EQ(unary, BytesOf(out));
+
+      std::string streamed;
+      std::optional<uint64_t> carry;
+      for (const size_t piece : {2 * tile, tile, n - 3 * tile}) {
+        const size_t at = streamed.size() / sizeof(T);
+        const std::vector<T> part(in.begin() + at, in.begin() + at + piece);
+        ScanOperation o = whole;
+        o.input = ViewOf(part);
+        o.carry_in = carry;
+        o.wants_carry = true;
+        ScanResult r = RunScan(o);
+        ASSERT_TRUE(r.carry_out.has_value());
+        carry = r.carry_out;
+        streamed += r.output.bytes;
+      }
+      EXPECT_EQ(streamed, unary);
+      EXPECT_EQ(*carry, BitsOf(want_carry));
+    }
+  }
+}
+
+TYPED_TEST(CpuBackendReproducible, ReduceGivesTheGpuOrderBits) {
+  using T = TypeParam;
+  for (const Op op : {Op::kSum, Op::kProd}) {
+    // 3000: one warp per segment; 50000: the segmented scan.
+    for (const size_t n : {size_t{3000}, size_t{50000}}) {
+      const std::vector<T> in = MixedInput<T>(n, op, 3);
+      for (const std::vector<uint64_t>& offsets :
+           {std::vector<uint64_t>{}, std::vector<uint64_t>{0, 7, 7, n / 3, n}}) {
+        SCOPED_TRACE(absl::StrCat(OpName(op), " n=", n, " segments=", offsets.size()));
+        ReduceOperation o;
+        o.input = ViewOf(in);
+        o.op = op;
+        o.segment_offsets = offsets;
+        o.reproducible = true;
+        std::vector<T> gpu(offsets.empty() ? 1 : offsets.size());
+        reference::GpuOrderSegmentedReduce<T>(in, offsets, op, absl::MakeSpan(gpu));
+        const std::vector<T> plain = reference::Reduce<T>(in, op, offsets).values;
+        ASSERT_NE(BytesOf(gpu), BytesOf(plain));
+        EXPECT_EQ(RunReduce(o), BytesOf(gpu));
+        o.reproducible = false;
+        EXPECT_EQ(RunReduce(o), BytesOf(plain));
+      }
+    }
+  }
+}
+
+// Reproducible but not order-sensitive (integers, MIN/MAX): the plain
+// reference's answer, which every association gives anyway.
+TEST(CpuBackendReproducibleOther, IntegersAndMinMaxKeepTheReference) {
+  const std::vector<int32_t> ints = MixedInput<int32_t>(20000, Op::kSum, 4);
+  ScanOperation scan;
+  scan.input = ViewOf(ints);
+  scan.reproducible = true;
+  EXPECT_EQ(RunScan(scan).output.bytes, BytesOf(reference::Scan<int32_t>(ints, Op::kSum, false)));
+  const std::vector<float> floats = MixedInput<float>(20000, Op::kSum, 5);
+  scan.input = ViewOf(floats);
+  scan.op = Op::kMax;
+  EXPECT_EQ(RunScan(scan).output.bytes, BytesOf(reference::Scan<float>(floats, Op::kMax, false)));
+  ReduceOperation reduce;
+  reduce.input = ViewOf(floats);
+  reduce.op = Op::kMin;
+  reduce.reproducible = true;
+  EXPECT_EQ(RunReduce(reduce), BytesOf(reference::Reduce<float>(floats, Op::kMin).values));
+}
+
+}  // namespace
+}  // namespace primserve

@@ -1,0 +1,29 @@
+// The bounds every request is checked against, and the server-wide request
+// options (set from flags in main.cc).
+#ifndef PRIMSERVE_SERVER_RPC_REQUEST_LIMITS_H_
+#define PRIMSERVE_SERVER_RPC_REQUEST_LIMITS_H_
+
+#include <cstdint>
+
+namespace primserve {
+
+struct RequestLimits {
+  // Most elements in any array of a request (segment_offsets included), and
+  // most AggregateByKey groups.
+  uint64_t max_elements = uint64_t{1} << 31;
+  // Largest answer a request may ask for, in bytes of array data (checked at
+  // validation, from the request's sizes, before anything is allocated).
+  uint64_t max_response_bytes = uint64_t{1} << 30;
+  // Requests one Multiplex stream may have read and not yet answered; the
+  // stream reads no further until answers are written.
+  uint64_t multiplex_window = 1024;
+  // Every request reproducible (--reproducible_floats): float SUM/PROD give
+  // the same bits alone, batched or streamed. Off (the default: it costs
+  // more than 10% on some RPCs, README "Reproducible floats"), only requests
+  // that set `reproducible` are.
+  bool reproducible_floats = false;
+};
+
+}  // namespace primserve
+
+#endif  // PRIMSERVE_SERVER_RPC_REQUEST_LIMITS_H_
