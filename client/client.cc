@@ -182,14 +182,22 @@ absl::Status PrimitivesClient::StreamFramed(
   return Drive(*stream, context, next, on_answer);
 }
 
-bool PrimitivesClient::IsServing() {
+absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> PrimitivesClient::Health() {
   auto health = grpc::health::v1::Health::NewStub(channel_);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   grpc::health::v1::HealthCheckRequest request;
   grpc::health::v1::HealthCheckResponse response;
-  return health->Check(&context, request, &response).ok() &&
-         response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+  const grpc::Status status = health->Check(&context, request, &response);
+  if (!status.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+  }
+  return response.status();
+}
+
+bool PrimitivesClient::IsServing() {
+  absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> health = Health();
+  return health.ok() && *health == grpc::health::v1::HealthCheckResponse::SERVING;
 }
 
 #define PRIMSERVE_DEFINE_CALL(Rpc)                                                       \

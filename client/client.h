@@ -37,6 +37,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "core/primitives.h"
+#include "proto/grpc/health/v1/health.pb.h"
 #include "proto/primserve/v1/primitives.grpc.pb.h"
 #include "wire/framing.h"
 #include "wire/received.h"
@@ -237,7 +238,11 @@ class PrimitivesClient final {
   void SetReproducible(bool reproducible) { reproducible_ = reproducible; }
   bool reproducible() const { return reproducible_; }
 
-  // True when the server's health service reports SERVING.
+  // The server's overall health (SERVING, NOT_SERVING while it drains or
+  // after its backend failed), or the call's error when nothing answers
+  // (UNAVAILABLE with gRPC's reason, DEADLINE_EXCEEDED after 5 s).
+  absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> Health();
+  // True when Health() is SERVING.
   bool IsServing();
 
   // Through ScanStream above the streaming threshold (SetStreaming).

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -24,7 +23,6 @@
 #include <optional>
 #include <random>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -35,15 +33,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "client/array_text.h"
 #include "client/cli_flags.h"
 #include "client/client.h"
-#include "client/shared_memory_region.h"
+#include "client/generators.h"
 #include "client/shm_placement.h"
 #include "client/stream_messages.h"
 #include "core/primitives.h"
@@ -124,15 +122,11 @@ constexpr char kUsage[] =
 enum class PrintMode { kSummary, kAll, kNone };
 enum class Generator { kRandom, kSequence };
 enum class KeyGenerator { kRuns, kRandom };
-enum class FileFormat { kText, kBinary };
 
 // Elements printed at each end of an array by --print=summary.
 constexpr size_t kSummaryEdge = 4;
 
-int UsageError(const absl::Status& status) {
-  std::cerr << "primctl: " << status.message() << "\nrun 'primctl --help' for usage\n";
-  return 2;
-}
+int UsageError(const absl::Status& status) { return primserve::UsageError("primctl", status); }
 
 absl::Status FirstError(std::initializer_list<absl::Status> statuses) {
   for (const absl::Status& status : statuses) {
@@ -171,70 +165,6 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect() {
   return PrimitivesClient::ConnectTls(address, *ca_pem, *cert_pem, *key_pem);
 }
 
-// The value `table` pairs with the --`flag` value `name`.
-template <typename T>
-absl::StatusOr<T> Lookup(absl::string_view flag, absl::string_view name,
-                         std::initializer_list<std::pair<absl::string_view, T>> table) {
-  std::vector<absl::string_view> names;
-  for (const auto& [key, value] : table) {
-    if (key == name) return value;
-    names.push_back(key);
-  }
-  return absl::InvalidArgumentError(absl::StrCat("--", flag, "=", name, " is not one of ",
-                                                 absl::StrJoin(names, ", ")));
-}
-
-absl::StatusOr<DType> ParseDType(absl::string_view flag, absl::string_view name) {
-  return Lookup<DType>(flag, name,
-                       {{"int32", DType::kInt32},
-                        {"int64", DType::kInt64},
-                        {"uint32", DType::kUint32},
-                        {"uint64", DType::kUint64},
-                        {"float32", DType::kFloat32},
-                        {"float64", DType::kFloat64}});
-}
-
-absl::StatusOr<Op> ParseOp() {
-  return Lookup<Op>("op", absl::GetFlag(FLAGS_op),
-                    {{"sum", Op::kSum},
-                     {"prod", Op::kProd},
-                     {"min", Op::kMin},
-                     {"max", Op::kMax},
-                     {"argmin", Op::kArgMin},
-                     {"argmax", Op::kArgMax}});
-}
-
-template <typename T>
-bool ParseNumber(absl::string_view text, T* value) {
-  if constexpr (std::is_same_v<T, float>) {
-    return absl::SimpleAtof(text, value);
-  } else if constexpr (std::is_same_v<T, double>) {
-    return absl::SimpleAtod(text, value);
-  } else {
-    return absl::SimpleAtoi(text, value);
-  }
-}
-
-// Numbers separated by whitespace or commas, as elements of `dtype`; `source`
-// names where they came from in errors.
-absl::StatusOr<v1::Array> ParseText(DType dtype, absl::string_view text,
-                                    absl::string_view source) {
-  return VisitDType(dtype, [&](auto zero) -> absl::StatusOr<v1::Array> {
-    using T = decltype(zero);
-    std::vector<T> values;
-    for (absl::string_view token :
-         absl::StrSplit(text, absl::ByAnyChar(" \t\r\n,"), absl::SkipEmpty())) {
-      T value;
-      if (!ParseNumber(token, &value)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(source, ": '", token, "' is not a valid ", DTypeName(dtype)));
-      }
-      values.push_back(value);
-    }
-    return PackArray<T>(values);
-  });
-}
-
 absl::StatusOr<std::vector<uint64_t>> ParseSegments() {
   std::vector<uint64_t> offsets;
   for (absl::string_view token :
@@ -249,42 +179,13 @@ absl::StatusOr<std::vector<uint64_t>> ParseSegments() {
   return offsets;
 }
 
-// Parses the --`flag` number `text` into `scalar` as the kind `dtype` takes:
-// int_value for signed, uint_value for unsigned, float_value for float dtypes.
-absl::Status ParseScalar(DType dtype, absl::string_view flag, absl::string_view text,
-                         v1::Scalar* scalar) {
-  return VisitDType(dtype, [&](auto zero) {
-    using T = decltype(zero);
-    using Wide = std::conditional_t<std::is_floating_point_v<T>, double,
-                                    std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>;
-    Wide value;
-    if (!ParseNumber(text, &value)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, "=", text, " is not a valid ", DTypeName(dtype), " operand"));
-    }
-    *scalar = ScalarOf(value);
-    return absl::OkStatus();
-  });
-}
-
 // An array file: text or binary as --input_format says.
-absl::StatusOr<v1::Array> ReadArrayFile(DType dtype, const std::string& path) {
-  absl::StatusOr<FileFormat> format = Lookup<FileFormat>(
+absl::StatusOr<v1::Array> ReadInputFile(DType dtype, const std::string& path) {
+  absl::StatusOr<ArrayFileFormat> format = Lookup<ArrayFileFormat>(
       "input_format", absl::GetFlag(FLAGS_input_format),
-      {{"text", FileFormat::kText}, {"binary", FileFormat::kBinary}});
+      {{"text", ArrayFileFormat::kText}, {"binary", ArrayFileFormat::kBinary}});
   if (!format.ok()) return format.status();
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return absl::InvalidArgumentError(absl::StrCat("cannot open ", path));
-  std::string contents(std::istreambuf_iterator<char>(file), {});
-  if (*format == FileFormat::kText) return ParseText(dtype, contents, path);
-  if (contents.size() % DTypeSize(dtype) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": ", contents.size(), " bytes is not a whole number of ", DTypeName(dtype)));
-  }
-  v1::Array array;
-  array.set_dtype(static_cast<v1::DType>(dtype));
-  *array.mutable_data() = std::move(contents);
-  return array;
+  return ReadArrayFile(dtype, path, *format);
 }
 
 size_t ElementCount(const v1::Array& array) {
@@ -292,11 +193,7 @@ size_t ElementCount(const v1::Array& array) {
 }
 
 // A generator seeded by --seed; `stream` tells apart the generators of one run.
-std::mt19937_64 Rng(uint32_t stream) {
-  const uint64_t seed64 = absl::GetFlag(FLAGS_seed);
-  std::seed_seq seed{static_cast<uint32_t>(seed64), static_cast<uint32_t>(seed64 >> 32), stream};
-  return std::mt19937_64(seed);
-}
+std::mt19937_64 Rng(uint32_t stream) { return SeededRng(absl::GetFlag(FLAGS_seed), stream); }
 
 // Integer-valued elements converted to `dtype`.
 v1::Array PackAs(DType dtype, absl::Span<const int64_t> values) {
@@ -311,16 +208,7 @@ v1::Array RandomArray(DType dtype, size_t n) {
   std::mt19937_64 rng = Rng(0);
   return VisitDType(dtype, [&](auto zero) {
     using T = decltype(zero);
-    std::vector<T> values(n);
-    if constexpr (std::is_floating_point_v<T>) {
-      std::uniform_real_distribution<T> uniform(-1, 1);
-      for (T& v : values) v = uniform(rng);
-    } else {
-      std::uniform_int_distribution<int64_t> uniform(std::is_signed_v<T> ? -100 : 0,
-                                                     std::is_signed_v<T> ? 100 : 200);
-      for (T& v : values) v = static_cast<T>(uniform(rng));
-    }
-    return PackArray<T>(values);
+    return PackArray<T>(RandomValues<T>(n, rng));
   });
 }
 
@@ -335,7 +223,7 @@ absl::StatusOr<v1::Array> MainInput() {
     return absl::InvalidArgumentError(
         "give the input with exactly one of --input, --values, --generate");
   }
-  if (!input.empty()) return ReadArrayFile(*dtype, input);
+  if (!input.empty()) return ReadInputFile(*dtype, input);
   if (!values.empty()) return ParseText(*dtype, values, "--values");
   absl::StatusOr<Generator> generator = Lookup<Generator>(
       "generate", generate, {{"random", Generator::kRandom}, {"sequence", Generator::kSequence}});
@@ -348,24 +236,6 @@ absl::StatusOr<v1::Array> MainInput() {
   return PackAs(*dtype, sequence);
 }
 
-// Keys 0, 1, 2, ... in runs: each element after the first starts a new run
-// with probability 1 / mean_run_length, so runs have that mean length.
-std::vector<int64_t> RunKeys(size_t n, double mean_run_length) {
-  std::mt19937_64 rng = Rng(1);
-  std::bernoulli_distribution new_run(1 / mean_run_length);
-  std::vector<int64_t> keys(n);
-  for (size_t i = 1; i < n; ++i) keys[i] = keys[i - 1] + new_run(rng);
-  return keys;
-}
-
-std::vector<int64_t> RandomKeys(size_t n, uint64_t num_keys) {
-  std::mt19937_64 rng = Rng(1);
-  std::uniform_int_distribution<uint64_t> uniform(0, num_keys - 1);
-  std::vector<int64_t> keys(n);
-  for (int64_t& key : keys) key = static_cast<int64_t>(uniform(rng));
-  return keys;
-}
-
 // The keys of `n` values, from exactly one of --keys and --generate_keys.
 absl::StatusOr<v1::Array> KeysInput(size_t n) {
   absl::StatusOr<DType> dtype = ParseDType("key_dtype", absl::GetFlag(FLAGS_key_dtype));
@@ -375,18 +245,19 @@ absl::StatusOr<v1::Array> KeysInput(size_t n) {
   if (path.empty() == generate.empty()) {
     return absl::InvalidArgumentError("give the keys with exactly one of --keys, --generate_keys");
   }
-  if (!path.empty()) return ReadArrayFile(*dtype, path);
+  if (!path.empty()) return ReadInputFile(*dtype, path);
   absl::StatusOr<KeyGenerator> generator = Lookup<KeyGenerator>(
       "generate_keys", generate, {{"runs", KeyGenerator::kRuns}, {"random", KeyGenerator::kRandom}});
   if (!generator.ok()) return generator.status();
+  std::mt19937_64 rng = Rng(1);
   if (*generator == KeyGenerator::kRuns) {
     const double run_length = absl::GetFlag(FLAGS_run_length);
     if (!(run_length >= 1)) return absl::InvalidArgumentError("--run_length must be at least 1");
-    return PackAs(*dtype, RunKeys(n, run_length));
+    return PackAs(*dtype, RunKeys<int64_t>(n, run_length, rng));
   }
   const uint64_t num_keys = absl::GetFlag(FLAGS_num_keys);
   if (num_keys < 1) return absl::InvalidArgumentError("--generate_keys=random needs --num_keys >= 1");
-  return PackAs(*dtype, RandomKeys(n, num_keys));
+  return PackAs(*dtype, RandomKeys<int64_t>(n, num_keys, rng));
 }
 
 // Sets the select criterion from exactly one of --predicate, --flags and
@@ -401,7 +272,7 @@ absl::Status SetCriterion(v1::SelectRequest* request) {
         "give the criterion with exactly one of --predicate, --flags, --generate_flags");
   }
   if (!flags_path.empty()) {
-    absl::StatusOr<v1::Array> flags = ReadArrayFile(DType::kInt32, flags_path);
+    absl::StatusOr<v1::Array> flags = ReadInputFile(DType::kInt32, flags_path);
     if (!flags.ok()) return flags.status();
     *request->mutable_flags() = *std::move(flags);
     return absl::OkStatus();
@@ -417,16 +288,7 @@ absl::Status SetCriterion(v1::SelectRequest* request) {
     *request->mutable_flags() = PackAs(DType::kInt32, flags);
     return absl::OkStatus();
   }
-  absl::StatusOr<PredicateKind> kind =
-      Lookup<PredicateKind>("predicate", predicate,
-                            {{"nonzero", PredicateKind::kNonzero},
-                             {"eq", PredicateKind::kEq},
-                             {"ne", PredicateKind::kNe},
-                             {"lt", PredicateKind::kLt},
-                             {"le", PredicateKind::kLe},
-                             {"gt", PredicateKind::kGt},
-                             {"ge", PredicateKind::kGe},
-                             {"in_range", PredicateKind::kInRange}});
+  absl::StatusOr<PredicateKind> kind = ParsePredicate(predicate, /*with_in_range=*/true);
   if (!kind.ok()) return kind.status();
   v1::Predicate* p = request->mutable_predicate();
   p->set_kind(static_cast<v1::Predicate::Kind>(*kind));
@@ -442,31 +304,6 @@ absl::Status SetCriterion(v1::SelectRequest* request) {
   const std::string upper = absl::GetFlag(FLAGS_upper);
   if (upper.empty()) return absl::InvalidArgumentError("--predicate=in_range needs --upper");
   return ParseScalar(dtype, "upper", upper, p->mutable_upper());
-}
-
-template <typename T>
-std::string FormatNumber(T value) {
-  char buffer[32];
-  return std::string(buffer, std::to_chars(buffer, buffer + sizeof(buffer), value).ptr);
-}
-
-// The elements of `array` joined by `separator`; with `edge` > 0, only the
-// first and last `edge` of them, "..." between, when there are more.
-absl::StatusOr<std::string> FormatArray(const v1::Array& array, absl::string_view separator,
-                                        size_t edge) {
-  if (!v1::DType_IsValid(array.dtype()) || array.dtype() == v1::DTYPE_UNSPECIFIED) {
-    return absl::InternalError(absl::StrCat("response array has dtype ", array.dtype()));
-  }
-  return VisitDType(static_cast<DType>(array.dtype()), [&](auto zero) -> absl::StatusOr<std::string> {
-    using T = decltype(zero);
-    absl::StatusOr<std::vector<T>> values = UnpackArray<T>(array);
-    if (!values.ok()) return values.status();
-    const auto format = [](std::string* out, T value) { out->append(FormatNumber(value)); };
-    if (edge == 0 || values->size() <= 2 * edge) return absl::StrJoin(*values, separator, format);
-    return absl::StrCat(absl::StrJoin(values->begin(), values->begin() + edge, separator, format),
-                        separator, "...", separator,
-                        absl::StrJoin(values->end() - edge, values->end(), separator, format));
-  });
 }
 
 // What a response holds, for printing.
@@ -510,50 +347,11 @@ int RpcError(const absl::Status& status) {
   return 1;
 }
 
-// The room each output of a request may take in shared memory (--shm): the
-// most its answer can hold.
-uint64_t Bytes(const v1::Array& array) { return array.data().size(); }
-uint64_t Elements(const v1::Array& array) {
-  return array.data().size() / std::max<size_t>(1, DTypeSize(static_cast<DType>(array.dtype())));
-}
-uint64_t ElementBytes(const v1::Array& array) {
-  return DTypeSize(static_cast<DType>(array.dtype()));
-}
-OutputRoom RoomFor(const v1::ScanRequest& r) { return {{"values", Bytes(r.input())}}; }
-OutputRoom RoomFor(const v1::ReduceRequest& r) {
-  const uint64_t count = std::max(1, r.segment_offsets_size());
-  OutputRoom room = {{"values", count * ElementBytes(r.input())}};
-  if (r.op() == v1::ARGMIN || r.op() == v1::ARGMAX) room["indices"] = count * sizeof(int64_t);
-  return room;
-}
-OutputRoom RoomFor(const v1::SelectRequest& r) {
-  OutputRoom room;
-  if (r.output() == v1::SelectRequest::VALUES ||
-      r.output() == v1::SelectRequest::VALUES_AND_INDICES) {
-    room["values"] = Bytes(r.input());
-  }
-  if (r.output() == v1::SelectRequest::INDICES ||
-      r.output() == v1::SelectRequest::VALUES_AND_INDICES) {
-    room["indices"] = Elements(r.input()) * sizeof(int64_t);
-  }
-  return room;
-}
-OutputRoom RoomFor(const v1::UniqueRequest& r) { return {{"values", Bytes(r.input())}}; }
-OutputRoom RoomFor(const v1::RunLengthEncodeRequest& r) {
-  return {{"values", Bytes(r.input())}, {"lengths", Elements(r.input()) * sizeof(int64_t)}};
-}
-OutputRoom RoomFor(const v1::ReduceByKeyRequest& r) {
-  return {{"keys", Bytes(r.keys())}, {"values", Bytes(r.values())}};
-}
-OutputRoom RoomFor(const v1::AggregateByKeyRequest& r) {
-  return {{"values", r.num_keys() * ElementBytes(r.values())}};
-}
-
 // --shm: a region of `bytes` registered on the client's channel. Failing
 // that, prints why (the server's refusal: UNIMPLEMENTED without
 // --shared_memory) and returns null.
 std::unique_ptr<PlacementRegion> CreateRegion(PrimitivesClient& client, uint64_t bytes) {
-  absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> region = SharedMemoryRegion::Create(
+  absl::StatusOr<std::unique_ptr<PlacementRegion>> region = CreateSystemPlacementRegion(
       client.channel(), absl::StrCat("primctl-", getpid()), std::max<uint64_t>(bytes, 1));
   if (!region.ok()) {
     std::cerr << "error: --shm: cannot register a shared-memory region with the server ("
@@ -562,8 +360,7 @@ std::unique_ptr<PlacementRegion> CreateRegion(PrimitivesClient& client, uint64_t
               << "); it must run on this host with --shared_memory\n";
     return nullptr;
   }
-  UnlinkOnSignal((*region)->key());
-  return SystemPlacementRegion(*std::move(region));
+  return *std::move(region);
 }
 
 // Sends `request`, times it, and prints what `describe` finds in the response.
@@ -653,7 +450,7 @@ int SendEither(PrimitivesClient& client, PrintMode mode, Request request, uint64
 
 int Scan(PrimitivesClient& client, PrintMode mode) {
   absl::StatusOr<v1::Array> input = MainInput();
-  absl::StatusOr<Op> op = ParseOp();
+  absl::StatusOr<Op> op = ParseOp(absl::GetFlag(FLAGS_op));
   absl::StatusOr<std::vector<uint64_t>> segments = ParseSegments();
   if (absl::Status s = FirstError({input.status(), op.status(), segments.status()}); !s.ok()) {
     return UsageError(s);
@@ -675,7 +472,7 @@ int Scan(PrimitivesClient& client, PrintMode mode) {
 
 int Reduce(PrimitivesClient& client, PrintMode mode) {
   absl::StatusOr<v1::Array> input = MainInput();
-  absl::StatusOr<Op> op = ParseOp();
+  absl::StatusOr<Op> op = ParseOp(absl::GetFlag(FLAGS_op));
   absl::StatusOr<std::vector<uint64_t>> segments = ParseSegments();
   if (absl::Status s = FirstError({input.status(), op.status(), segments.status()}); !s.ok()) {
     return UsageError(s);
@@ -693,12 +490,8 @@ int Reduce(PrimitivesClient& client, PrintMode mode) {
 
 int Select(PrimitivesClient& client, PrintMode mode) {
   absl::StatusOr<v1::Array> input = MainInput();
-  absl::StatusOr<v1::SelectRequest::Output> output = Lookup<v1::SelectRequest::Output>(
-      "output", absl::GetFlag(FLAGS_output),
-      {{"values", v1::SelectRequest::VALUES},
-       {"indices", v1::SelectRequest::INDICES},
-       {"values_and_indices", v1::SelectRequest::VALUES_AND_INDICES},
-       {"count", v1::SelectRequest::COUNT}});
+  absl::StatusOr<v1::SelectRequest::Output> output =
+      ParseSelectOutput(absl::GetFlag(FLAGS_output));
   if (absl::Status s = FirstError({input.status(), output.status()}); !s.ok()) {
     return UsageError(s);
   }
@@ -754,7 +547,7 @@ int ReduceByKey(PrimitivesClient& client, PrintMode mode) {
   absl::StatusOr<v1::Array> values = MainInput();
   if (!values.ok()) return UsageError(values.status());
   absl::StatusOr<v1::Array> keys = KeysInput(ElementCount(*values));
-  absl::StatusOr<Op> op = ParseOp();
+  absl::StatusOr<Op> op = ParseOp(absl::GetFlag(FLAGS_op));
   if (absl::Status s = FirstError({keys.status(), op.status()}); !s.ok()) return UsageError(s);
   v1::ReduceByKeyRequest request;
   *request.mutable_keys() = *std::move(keys);
@@ -771,7 +564,7 @@ int AggregateByKey(PrimitivesClient& client, PrintMode mode) {
   absl::StatusOr<v1::Array> values = MainInput();
   if (!values.ok()) return UsageError(values.status());
   absl::StatusOr<v1::Array> keys = KeysInput(ElementCount(*values));
-  absl::StatusOr<Op> op = ParseOp();
+  absl::StatusOr<Op> op = ParseOp(absl::GetFlag(FLAGS_op));
   if (absl::Status s = FirstError({keys.status(), op.status()}); !s.ok()) return UsageError(s);
   v1::AggregateByKeyRequest request;
   *request.mutable_keys() = *std::move(keys);
@@ -783,8 +576,17 @@ int AggregateByKey(PrimitivesClient& client, PrintMode mode) {
   });
 }
 
+// Prints the server's health; when nothing answers, the call's code (e.g.
+// UNAVAILABLE) and, on stderr, why: an unreachable server must not read as
+// a draining one.
 int Health(PrimitivesClient& client) {
-  const bool serving = client.IsServing();
+  absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> health = client.Health();
+  if (!health.ok()) {
+    std::cout << absl::StatusCodeToString(health.status().code()) << "\n";
+    std::cerr << "primctl: health: " << health.status().message() << "\n";
+    return 1;
+  }
+  const bool serving = *health == grpc::health::v1::HealthCheckResponse::SERVING;
   std::cout << (serving ? "SERVING" : "NOT_SERVING") << "\n";
   return serving ? 0 : 1;
 }

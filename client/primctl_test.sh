@@ -150,12 +150,17 @@ expect_exit 2 "--predicate=lt needs --operand" select --values=1 --predicate=lt
 expect_exit 2 "exactly one of --predicate, --flags, --generate_flags" select --values=1
 expect_exit 2 "Unknown command line flag" scan --values=1 --segment=0
 
-# SIGTERM: the server drains and exits 0; then health reports NOT_SERVING
+# SIGTERM: the server drains and exits 0; then nothing answers, which health
+# reports as UNAVAILABLE with gRPC's reason, not as a draining NOT_SERVING.
 kill -TERM "$SERVER_PID"
 wait "$SERVER_PID"
 status=$?
 ((status == 0)) || fail "server exited $status after SIGTERM"
-[[ "$(primctl health)" == "NOT_SERVING" ]] || fail "health after shutdown is not NOT_SERVING"
+health="$(primctl health 2>"$TMP/stderr")"
+status=$?
+((status == 1)) || fail "health with no server exited $status, not 1"
+[[ "$health" == "UNAVAILABLE" ]] || fail "health with no server printed '$health', not UNAVAILABLE"
+grep -q "^primctl: health: ." "$TMP/stderr" || fail "health with no server gave no reason: $(cat "$TMP/stderr")"
 expect_exit 1 "error: UNAVAILABLE: " scan --values=1
 
 echo PASS

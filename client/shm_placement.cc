@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <utility>
@@ -9,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/message_arrays.h"
+#include "core/primitives.h"
 #include "google/protobuf/descriptor.h"
 #include "proto/primserve/v1/primitives.pb.h"
 
@@ -66,16 +68,30 @@ void UnlinkAndRaise(int signal) {
   std::raise(signal);
 }
 
-}  // namespace
-
 void UnlinkOnSignal(const std::string& key) {
   std::strncpy(unlink_key, key.c_str(), sizeof(unlink_key) - 1);
   std::signal(SIGINT, UnlinkAndRaise);
   std::signal(SIGTERM, UnlinkAndRaise);
 }
 
-std::unique_ptr<PlacementRegion> SystemPlacementRegion(std::unique_ptr<SharedMemoryRegion> region) {
-  return std::make_unique<SystemRegion>(std::move(region));
+// Sizes of an input array, for the room of the outputs it gives.
+uint64_t Bytes(const v1::Array& array) { return array.data().size(); }
+uint64_t Elements(const v1::Array& array) {
+  return array.data().size() / std::max<size_t>(1, DTypeSize(static_cast<DType>(array.dtype())));
+}
+uint64_t ElementBytes(const v1::Array& array) {
+  return DTypeSize(static_cast<DType>(array.dtype()));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PlacementRegion>> CreateSystemPlacementRegion(
+    std::shared_ptr<grpc::Channel> channel, std::string name, uint64_t bytes) {
+  absl::StatusOr<std::unique_ptr<SharedMemoryRegion>> region =
+      SharedMemoryRegion::Create(std::move(channel), std::move(name), bytes);
+  if (!region.ok()) return region.status();
+  UnlinkOnSignal((*region)->key());
+  return std::unique_ptr<PlacementRegion>(new SystemRegion(*std::move(region)));
 }
 
 OutputRoom RoomOf(const Message& expected) {
@@ -85,6 +101,37 @@ OutputRoom RoomOf(const Message& expected) {
   }
   return room;
 }
+
+OutputRoom RoomFor(const v1::ScanRequest& r) { return {{"values", Bytes(r.input())}}; }
+OutputRoom RoomFor(const v1::ReduceRequest& r) {
+  const uint64_t count = std::max(1, r.segment_offsets_size());
+  OutputRoom room = {{"values", count * ElementBytes(r.input())}};
+  if (r.op() == v1::ARGMIN || r.op() == v1::ARGMAX) room["indices"] = count * sizeof(int64_t);
+  return room;
+}
+OutputRoom RoomFor(const v1::SelectRequest& r) {
+  OutputRoom room;
+  if (r.output() == v1::SelectRequest::VALUES ||
+      r.output() == v1::SelectRequest::VALUES_AND_INDICES) {
+    room["values"] = Bytes(r.input());
+  }
+  if (r.output() == v1::SelectRequest::INDICES ||
+      r.output() == v1::SelectRequest::VALUES_AND_INDICES) {
+    room["indices"] = Elements(r.input()) * sizeof(int64_t);
+  }
+  return room;
+}
+OutputRoom RoomFor(const v1::UniqueRequest& r) { return {{"values", Bytes(r.input())}}; }
+OutputRoom RoomFor(const v1::RunLengthEncodeRequest& r) {
+  return {{"values", Bytes(r.input())}, {"lengths", Elements(r.input()) * sizeof(int64_t)}};
+}
+OutputRoom RoomFor(const v1::ReduceByKeyRequest& r) {
+  return {{"keys", Bytes(r.keys())}, {"values", Bytes(r.values())}};
+}
+OutputRoom RoomFor(const v1::AggregateByKeyRequest& r) {
+  return {{"values", r.num_keys() * ElementBytes(r.values())}};
+}
+
 
 uint64_t PlacedBytes(const Message& request, const OutputRoom& room, bool in_place) {
   uint64_t bytes = 0;

@@ -13,9 +13,12 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "client/shared_memory_region.h"
 #include "google/protobuf/message.h"
+#include "grpcpp/channel.h"
+#include "proto/primserve/v1/primitives.pb.h"
 
 namespace primserve {
 
@@ -30,13 +33,13 @@ class PlacementRegion {
   virtual absl::Status Read(uint64_t offset, uint64_t bytes, std::string* to) const = 0;
 };
 
-// A SharedMemoryRegion (POSIX shm) as a PlacementRegion; owns it.
-std::unique_ptr<PlacementRegion> SystemPlacementRegion(std::unique_ptr<SharedMemoryRegion> region);
-
-// Until the process ends, SIGINT and SIGTERM remove the shm object `key`
-// (shm_unlink) before they take their default action, so an interrupted
-// tool leaves nothing in /dev/shm. One key at a time.
-void UnlinkOnSignal(const std::string& key);
+// A fresh POSIX shared-memory region of `bytes` (SharedMemoryRegion::Create,
+// whose errors it returns) registered on `channel` under `name`, as a
+// PlacementRegion. Until the process ends, SIGINT and SIGTERM remove its shm
+// object before they take their default action, so an interrupted tool
+// leaves nothing in /dev/shm: one such region at a time.
+absl::StatusOr<std::unique_ptr<PlacementRegion>> CreateSystemPlacementRegion(
+    std::shared_ptr<grpc::Channel> channel, std::string name, uint64_t bytes);
 
 // Where placed arrays start: every offset is a multiple of this.
 inline constexpr uint64_t kPlacementAlignment = 64;
@@ -52,6 +55,16 @@ using OutputRoom = std::map<std::string, uint64_t>;
 // The room `expected` (a response to the request) takes: each Array's data
 // size, under its OutputLocation name (a Scan's `output` is `values`).
 OutputRoom RoomOf(const google::protobuf::Message& expected);
+
+// The room each output of `request` may take before its answer is known:
+// the most that answer can hold (primctl --shm).
+OutputRoom RoomFor(const v1::ScanRequest& request);
+OutputRoom RoomFor(const v1::ReduceRequest& request);
+OutputRoom RoomFor(const v1::SelectRequest& request);
+OutputRoom RoomFor(const v1::UniqueRequest& request);
+OutputRoom RoomFor(const v1::RunLengthEncodeRequest& request);
+OutputRoom RoomFor(const v1::ReduceByKeyRequest& request);
+OutputRoom RoomFor(const v1::AggregateByKeyRequest& request);
 
 // The region bytes PlaceRequest takes for `request` with `room` (inputs'
 // data and outputs, each aligned; an in-place scan's output takes none).

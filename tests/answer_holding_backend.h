@@ -44,8 +44,11 @@ class AnswerHoldingBackend final : public ExecutionBackend {
         absl::MutexLock lock(&mu_);
         ++pending_;
       }
+      // The CPU backend below would hold scans' and reduces' answers itself;
+      // this backend holds every large answer, as the CUDA runners do.
       task->done = [this, done = std::move(task->done),
-                    answers = task->answers](absl::StatusOr<Result> result) mutable {
+                    answers = std::exchange(task->answers, nullptr)](
+                       absl::StatusOr<Result> result) mutable {
         if (result.ok()) ForEachArray(*result, [&](HostArray& array) { Hold(array, answers); });
         done(std::move(result));
       };

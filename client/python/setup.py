@@ -1,8 +1,10 @@
 """Builds the primserve package (metadata in pyproject.toml).
 
 The protobuf and gRPC modules under primserve/v1/ are not in git: the build
-generates them from the repository's proto/ directory (two levels up), so the
-client always speaks the API the server was built from. It uses `protoc` and
+generates them from the repository's proto/ directory (two levels up, or the
+copy an sdist carries beside this file, or $PRIMSERVE_PROTO), so the client
+always speaks the API the server was built from. Nothing is written into the
+source tree: it installs from a read-only checkout. It uses `protoc` and
 `grpc_python_plugin` (Debian: protobuf-compiler, protobuf-compiler-grpc), or
 the `grpc_tools` package where those are not installed; $PROTOC and
 $GRPC_PYTHON_PLUGIN override the lookup.
@@ -17,10 +19,21 @@ import tempfile
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
+from setuptools.command.sdist import sdist
 
-PROTO_ROOT = pathlib.Path(__file__).resolve().parent.parent.parent / "proto"
+HERE = pathlib.Path(__file__).resolve().parent
 
-# (proto file under PROTO_ROOT, whether it needs a gRPC stub module). The
+
+def proto_root() -> pathlib.Path:
+    """The API's proto/ directory: $PRIMSERVE_PROTO, else the one beside this
+    package (an sdist ships it there), else the checkout's (two levels up)."""
+    for candidate in (os.environ.get("PRIMSERVE_PROTO"), HERE / "proto", HERE.parent.parent / "proto"):
+        if candidate and (pathlib.Path(candidate) / "primserve/v1/primitives.proto").is_file():
+            return pathlib.Path(candidate)
+    sys.exit(f"primserve: the API's proto/ directory is not beside {HERE} nor two levels up; "
+             f"set PRIMSERVE_PROTO to a primserve checkout's proto/")
+
+# (proto file under proto_root(), whether it needs a gRPC stub module). The
 # health messages get no stub: grpc_python_plugin's stub would import them as
 # `grpc.health.v1`, inside grpcio's own package; the client calls Check by name.
 PROTOS = [
@@ -48,13 +61,12 @@ def protoc_command() -> list:
 
 def generate_modules(destination: pathlib.Path) -> None:
     """Writes primitives_pb2.py, primitives_pb2_grpc.py and health_pb2.py."""
-    if not PROTO_ROOT.is_dir():
-        sys.exit(f"primserve: {PROTO_ROOT} not found; build from a primserve checkout")
+    root = proto_root()
     destination.mkdir(parents=True, exist_ok=True)
     command = protoc_command()
     with tempfile.TemporaryDirectory() as out:
         for proto, with_stub in PROTOS:
-            args = command + [f"-I{PROTO_ROOT}", f"--python_out={out}"]
+            args = command + [f"-I{root}", f"--python_out={out}"]
             if with_stub:
                 args.append(f"--grpc_python_out={out}")
             subprocess.run(args + [proto], check=True)
@@ -73,4 +85,19 @@ class BuildPyWithGeneratedModules(build_py):
         generate_modules(pathlib.Path(self.build_lib) / "primserve" / "v1")
 
 
-setup(cmdclass={"build_py": BuildPyWithGeneratedModules})
+class SdistWithProtos(sdist):
+    """sdist, carrying the API's proto/ beside setup.py (where proto_root finds it)."""
+
+    def make_release_tree(self, base_dir, files) -> None:
+        super().make_release_tree(base_dir, files)
+        shutil.copytree(proto_root(), pathlib.Path(base_dir) / "proto")
+
+
+# Build output goes to a temporary directory, not into the source tree, so
+# that a read-only checkout or a copied folder installs (pip builds in place).
+_SCRATCH = tempfile.mkdtemp(prefix="primserve-build-")
+
+setup(
+    cmdclass={"build_py": BuildPyWithGeneratedModules, "sdist": SdistWithProtos},
+    options={"build": {"build_base": _SCRATCH}, "egg_info": {"egg_base": _SCRATCH}},
+)

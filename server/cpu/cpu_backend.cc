@@ -1,7 +1,9 @@
 #include "server/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "reference/gpu_order.h"
 #include "reference/reference.h"
 #include "reference/sort.h"
+#include "server/cpu/cpu_kernels.h"
 
 namespace primserve {
 namespace {
@@ -21,6 +24,31 @@ HostArray ToHost(DType dtype, const std::vector<T>& values) {
 
 HostArray ToHostIndices(const std::vector<int64_t>& indices) {
   return ToHost(DType::kInt64, indices);
+}
+
+// Answers at least this large go into a buffer from the task's answer
+// allocator when it has one, and are sent from there without a copy.
+constexpr size_t kMinHeldAnswerBytes = 16 * 1024;
+
+// Room for an answer of `n` elements of T.
+template <typename T>
+HostArray NewAnswer(DType dtype, size_t n, const AnswerAllocator* answers) {
+  const size_t bytes = n * sizeof(T);
+  HostArray array{dtype};
+  if (answers != nullptr && *answers && bytes >= kMinHeldAnswerBytes) {
+    array.held = (*answers)(bytes);
+    if (array.held != nullptr) array.held_bytes = bytes;
+  }
+  if (array.held == nullptr) array.bytes.resize(bytes);
+  return array;
+}
+
+// The elements of an answer, to write (before it moves: a short answer's
+// bytes live inside the string).
+template <typename T>
+absl::Span<T> Elements(HostArray& array) {
+  absl::Span<char> bytes = array.mutable_data();
+  return absl::MakeSpan(reinterpret_cast<T*>(bytes.data()), bytes.size() / sizeof(T));
 }
 
 // A stream's piece that continues the running prefix `carry` (the identity
@@ -72,7 +100,7 @@ ScanResult ScanInGpuOrder(const ScanOperation& o) {
   return result;
 }
 
-absl::StatusOr<Result> Run(const ScanOperation& o) {
+absl::StatusOr<Result> Run(const ScanOperation& o, const CpuContext& context) {
   if ((o.carry_in || o.wants_carry) && !o.segment_offsets.empty()) {
     return absl::InternalError("a scan with a carry reached the backend with segments");
   }
@@ -80,12 +108,14 @@ absl::StatusOr<Result> Run(const ScanOperation& o) {
     using T = decltype(zero);
     if (RunsReproducibly(o)) return ScanInGpuOrder<T>(o);
     if (o.carry_in || o.wants_carry) return ScanWithCarry<T>(o);
-    return ScanResult{ToHost(o.input.dtype, reference::Scan<T>(o.input.as<T>(), o.op, o.exclusive,
-                                                               o.segment_offsets))};
+    HostArray out = NewAnswer<T>(o.input.dtype, o.input.size(), context.answers);
+    cpu::Scan<T>(o.input.as<T>(), o.op, o.exclusive, o.segment_offsets, Elements<T>(out),
+                 context.parallelism);
+    return ScanResult{std::move(out)};
   });
 }
 
-absl::StatusOr<Result> Run(const ReduceOperation& o) {
+absl::StatusOr<Result> Run(const ReduceOperation& o, const CpuContext& context) {
   return VisitDType(o.input.dtype, [&](auto zero) -> absl::StatusOr<Result> {
     using T = decltype(zero);
     if (RunsReproducibly(o)) {
@@ -96,6 +126,13 @@ absl::StatusOr<Result> Run(const ReduceOperation& o) {
                                             absl::MakeSpan(values));
       return ReduceResult{ToHost(o.input.dtype, values), std::nullopt};
     }
+    if (o.op != Op::kArgMin && o.op != Op::kArgMax) {
+      HostArray values = NewAnswer<T>(
+          o.input.dtype, o.segment_offsets.empty() ? 1 : o.segment_offsets.size(), context.answers);
+      cpu::Reduce<T>(o.input.as<T>(), o.op, o.segment_offsets, Elements<T>(values),
+                     context.parallelism);
+      return ReduceResult{std::move(values), std::nullopt};
+    }
     reference::ReduceResult<T> r = reference::Reduce<T>(o.input.as<T>(), o.op, o.segment_offsets);
     ReduceResult result{ToHost(o.input.dtype, r.values), std::nullopt};
     if (o.op == Op::kArgMin || o.op == Op::kArgMax) result.indices = ToHostIndices(r.indices);
@@ -103,7 +140,7 @@ absl::StatusOr<Result> Run(const ReduceOperation& o) {
   });
 }
 
-absl::StatusOr<Result> Run(const SelectOperation& o) {
+absl::StatusOr<Result> Run(const SelectOperation& o, const CpuContext&) {
   return VisitDType(o.input.dtype, [&](auto zero) -> absl::StatusOr<Result> {
     using T = decltype(zero);
     const absl::Span<const T> input = o.input.as<T>();
@@ -126,14 +163,14 @@ absl::StatusOr<Result> Run(const SelectOperation& o) {
   });
 }
 
-absl::StatusOr<Result> Run(const UniqueOperation& o) {
+absl::StatusOr<Result> Run(const UniqueOperation& o, const CpuContext&) {
   return VisitDType(o.input.dtype, [&](auto zero) -> absl::StatusOr<Result> {
     using T = decltype(zero);
     return UniqueResult{ToHost(o.input.dtype, reference::Unique<T>(o.input.as<T>()))};
   });
 }
 
-absl::StatusOr<Result> Run(const RunLengthEncodeOperation& o) {
+absl::StatusOr<Result> Run(const RunLengthEncodeOperation& o, const CpuContext&) {
   return VisitDType(o.input.dtype, [&](auto zero) -> absl::StatusOr<Result> {
     using T = decltype(zero);
     reference::Runs<T> runs = reference::RunLengthEncode<T>(o.input.as<T>());
@@ -141,7 +178,7 @@ absl::StatusOr<Result> Run(const RunLengthEncodeOperation& o) {
   });
 }
 
-absl::StatusOr<Result> Run(const ReduceByKeyOperation& o) {
+absl::StatusOr<Result> Run(const ReduceByKeyOperation& o, const CpuContext&) {
   return VisitDType(o.keys.dtype, [&](auto key_zero) {
     using K = decltype(key_zero);
     return VisitDType(o.values.dtype, [&](auto value_zero) -> absl::StatusOr<Result> {
@@ -153,7 +190,7 @@ absl::StatusOr<Result> Run(const ReduceByKeyOperation& o) {
   });
 }
 
-absl::StatusOr<Result> Run(const AggregateByKeyOperation& o) {
+absl::StatusOr<Result> Run(const AggregateByKeyOperation& o, const CpuContext&) {
   return VisitDType(o.keys.dtype, [&](auto key_zero) {
     using K = decltype(key_zero);
     return VisitDType(o.values.dtype, [&](auto value_zero) -> absl::StatusOr<Result> {
@@ -183,7 +220,7 @@ HostArray Permuted(const ArrayView& array, const std::vector<int64_t>& permutati
   return out;
 }
 
-absl::StatusOr<Result> Run(const SortOperation& o) {
+absl::StatusOr<Result> Run(const SortOperation& o, const CpuContext&) {
   return VisitDType(o.keys.dtype, [&](auto key_zero) -> absl::StatusOr<Result> {
     using K = decltype(key_zero);
     const std::vector<int64_t> permutation =
@@ -197,9 +234,14 @@ absl::StatusOr<Result> Run(const SortOperation& o) {
 
 }  // namespace
 
-absl::StatusOr<Result> RunOnCpu(const Operation& operation) {
-  return std::visit([](const auto& o) { return Run(o); }, operation);
+absl::StatusOr<Result> RunOnCpu(const Operation& operation, const CpuContext& context) {
+  return std::visit([&context](const auto& o) { return Run(o, context); }, operation);
 }
+
+CpuBackend::CpuBackend(Metrics* metrics, int threads)
+    : metrics_(metrics),
+      parallelism_{threads > 0 ? threads
+                               : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))} {}
 
 uint64_t CpuBackend::ReproducibleScanGranule(DType dtype) const {
   // gpu::ScanTileItems(dtype, false) for the float dtypes (8192 float32,
@@ -213,7 +255,8 @@ uint64_t CpuBackend::ReproducibleScanGranule(DType dtype) const {
 void CpuBackend::Execute(std::vector<std::unique_ptr<Task>> batch) {
   for (std::unique_ptr<Task>& task : batch) {
     const absl::Time start = absl::Now();
-    absl::StatusOr<Result> result = RunOnCpu(task->operation);
+    absl::StatusOr<Result> result =
+        RunOnCpu(task->operation, CpuContext{parallelism_, &task->answers});
     if (metrics_ != nullptr) {
       metrics_->ObserveStage(RpcOf(task->operation), Stage::kCompute, absl::Now() - start);
     }

@@ -1,23 +1,34 @@
-// The CPU reference backend: runs each operation with reference/reference.h.
-// It is the oracle the GPU backend is tested against, and the backend of
-// machines without a GPU.
+// The CPU backend: the backend of machines without a GPU. Scans and reduces
+// run on its own loops (cpu_kernels.h, split over threads for large arrays);
+// everything else on reference/reference.h, the oracle the GPU backend is
+// tested against.
 #ifndef PRIMSERVE_SERVER_CPU_CPU_BACKEND_H_
 #define PRIMSERVE_SERVER_CPU_CPU_BACKEND_H_
 
 #include "absl/status/statusor.h"
 #include "server/engine/backend.h"
+#include "server/cpu/cpu_kernels.h"
 #include "server/engine/metrics.h"
 
 namespace primserve {
 
-// Runs one validated operation on the CPU reference implementation.
-absl::StatusOr<Result> RunOnCpu(const Operation& operation);
+// How one operation runs: over how many threads (cpu_kernels.h), and where
+// its large answers may go (Task::answers; null: into strings).
+struct CpuContext {
+  cpu::Parallelism parallelism;
+  const AnswerAllocator* answers = nullptr;
+};
+
+// Runs one validated operation: scans and reduces with the CPU backend's own
+// loops (cpu_kernels.h), the rest with the reference implementation.
+absl::StatusOr<Result> RunOnCpu(const Operation& operation, const CpuContext& context = {});
 
 class CpuBackend final : public ExecutionBackend {
  public:
   // Records each task's run time as stage "compute" into `metrics` unless it
-  // is null.
-  explicit CpuBackend(Metrics* metrics = nullptr) : metrics_(metrics) {}
+  // is null. A large scan or reduce is split over up to `threads` threads
+  // (0: one per core).
+  explicit CpuBackend(Metrics* metrics = nullptr, int threads = 0);
 
   std::string name() const override { return "cpu"; }
   void Execute(std::vector<std::unique_ptr<Task>> batch) override;
@@ -27,6 +38,7 @@ class CpuBackend final : public ExecutionBackend {
 
  private:
   Metrics* const metrics_;
+  const cpu::Parallelism parallelism_;
 };
 
 }  // namespace primserve

@@ -22,20 +22,28 @@ _SUPPORTED = "int32, int64, uint32, uint64, float32 or float64"
 
 
 def check_array(a: Any, name: str) -> np.ndarray:
-    """`a` if it is a 1-D C-contiguous numpy array of a supported dtype.
+    """`a` (or numpy.asarray(a)) if it is a 1-D C-contiguous array of a supported dtype.
 
-    Raises TypeError for anything else than an ndarray of a supported dtype and
-    ValueError for other shapes or a non-contiguous layout, so nothing is sent.
+    Raises TypeError for a masked array, for what numpy.asarray does not take
+    and for unsupported dtypes, and ValueError for other shapes or a
+    non-contiguous layout, so nothing is sent.
     A CUDA array (CuPy's) passes the same checks and comes back as its
     _cuda.DeviceArray stand-in, to be sent as a ref into a CUDA region.
     """
     if _cuda.is_device_array(a):
         return _cuda.stand_in(a, name, DTYPES)
-    if not isinstance(a, np.ndarray):
+    if isinstance(a, np.ma.MaskedArray):
         raise TypeError(
-            f"{name} must be a numpy.ndarray, not {type(a).__name__}; "
-            f"wrap it with numpy.asarray(..., dtype=...)"
+            f"{name} is a masked array, and primserve would ignore its mask; pass {name}.compressed() "
+            f"for the unmasked elements or {name}.filled(value) to fill the masked ones"
         )
+    if not isinstance(a, np.ndarray):
+        # Whatever numpy takes as an array: lists, memoryviews, and objects
+        # with __array__ or the buffer protocol (pandas and pyarrow columns).
+        try:
+            a = np.asarray(a)
+        except Exception as error:
+            raise TypeError(f"{name} ({type(a).__name__}) is not something numpy.asarray takes: {error}") from error
     if a.dtype not in DTYPES:
         hint = ""
         if a.dtype.newbyteorder("<") in DTYPES:

@@ -5,6 +5,7 @@ and differ only in how they send the request, so every check on the arguments
 happens before anything is sent, in all of them.
 """
 
+import math
 import numbers
 from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -105,6 +106,11 @@ def reduce(a: np.ndarray, op: str, segments: Segments, reproducible: bool = Fals
     if offsets is not None:
         request.segment_offsets.extend(offsets.tolist())
     whole = offsets is None
+    if whole and a.size == 0 and code not in (pb.SUM, pb.PROD):
+        # As numpy: an extreme of nothing is an error, not the identity (the
+        # server's answer for an empty segment).
+        raise ValueError(f"zero-size array to reduction operation {op} which has no identity; "
+                         f"pass segments=[0] for the server's answer (the op's identity)")
 
     def parse(response: Any) -> Any:
         values = _first_if(whole, response.values)
@@ -135,6 +141,45 @@ def _scalar(value: Any, dtype: np.dtype, field: str) -> pb.Scalar:
     return pb.Scalar(uint_value=value) if dtype.kind == "u" else pb.Scalar(int_value=value)
 
 
+def _integer_predicate(kind: int, bounds: Tuple[Any, ...], dtype: np.dtype) -> Optional[pb.Predicate]:
+    """The predicate over an integer array that keeps what numpy's comparison
+    with real (not integer, or outside the dtype) bounds keeps, in integer
+    bounds the server takes; None when every bound is an integer of the dtype
+    (sent as given)."""
+    limits = np.iinfo(dtype)
+    if all(isinstance(b, numbers.Integral) and limits.min <= int(b) <= limits.max for b in bounds):
+        return None
+    if any(math.isnan(b) for b in bounds):
+        # Every comparison with NaN is False, but NE, which is True.
+        low, high = (limits.min, None) if kind == pb.Predicate.NE else (0, 0)
+    else:
+        # An infinite bound acts as one just past the dtype's range.
+        bounds = tuple(limits.max + 1 if b == math.inf else limits.min - 1 if b == -math.inf else b
+                       for b in bounds)
+        v = bounds[0]
+        whole = isinstance(v, numbers.Integral) or float(v).is_integer()
+        if kind == pb.Predicate.NE:
+            if whole and limits.min <= int(v) <= limits.max:
+                return pb.Predicate(kind=kind, operand=_scalar(int(v), dtype, "the where operand"))
+            low, high = limits.min, None  # x != v for every x
+        else:
+            low, high = {
+                pb.Predicate.GT: (math.floor(v) + 1, None), pb.Predicate.GE: (math.ceil(v), None),
+                pb.Predicate.LT: (None, math.ceil(v)), pb.Predicate.LE: (None, math.floor(v) + 1),
+                pb.Predicate.EQ: (int(v), int(v) + 1) if whole else (0, 0),
+                pb.Predicate.IN_RANGE: (math.ceil(v), math.ceil(bounds[-1])),
+            }[kind]
+    # low <= x < high within [min, max] (None: unbounded); empty as 0 <= x < 0.
+    low = limits.min if low is None else max(int(low), limits.min)
+    high = None if high is None else min(int(high), limits.max + 1)
+    if low > limits.max or (high is not None and high <= low):
+        low, high = 0, 0
+    elif high is None or high > limits.max:
+        return pb.Predicate(kind=pb.Predicate.GE, operand=_scalar(low, dtype, "the where operand"))
+    return pb.Predicate(kind=pb.Predicate.IN_RANGE, operand=_scalar(low, dtype, "the where operand"),
+                        upper=_scalar(high, dtype, "the where upper bound"))
+
+
 def _predicate(where: Where, dtype: np.dtype) -> pb.Predicate:
     if not isinstance(where, (str, tuple, list)):
         raise TypeError(f"where must be a kind name or a tuple like ('gt', 0.5), not {type(where).__name__}")
@@ -146,6 +191,13 @@ def _predicate(where: Where, dtype: np.dtype) -> pb.Predicate:
     operands = {pb.Predicate.NONZERO: 0, pb.Predicate.IN_RANGE: 2}.get(kind, 1)
     if len(parts) != 1 + operands:
         raise ValueError(f"where=({name!r}, ...) takes {operands} operand(s); got {where!r}")
+    for bound in parts[1:]:
+        if isinstance(bound, (bool, np.bool_)) or not isinstance(bound, numbers.Real):
+            raise TypeError(f"the where operand must be a number, not {type(bound).__name__}")
+    if operands >= 1 and dtype.kind in "iu":
+        translated = _integer_predicate(kind, parts[1:], dtype)
+        if translated is not None:
+            return translated
     predicate = pb.Predicate(kind=kind)
     if operands >= 1:
         predicate.operand.CopyFrom(_scalar(parts[1], dtype, "the where operand"))

@@ -8,6 +8,7 @@ wrote there (a CuPy view for a CUDA region).
 """
 
 import numbers
+import weakref
 from multiprocessing import shared_memory
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -17,15 +18,36 @@ from primserve import _arrays, _calls, _cuda
 from primserve.v1 import primitives_pb2 as pb
 
 
+def _drop(shm: shared_memory.SharedMemory, name: str, forget: Optional[Callable[[str], None]]) -> None:
+    """A region never closed, at garbage collection or interpreter exit:
+    unregistered (best effort: the server drops the regions of callers gone
+    idle itself) and its object unlinked, so neither outlives the client."""
+    if forget is not None:
+        try:
+            forget(name)
+        except Exception:  # the server or its channel may be gone already
+            pass
+    try:
+        shm.unlink()
+    except FileNotFoundError:
+        pass
+
+
 class Memory:
     """A new POSIX shared-memory object and numpy views into it; Region and
-    aio.Region add its registration with the server."""
+    aio.Region add its registration with the server.
 
-    def __init__(self, name: Optional[str], size: int):
+    Its life is tied to this object's: if it is never closed, it is unlinked
+    (and, with `forget`, unregistered by name) when the object is collected
+    or the interpreter exits.
+    """
+
+    def __init__(self, name: Optional[str], size: int, forget: Optional[Callable[[str], None]] = None):
         self.shm = shared_memory.SharedMemory(create=True, size=size)
         self.name = name or self.shm.name
         self.size = size
         self.closed = False
+        self._finalizer = weakref.finalize(self, _drop, self.shm, self.name, forget)
 
     @property
     def key(self) -> str:
@@ -54,6 +76,7 @@ class Memory:
     def release(self) -> None:
         """Unlinks the object and unmaps it."""
         self.closed = True
+        self._finalizer.detach()
         self.shm.unlink()
         try:
             self.shm.close()
@@ -73,8 +96,9 @@ class Region(Memory):
     are ordinary memory to the client from then on.
     """
 
-    def __init__(self, name: Optional[str], size: int, unregister: Callable[["Region"], None]):
-        super().__init__(name, size)
+    def __init__(self, name: Optional[str], size: int, unregister: Callable[["Region"], None],
+                 forget: Optional[Callable[[str], None]] = None):
+        super().__init__(name, size, forget)
         self._unregister = unregister
 
     def close(self) -> None:

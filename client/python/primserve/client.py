@@ -18,11 +18,15 @@ from primserve.v1 import primitives_pb2 as pb
 class Client:
     """A connection to a primserve server; its methods block until the answer.
 
-    Arrays go in as 1-D, C-contiguous numpy arrays of int32, int64, uint32,
-    uint64, float32 or float64, and come back as read-only numpy arrays over
-    the response's bytes. Anything else (a list, another dtype, a 2-D array, a
-    strided view) raises TypeError or ValueError before anything is sent; a
-    call the server refuses or that fails raises ServerError.
+    Arrays go in as anything ``numpy.asarray`` takes (numpy arrays, lists,
+    memoryviews, pandas and pyarrow columns) that is 1-D, C-contiguous and
+    int32, int64, uint32, uint64, float32 or float64, and come back as
+    read-only numpy arrays over the response's bytes. Anything else (another
+    dtype, a 2-D array, a strided view, a masked array, whose mask would be
+    ignored) raises TypeError or ValueError before anything is sent; a call
+    the server refuses or that fails raises ServerError. Comparisons with
+    real bounds (``("gt", 1.5)``, ``("in_range", 0.5, 1e30)``) keep on an
+    integer array what numpy's comparison keeps.
 
     Args:
         address: ``"host:port"`` of the server.
@@ -140,7 +144,9 @@ class Client:
             a: the input.
             op: "sum", "prod", "min", "max", "argmin" or "argmax".
             segments: start positions as for scan; one result per segment,
-                the op's identity for an empty one.
+                the op's identity for an empty one. Without segments, the
+                min, max, argmin or argmax of an empty array raises ValueError,
+                as numpy's does.
             reproducible: float32/float64 "sum" and "prod" give the same bits
                 every time: alone, batched on the server with other requests,
                 or streamed in any piece sizes (same GPU model, driver, CUDA
@@ -316,7 +322,9 @@ class Client:
         sent), and as a method's ``out=`` they receive its values (a Select
         with output="indices": its indices) and the method returns a view of
         what was written. Calls using a region are always unary. Closing the
-        region (or leaving its ``with`` block) unregisters and unlinks it.
+        region (or leaving its ``with`` block) unregisters and unlinks it; a
+        region never closed is unregistered and unlinked when it is
+        garbage-collected or the interpreter exits.
 
         Args:
             size: bytes, at least 1.
@@ -336,7 +344,10 @@ class Client:
             except grpc.RpcError as error:
                 raise ServerError.from_rpc_error(error) from error
 
-        region = _shm.Region(name, _shm.check_size(size), unregister)
+        def forget(region_name: str) -> None:  # at exit or collection, without raising
+            self._unregister(pb.UnregisterRequest(name=region_name), timeout=min(self.timeout or 1.0, 1.0))
+
+        region = _shm.Region(name, _shm.check_size(size), unregister, forget)
         try:
             self._register(pb.RegisterSystemRequest(name=region.name, key=region.key, byte_size=region.size),
                            timeout=self.timeout)

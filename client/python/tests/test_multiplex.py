@@ -77,7 +77,7 @@ def test_a_refused_call_fails_alone(client):
 def test_bad_arguments_raise_at_the_call_and_a_closed_stream_takes_none(client):
     stream = client.multiplex()
     with pytest.raises(TypeError):
-        stream.scan([1, 2, 3])
+        stream.scan(np.ma.masked_array(np.arange(3), [0, 1, 0]))
     assert stream.unique(np.int64([4, 4, 5])).result().tolist() == [4, 5]
     stream.close()
     with pytest.raises(ValueError, match="closed"):

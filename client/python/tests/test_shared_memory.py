@@ -2,6 +2,8 @@
 region answer as inline calls do, the errors, and nothing left in /dev/shm."""
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -196,3 +198,24 @@ def test_aio(shm_address, rng):
 
     asyncio.run(main())
     assert shm_files() == before
+
+
+def test_a_region_never_closed_is_unregistered_and_unlinked_at_exit(shm_address):
+    name = f"never-closed-{os.getpid()}"
+    script = "\n".join([
+        "import numpy as np, primserve",
+        f"client = primserve.Client({shm_address!r}, timeout=10)",
+        f"region = client.shared_memory(4096, name={name!r})",
+        "region.array(np.int32, 4)[:] = 7",
+        "print(region.shm.name)",
+    ])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    # Python's resource tracker warns of objects left behind; none is.
+    assert "leaked" not in done.stderr, done.stderr
+    assert done.stdout.strip().lstrip("/") not in shm_files()
+    # The server forgot the region: its name registers again.
+    with primserve.Client(shm_address, timeout=10) as client:
+        with client.shared_memory(64, name=name) as region:
+            assert region.name == name

@@ -1,0 +1,43 @@
+// The CPU backend's own loops for the primitives a user without a GPU runs
+// most (scan, reduce): the op fixed at compile time so each loop is a few
+// instructions per element, and work split over threads where the answer's
+// bits do not depend on the split (integers, float MIN/MAX). The reference
+// (reference/reference.h) stays the oracle: cpu_kernels_test checks these
+// against it bit for bit, except the float SUM reduce, which sums in several
+// lanes (as numpy's pairwise sum does, not a left fold) and agrees within
+// rounding.
+#ifndef PRIMSERVE_SERVER_CPU_CPU_KERNELS_H_
+#define PRIMSERVE_SERVER_CPU_CPU_KERNELS_H_
+
+#include <cstdint>
+
+#include "absl/types/span.h"
+#include "core/primitives.h"
+
+namespace primserve::cpu {
+
+// How a call may split its work: into at most `threads` parts (the calling
+// thread runs one), none smaller than `min_items` elements.
+struct Parallelism {
+  int threads = 1;
+  uint64_t min_items = uint64_t{1} << 20;
+};
+
+// The scan of `input` into `out` (same length; may be the same memory),
+// restarting at each segment start, as reference::Scan gives it (same bits).
+// `op` is SUM, PROD, MIN or MAX.
+template <typename T>
+void Scan(absl::Span<const T> input, Op op, bool exclusive,
+          absl::Span<const uint64_t> segment_starts, absl::Span<T> out,
+          const Parallelism& parallelism);
+
+// The SUM, PROD, MIN or MAX of each segment (one over all of `input` when
+// `segment_starts` is empty) into `out` (one per segment): reference::Reduce's
+// values, bit for bit but for a float SUM (within rounding).
+template <typename T>
+void Reduce(absl::Span<const T> input, Op op, absl::Span<const uint64_t> segment_starts,
+            absl::Span<T> out, const Parallelism& parallelism);
+
+}  // namespace primserve::cpu
+
+#endif  // PRIMSERVE_SERVER_CPU_CPU_KERNELS_H_
