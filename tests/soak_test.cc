@@ -727,11 +727,20 @@ grpc::Status CallStream(v1::Primitives::Stub& stub, const std::vector<Request>& 
 }
 
 // Whether a request can go through its streaming RPC (SelectStream refuses
-// partitions).
+// partitions; Sort has none).
 template <typename Request>
 bool Streamable(const Request& request) {
   if constexpr (std::is_same_v<Request, v1::SelectRequest>) return !request.partition();
-  return true;
+  return !std::is_same_v<Request, v1::SortRequest>;
+}
+
+// The field of `message` whose type is `type` (a Multiplex oneof's member).
+const google::protobuf::FieldDescriptor* FieldOfType(const google::protobuf::Descriptor& message,
+                                                     const google::protobuf::Descriptor& type) {
+  for (int i = 0; i < message.field_count(); ++i) {
+    if (message.field(i)->message_type() == &type) return message.field(i);
+  }
+  return nullptr;
 }
 
 // A burst of 1 to 64 random requests on one Multiplex stream, written from
@@ -749,12 +758,12 @@ void MultiplexBurst(v1::Primitives::Stub& stub, Generator& gen, Tally* tally) {
     sent.push_back({rpc, MakeCase(gen, rpc, gen.Size())});
     v1::MultiplexRequest& m = messages.emplace_back();
     m.set_id(i);
-    // MultiplexRequest's oneof holds the RPCs' requests in their order, from
-    // field 2 (its response's, from field 4).
+    // MultiplexRequest's oneof field of the request's type (and the
+    // response's of the response's type).
     std::visit(
         [&](const auto& exchange) {
           m.GetReflection()
-              ->MutableMessage(&m, m.GetDescriptor()->FindFieldByNumber(2 + rpc))
+              ->MutableMessage(&m, FieldOfType(*m.GetDescriptor(), *exchange.request.GetDescriptor()))
               ->CopyFrom(exchange.request);
         },
         sent.back().c.exchange);
@@ -798,7 +807,7 @@ void MultiplexBurst(v1::Primitives::Stub& stub, Generator& gen, Tally* tally) {
             inner = grpc::Status(static_cast<grpc::StatusCode>(got->code()), got->message());
           } else {
             response.CopyFrom(got->GetReflection()->GetMessage(
-                *got, got->GetDescriptor()->FindFieldByNumber(4 + sent[i].rpc)));
+                *got, FieldOfType(*got->GetDescriptor(), *exchange.expected.GetDescriptor())));
           }
           tally->Check(sent[i].c, sent[i].rpc, Path::kMultiplex, inner, response,
                        exchange.expected);
