@@ -292,6 +292,16 @@ v1::AggregateByKeyRequest AggregateByKey() {
   return r;
 }
 
+v1::SortRequest Sort() {
+  v1::SortRequest r;
+  *r.mutable_keys() = MakeArray(v1::FLOAT64, Bytes(48, 15));
+  *r.mutable_values() = MakeArray(v1::INT32, Bytes(24, 16));
+  r.set_descending(true);
+  r.set_return_indices(true);
+  for (uint64_t start : {0, 2, 2, 5}) r.add_segment_offsets(start);
+  return r;
+}
+
 v1::EchoRequest Echo() {
   v1::EchoRequest r;
   *r.add_arrays() = MakeArray(v1::INT32, Bytes(30, 12));
@@ -303,7 +313,7 @@ v1::EchoRequest Echo() {
 }
 
 std::vector<v1::MultiplexRequest> Multiplexes() {
-  std::vector<v1::MultiplexRequest> out(8);
+  std::vector<v1::MultiplexRequest> out(9);
   for (size_t i = 0; i < out.size(); ++i) out[i].set_id(1000 + i);
   *out[0].mutable_scan() = Scan();
   *out[1].mutable_reduce() = Reduce();
@@ -313,6 +323,7 @@ std::vector<v1::MultiplexRequest> Multiplexes() {
   *out[5].mutable_run_length_encode() = RunLengthEncode();
   *out[6].mutable_reduce_by_key() = ReduceByKey();
   *out[7].mutable_aggregate_by_key() = AggregateByKey();
+  *out[8].mutable_sort() = Sort();
   return out;
 }
 
@@ -327,6 +338,7 @@ std::vector<std::unique_ptr<Message>> AllRequests() {
   out.push_back(std::make_unique<v1::RunLengthEncodeRequest>(RunLengthEncode()));
   out.push_back(std::make_unique<v1::ReduceByKeyRequest>(ReduceByKey()));
   out.push_back(std::make_unique<v1::AggregateByKeyRequest>(AggregateByKey()));
+  out.push_back(std::make_unique<v1::SortRequest>(Sort()));
   out.push_back(std::make_unique<v1::EchoRequest>(Echo()));
   for (v1::MultiplexRequest& m : Multiplexes()) {
     out.push_back(std::make_unique<v1::MultiplexRequest>(std::move(m)));

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "reference/gpu_order.h"
 #include "reference/reference.h"
+#include "reference/sort.h"
 #include "server/cpu/cpu_kernels.h"
 
 namespace primserve {
@@ -204,6 +205,31 @@ absl::StatusOr<Result> Run(const AggregateByKeyOperation& o, const CpuContext&) 
         return AggregateByKeyResult{ToHost(o.values.dtype, *aggregates)};
       }
     });
+  });
+}
+
+// Elements of `array` (any dtype, as bytes) in the order of `permutation`.
+HostArray Permuted(const ArrayView& array, const std::vector<int64_t>& permutation) {
+  const size_t size = DTypeSize(array.dtype);
+  std::string bytes(permutation.size() * size, '\0');
+  for (size_t i = 0; i < permutation.size(); ++i) {
+    std::memcpy(&bytes[i * size], array.bytes.data() + permutation[i] * size, size);
+  }
+  HostArray out;
+  out.dtype = array.dtype;
+  out.bytes = std::move(bytes);
+  return out;
+}
+
+absl::StatusOr<Result> Run(const SortOperation& o, const CpuContext&) {
+  return VisitDType(o.keys.dtype, [&](auto key_zero) -> absl::StatusOr<Result> {
+    using K = decltype(key_zero);
+    const std::vector<int64_t> permutation =
+        reference::SortPermutation<K>(o.keys.as<K>(), o.descending, o.segment_offsets);
+    SortResult r{Permuted(o.keys, permutation)};
+    if (o.values) r.values = Permuted(*o.values, permutation);
+    if (o.return_indices) r.indices = ToHostIndices(permutation);
+    return r;
   });
 }
 

@@ -33,6 +33,10 @@ uint64_t RequestBytes(const Operation& operation) {
           [&](const AggregateByKeyOperation& o) {
             return o.keys.bytes.size() + o.values.bytes.size();
           },
+          [&](const SortOperation& o) {
+            return o.keys.bytes.size() + (o.values ? o.values->bytes.size() : 0) +
+                   offsets(o.segment_offsets);
+          },
       },
       operation);
 }

@@ -240,12 +240,16 @@ void MultiplexReactor::Start(std::unique_ptr<Received> received) {
       const auto& r = request.aggregate_by_key();
       return Schedule(std::move(received), r, &R::mutable_aggregate_by_key);
     }
+    case v1::MultiplexRequest::kSort: {
+      const auto& r = request.sort();
+      return Schedule(std::move(received), r, &R::mutable_sort);
+    }
     case v1::MultiplexRequest::REQUEST_NOT_SET:
       break;
   }
   Refuse(id,
          absl::InvalidArgumentError("request is not set: set one of scan, reduce, select, unique, "
-                                    "run_length_encode, reduce_by_key or aggregate_by_key"),
+                                    "run_length_encode, reduce_by_key, aggregate_by_key or sort"),
          /*releases_id=*/true);
 }
 

@@ -110,6 +110,16 @@ absl::Status Fill(AggregateByKeyResult r, v1::AggregateByKeyResponse* response,
   return Deliver({{shm::Slot::kValues, &r.values, response->mutable_values()}}, memory, held);
 }
 
+absl::Status Fill(SortResult r, v1::SortResponse* response, shm::RequestMemory* memory,
+                  HeldArrays* held) {
+  shm::Delivery outputs[3];
+  size_t n = 0;
+  outputs[n++] = {shm::Slot::kKeys, &r.keys, response->mutable_keys()};
+  if (r.values) outputs[n++] = {shm::Slot::kValues, &*r.values, response->mutable_values()};
+  if (r.indices) outputs[n++] = {shm::Slot::kIndices, &*r.indices, response->mutable_indices()};
+  return Deliver(absl::MakeConstSpan(outputs, n), memory, held);
+}
+
 // The result that fills each response.
 template <typename Response>
 struct AnswerOfResponse;
@@ -127,6 +137,8 @@ template <>
 struct AnswerOfResponse<v1::ReduceByKeyResponse> { using type = ReduceByKeyResult; };
 template <>
 struct AnswerOfResponse<v1::AggregateByKeyResponse> { using type = AggregateByKeyResult; };
+template <>
+struct AnswerOfResponse<v1::SortResponse> { using type = SortResult; };
 template <typename Response>
 using AnswerOf = typename AnswerOfResponse<Response>::type;
 
@@ -177,7 +189,7 @@ absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, Response* response
   }
 }
 
-// The seven responses, each with the result that fills it (AnswerOf).
+// The unary responses, each with the result that fills it (AnswerOf).
 #define PRIMSERVE_RESPONSE(Response)                                                      \
   template absl::Status ToResponse(Result, v1::Response*, shm::RequestMemory*);           \
   template absl::StatusOr<grpc::ByteBuffer> FrameResponse(                               \
@@ -189,6 +201,7 @@ PRIMSERVE_RESPONSE(UniqueResponse)
 PRIMSERVE_RESPONSE(RunLengthEncodeResponse)
 PRIMSERVE_RESPONSE(ReduceByKeyResponse)
 PRIMSERVE_RESPONSE(AggregateByKeyResponse)
+PRIMSERVE_RESPONSE(SortResponse)
 #undef PRIMSERVE_RESPONSE
 
 }  // namespace primserve
