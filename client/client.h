@@ -105,6 +105,16 @@ struct KeyedReduction {
   std::vector<V> values;
 };
 
+// A Sort's answer: the keys in order, the values moved with them (empty
+// without values) and each output position's input position (empty without
+// indices).
+template <typename K, typename V>
+struct Sorted {
+  std::vector<K> keys;
+  std::vector<V> values;
+  std::vector<int64_t> indices;
+};
+
 // How a channel spreads calls over the servers its target names, and what it
 // does when one goes away. The defaults suit a pool of primserve replicas;
 // with a single server they change nothing but the retries.
@@ -182,6 +192,7 @@ class PrimitivesClient final {
   absl::StatusOr<v1::RunLengthEncodeResponse> Call(const v1::RunLengthEncodeRequest& request);
   absl::StatusOr<v1::ReduceByKeyResponse> Call(const v1::ReduceByKeyRequest& request);
   absl::StatusOr<v1::AggregateByKeyResponse> Call(const v1::AggregateByKeyRequest& request);
+  absl::StatusOr<v1::SortResponse> Call(const v1::SortRequest& request);
 
   // Raw streaming calls (ScanStream, SelectStream, UniqueStream,
   // RunLengthEncodeStream, ReduceByKeyStream): `next` fills the next message
@@ -551,6 +562,45 @@ class PrimitivesClient final {
       return s;
     }
     return aggregated;
+  }
+
+  // Stable sort (NaN last, -0.0 == +0.0, descending keeps NaN last and
+  // ties in input order). `values` may be empty (keys only; V is then any
+  // dtype); segment_starts as Scan's (empty: one segment).
+  template <typename K, typename V = int32_t>
+  absl::StatusOr<Sorted<K, V>> Sort(absl::Span<const K> keys,
+                                        absl::Span<const V> values = {},
+                                        bool descending = false, bool return_indices = false,
+                                        absl::Span<const uint64_t> segment_starts = {}) {
+    Payloads payloads;
+    v1::SortRequest request;
+    payloads.Set(keys, request.mutable_keys());
+    if (!values.empty()) payloads.Set(values, request.mutable_values());
+    request.set_descending(descending);
+    request.set_return_indices(return_indices);
+    for (uint64_t start : segment_starts) request.add_segment_offsets(start);
+    v1::SortResponse response;
+    wire::ReceivedMessage received;
+    if (absl::Status s = CallFramed("Sort", &request, payloads, &response, &received); !s.ok()) {
+      return s;
+    }
+    Sorted<K, V> result;
+    if (absl::Status s = AppendReceived(received, response.keys(), &result.keys); !s.ok()) {
+      return s;
+    }
+    if (!values.empty()) {
+      if (absl::Status s = AppendReceived(received, response.values(), &result.values);
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (return_indices) {
+      if (absl::Status s = AppendReceived(received, response.indices(), &result.indices);
+          !s.ok()) {
+        return s;
+      }
+    }
+    return result;
   }
 
  private:

@@ -16,11 +16,13 @@ enum class Rpc : int {
   kRunLengthEncode,
   kReduceByKey,
   kAggregateByKey,
+  kSort,
 };
 
 inline constexpr Rpc kAllRpcs[] = {Rpc::kScan,           Rpc::kReduce,      Rpc::kSelect,
                                    Rpc::kUnique,         Rpc::kRunLengthEncode,
-                                   Rpc::kReduceByKey,    Rpc::kAggregateByKey};
+                                   Rpc::kReduceByKey,    Rpc::kAggregateByKey,
+                                   Rpc::kSort};
 inline constexpr size_t kNumRpcs = sizeof(kAllRpcs) / sizeof(kAllRpcs[0]);
 
 inline constexpr size_t RpcIndex(Rpc rpc) { return static_cast<size_t>(rpc); }
@@ -36,6 +38,7 @@ inline constexpr const char* RpcName(Rpc rpc) {
     case Rpc::kRunLengthEncode: return "RunLengthEncode";
     case Rpc::kReduceByKey: return "ReduceByKey";
     case Rpc::kAggregateByKey: return "AggregateByKey";
+    case Rpc::kSort: return "Sort";
   }
   return "unknown";
 }

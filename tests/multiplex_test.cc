@@ -44,7 +44,7 @@ v1::MultiplexRequest RandomRequest(std::mt19937& rng, uint64_t id) {
   v1::MultiplexRequest m;
   m.set_id(id);
   const size_t n = rng() % 200;
-  switch (rng() % 7) {
+  switch (rng() % 8) {
     case 0: {
       auto* r = m.mutable_scan();
       *r->mutable_input() = PackArray<int32_t>(Random<int32_t>(rng, n));
@@ -79,6 +79,14 @@ v1::MultiplexRequest RandomRequest(std::mt19937& rng, uint64_t id) {
       *r->mutable_keys() = PackArray<int32_t>(keys);
       *r->mutable_values() = PackArray<int64_t>(Random<int64_t>(rng, n));
       r->set_op(v1::MAX);
+      break;
+    }
+    case 6: {
+      auto* r = m.mutable_sort();
+      *r->mutable_keys() = PackArray<float>(Random<float>(rng, n));
+      *r->mutable_values() = PackArray<int32_t>(Random<int32_t>(rng, n));
+      r->set_descending(rng() % 2);
+      r->set_return_indices(rng() % 2);
       break;
     }
     default: {

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -22,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "client/client.h"
@@ -687,6 +689,48 @@ TEST_F(SharedMemoryTest, ATruncatedObjectIsRefusedWithoutACrash) {
   // Grown back, the region serves again.
   object.Truncate(1 << 20);
   EXPECT_TRUE(Unary(m).scan().has_output());
+}
+
+// A client truncating its object while requests read and write it (issue
+// 27: SIGBUS ended the server): each such request fails alone with
+// FAILED_PRECONDITION, the rest are answered, and the server goes on.
+TEST_F(SharedMemoryTest, TruncatingDuringRequestsFailsThoseRequestsOnly) {
+  Start();
+  constexpr uint64_t kBytes = uint64_t{16} << 20;
+  std::mt19937 rng(27);
+  int answered = 0, refused = 0, faulted = 0;
+  for (int round = 0; round < 30; ++round) {
+    ShmObject object(kBytes);
+    const std::string name = absl::StrCat("t", round);
+    ASSERT_TRUE(Register(name, object.key(), 0, kBytes).ok());
+    v1::ScanRequest scan;
+    scan.set_op(v1::SUM);
+    scan.mutable_input()->set_dtype(v1::INT32);
+    *scan.mutable_input()->mutable_shm() = Ref(name, 0, kBytes);
+    *scan.mutable_output_location()->mutable_values() = Ref(name, 0, kBytes);
+    const absl::Duration delay = absl::Milliseconds(rng() % 300);
+    std::thread truncate([&] {
+      absl::SleepFor(delay);
+      object.Truncate(4096);
+    });
+    v1::ScanResponse response;
+    grpc::ClientContext context;
+    const grpc::Status status = stub_->Scan(&context, scan, &response);
+    truncate.join();
+    if (status.ok()) {
+      ++answered;
+    } else {
+      ASSERT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+          << status.error_message();
+      ++refused;
+      faulted += absl::StrContains(status.error_message(), "truncated while a request used it");
+    }
+    ASSERT_TRUE(Unregister(name).ok());
+  }
+  std::printf("30 truncations: %d answered, %d refused (%d faulted mid-request)\n", answered,
+              refused, faulted);
+  EXPECT_GT(refused, 0);
+  ExpectAGoodRequestAnswered();
 }
 
 TEST_F(SharedMemoryTest, ManyRegionsAndTheLimits) {

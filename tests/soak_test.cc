@@ -53,6 +53,7 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "reference/reference.h"
+#include "reference/sort.h"
 #include "server/cpu/cpu_backend.h"
 #include "server/cuda/cuda_backend.h"
 #include "server/engine/metrics.h"
@@ -305,7 +306,8 @@ using AnyExchange = std::variant<Exchange<v1::ScanRequest, v1::ScanResponse>,
                                  Exchange<v1::UniqueRequest, v1::UniqueResponse>,
                                  Exchange<v1::RunLengthEncodeRequest, v1::RunLengthEncodeResponse>,
                                  Exchange<v1::ReduceByKeyRequest, v1::ReduceByKeyResponse>,
-                                 Exchange<v1::AggregateByKeyRequest, v1::AggregateByKeyResponse>>;
+                                 Exchange<v1::AggregateByKeyRequest, v1::AggregateByKeyResponse>,
+                                 Exchange<v1::SortRequest, v1::SortResponse>>;
 
 // A random request with the CPU reference's answer to it.
 struct Case {
@@ -497,6 +499,23 @@ Case AggregateByKeyCase(Generator& gen, DType value_dtype, uint64_t n) {
   });
 }
 
+Case SortCase(Generator& gen, DType dtype, uint64_t n) {
+  return VisitDType(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    const std::vector<T> keys = gen.Values<T>(n);
+    const bool descending = gen.OneIn(2);
+    Exchange<v1::SortRequest, v1::SortResponse> e;
+    *e.request.mutable_keys() = PackArray<T>(keys);
+    e.request.set_descending(descending);
+    e.request.set_return_indices(true);
+    const std::vector<int64_t> order = reference::SortPermutation<T>(keys, descending);
+    *e.expected.mutable_keys() = PackArray<T>(reference::Permute<T>(keys, order));
+    *e.expected.mutable_indices() = PackArray<int64_t>(order);
+    return Case{std::move(e), false, n, Kind(7, dtype, descending ? " descending" : ""),
+                absl::StrCat("n=", n)};
+  });
+}
+
 Case MakeCase(Generator& gen, size_t rpc, uint64_t n) {
   const DType dtype = kDTypes[gen.Below(6)];
   switch (rpc) {
@@ -506,6 +525,7 @@ Case MakeCase(Generator& gen, size_t rpc, uint64_t n) {
     case 3: return UniqueCase(gen, dtype, n);
     case 4: return RunLengthEncodeCase(gen, dtype, n);
     case 5: return ReduceByKeyCase(gen, dtype, n);
+    case 7: return SortCase(gen, dtype, n);
     default: break;
   }
   return AggregateByKeyCase(gen, dtype, n);
@@ -541,6 +561,10 @@ std::string Diff(const v1::ReduceByKeyResponse& got, const v1::ReduceByKeyRespon
 std::string Diff(const v1::AggregateByKeyResponse& got, const v1::AggregateByKeyResponse& want,
                  bool tolerant) {
   return ArrayDiff("values", got.values(), want.values(), tolerant);
+}
+std::string Diff(const v1::SortResponse& got, const v1::SortResponse& want, bool) {
+  return absl::StrCat(ArrayDiff("keys", got.keys(), want.keys(), false),
+                      ArrayDiff("indices", got.indices(), want.indices(), false));
 }
 
 // Wrong answers or failed calls, counted by kind, with the first of each
@@ -703,11 +727,20 @@ grpc::Status CallStream(v1::Primitives::Stub& stub, const std::vector<Request>& 
 }
 
 // Whether a request can go through its streaming RPC (SelectStream refuses
-// partitions).
+// partitions; Sort has none).
 template <typename Request>
 bool Streamable(const Request& request) {
   if constexpr (std::is_same_v<Request, v1::SelectRequest>) return !request.partition();
-  return true;
+  return !std::is_same_v<Request, v1::SortRequest>;
+}
+
+// The field of `message` whose type is `type` (a Multiplex oneof's member).
+const google::protobuf::FieldDescriptor* FieldOfType(const google::protobuf::Descriptor& message,
+                                                     const google::protobuf::Descriptor& type) {
+  for (int i = 0; i < message.field_count(); ++i) {
+    if (message.field(i)->message_type() == &type) return message.field(i);
+  }
+  return nullptr;
 }
 
 // A burst of 1 to 64 random requests on one Multiplex stream, written from
@@ -725,12 +758,12 @@ void MultiplexBurst(v1::Primitives::Stub& stub, Generator& gen, Tally* tally) {
     sent.push_back({rpc, MakeCase(gen, rpc, gen.Size())});
     v1::MultiplexRequest& m = messages.emplace_back();
     m.set_id(i);
-    // MultiplexRequest's oneof holds the RPCs' requests in their order, from
-    // field 2 (its response's, from field 4).
+    // MultiplexRequest's oneof field of the request's type (and the
+    // response's of the response's type).
     std::visit(
         [&](const auto& exchange) {
           m.GetReflection()
-              ->MutableMessage(&m, m.GetDescriptor()->FindFieldByNumber(2 + rpc))
+              ->MutableMessage(&m, FieldOfType(*m.GetDescriptor(), *exchange.request.GetDescriptor()))
               ->CopyFrom(exchange.request);
         },
         sent.back().c.exchange);
@@ -774,7 +807,7 @@ void MultiplexBurst(v1::Primitives::Stub& stub, Generator& gen, Tally* tally) {
             inner = grpc::Status(static_cast<grpc::StatusCode>(got->code()), got->message());
           } else {
             response.CopyFrom(got->GetReflection()->GetMessage(
-                *got, got->GetDescriptor()->FindFieldByNumber(4 + sent[i].rpc)));
+                *got, FieldOfType(*got->GetDescriptor(), *exchange.expected.GetDescriptor())));
           }
           tally->Check(sent[i].c, sent[i].rpc, Path::kMultiplex, inner, response,
                        exchange.expected);
@@ -963,6 +996,11 @@ void Start(v1::Primitives::Stub& stub, grpc::ClientContext* context,
            const v1::AggregateByKeyRequest* request, v1::AggregateByKeyResponse* response,
            std::function<void(grpc::Status)> done) {
   stub.async()->AggregateByKey(context, request, response, std::move(done));
+}
+void Start(v1::Primitives::Stub& stub, grpc::ClientContext* context,
+           const v1::SortRequest* request, v1::SortResponse* response,
+           std::function<void(grpc::Status)> done) {
+  stub.async()->Sort(context, request, response, std::move(done));
 }
 
 constexpr int kNumCodes = 17;  // gRPC's status codes, 0..16

@@ -32,6 +32,7 @@ inline v1::MultiplexResponse UnaryAnswer(v1::Primitives::Stub& stub,
     case v1::MultiplexRequest::kAggregateByKey:
       call(&S::AggregateByKey, m.aggregate_by_key(), got.mutable_aggregate_by_key());
       break;
+    case v1::MultiplexRequest::kSort: call(&S::Sort, m.sort(), got.mutable_sort()); break;
     case v1::MultiplexRequest::REQUEST_NOT_SET:
       *status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no request");
       break;

@@ -65,12 +65,21 @@ class Pieces {
     std::vector<grpc::Slice> slices;
     slices.reserve(segments_.size());
     for (Segment& s : segments_) {
-      slices.push_back(s.is_slice ? std::move(s.slice) : grpc::Slice(s.bytes));
+      slices.push_back(s.is_slice ? std::move(s.slice) : TakeBytes(std::move(s.bytes)));
     }
     return grpc::ByteBuffer(slices.data(), slices.size());
   }
 
  private:
+  // A slice over `bytes` itself when it is large (no second copy of a large
+  // header), else over a copy.
+  static grpc::Slice TakeBytes(std::string bytes) {
+    if (bytes.size() < 4096) return grpc::Slice(bytes);
+    auto* owned = new std::string(std::move(bytes));
+    return grpc::Slice(
+        owned->data(), owned->size(), [](void* p) { delete static_cast<std::string*>(p); }, owned);
+  }
+
   struct Segment {
     bool is_slice = false;
     std::string bytes;

@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "wire/format.h"
@@ -101,6 +102,35 @@ class Cursor {
 
 enum class Walk { kOk, kHandOver };
 
+// Where a message's payloads go: one Payload per Array.data occurrence,
+// except that occurrences protobuf merges into one field (an Array reached
+// by the same singular fields: its data, or the message holding it, given
+// again) share one, the later replacing the earlier. A message of many
+// repeated occurrences then holds one payload, not one per occurrence.
+struct PayloadSlots {
+  const PayloadAllocator* allocator;
+  CopyPool* copies;
+  std::deque<Payload>& payloads;
+  // The field numbers from the message to the Array being walked, while
+  // every field on the way is singular.
+  std::string path;
+  bool singular_path = true;
+  absl::flat_hash_map<std::string, uint64_t> by_path;
+
+  // The token index for a payload of these slices at the current path.
+  uint64_t Put(std::vector<grpc::Slice> slices) {
+    if (singular_path) {
+      auto [it, added] = by_path.try_emplace(path, payloads.size());
+      if (!added) {
+        payloads[it->second] = Payload(std::move(slices), allocator, copies);
+        return it->second;
+      }
+    }
+    payloads.emplace_back(std::move(slices), allocator, copies);
+    return payloads.size() - 1;
+  }
+};
+
 // Rewrites the fields of one message of `type` in [cursor, end) into
 // `header`: fields that lead to an Array are followed, Array.data payloads
 // become tokens, everything else is copied (tags and varints re-encoded
@@ -108,8 +138,7 @@ enum class Walk { kOk, kHandOver };
 // references to the received slices). kHandOver for
 // anything this walk does not follow: protobuf then parses the whole message.
 Walk Rewrite(Cursor& cursor, size_t end, const google::protobuf::Descriptor* type, int depth,
-             const PayloadAllocator* allocator, CopyPool* copies, std::deque<Payload>& payloads,
-             Pieces* header) {
+             PayloadSlots& slots, Pieces* header) {
   std::string scratch;
   const auto append_varint = [&](uint64_t value) {
     scratch.clear();
@@ -146,18 +175,22 @@ Walk Rewrite(Cursor& cursor, size_t end, const google::protobuf::Descriptor* typ
     if (cursor.position() > end || length > end - cursor.position()) return Walk::kHandOver;
     const google::protobuf::FieldDescriptor* field = type->FindFieldByNumber(number);
     if (wire_type == kLengthDelimited && is_array && number == kArrayDataField && length > 0) {
-      const uint64_t index = payloads.size();
-      payloads.emplace_back(cursor.Take(length), allocator, copies);
+      const uint64_t index = slots.Put(cursor.Take(length));
       append_varint(sizeof(index));
       header->AppendBytes(absl::string_view(reinterpret_cast<const char*>(&index), sizeof(index)));
     } else if (wire_type == kLengthDelimited && field != nullptr &&
                field->message_type() != nullptr && depth < kMaxDepth &&
                BearsArray(field->message_type())) {
       Pieces sub;
-      if (Rewrite(cursor, cursor.position() + length, field->message_type(), depth + 1, allocator,
-                  copies, payloads, &sub) == Walk::kHandOver) {
-        return Walk::kHandOver;
-      }
+      const size_t path_size = slots.path.size();
+      const bool singular_path = slots.singular_path;
+      slots.path.append(reinterpret_cast<const char*>(&number), sizeof(number));
+      slots.singular_path = singular_path && !field->is_repeated();
+      const Walk walk =
+          Rewrite(cursor, cursor.position() + length, field->message_type(), depth + 1, slots, &sub);
+      slots.path.resize(path_size);
+      slots.singular_path = singular_path;
+      if (walk == Walk::kHandOver) return Walk::kHandOver;
       append_varint(sub.size());
       header->Append(std::move(sub));
     } else {
@@ -225,8 +258,8 @@ absl::Status ReceivedMessage::Parse(const grpc::ByteBuffer& buffer,
   }
   Cursor cursor(slices);
   Pieces header;
-  if (Rewrite(cursor, cursor.size(), message->GetDescriptor(), 0, &allocator_, copies_, payloads_,
-              &header) == Walk::kOk) {
+  PayloadSlots slots{&allocator_, copies_, payloads_};
+  if (Rewrite(cursor, cursor.size(), message->GetDescriptor(), 0, slots, &header) == Walk::kOk) {
     grpc::ByteBuffer header_bytes = std::move(header).ToByteBuffer();
     grpc::ProtoBufferReader header_reader(&header_bytes);
     if (!message->ParseFromZeroCopyStream(&header_reader)) {

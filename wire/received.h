@@ -60,7 +60,7 @@ class Payload {
   std::vector<grpc::Slice> slices_;
   size_t size_ = 0;
   const PayloadAllocator* allocator_;
-  CopyPool* const copies_;
+  CopyPool* copies_;
   PayloadBuffer copy_;
 };
 
@@ -76,6 +76,9 @@ class ReceivedMessage {
 
   // Parses `buffer` into `message` (cleared first) as protobuf would, with
   // every non-empty Array.data, at any depth, a token standing for a Payload.
+  // Occurrences protobuf merges into one field share one Payload, the last
+  // one's: what a parse keeps is bounded by the fields the message has, not
+  // by how often the sender repeats them.
   // INVALID_ARGUMENT where protobuf's parser rejects the bytes. Bytes this
   // parser does not follow (groups, malformed fields; nothing a well-behaved
   // client sends) are handed to protobuf's parser whole, and then the data

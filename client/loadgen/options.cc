@@ -103,6 +103,7 @@ const std::vector<RpcInfo>& Rpcs() {
       {Rpc::kRunLengthEncode, "rle", {}},
       {Rpc::kReduceByKey, "reduce_by_key", {Op::kSum, Op::kProd, Op::kMin, Op::kMax}},
       {Rpc::kAggregateByKey, "aggregate_by_key", {Op::kSum, Op::kMin, Op::kMax}},
+      {Rpc::kSort, "sort", {}},
   };
   return *rpcs;
 }

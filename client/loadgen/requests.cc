@@ -14,6 +14,7 @@
 #include "core/primitives.h"
 #include "proto/primserve/v1/primitives.pb.h"
 #include "reference/reference.h"
+#include "reference/sort.h"
 
 namespace primserve {
 namespace {
@@ -201,6 +202,24 @@ void AddAggregateByKey(const RequestSpec& spec, std::mt19937_64& rng, Workload* 
   workload->Add(request, expected, std::move(check));
 }
 
+// Keys only, ascending: the sorted keys must match the reference's bits.
+template <typename T>
+void AddSort(const RequestSpec& spec, std::mt19937_64& rng, Workload* workload) {
+  const std::vector<T> keys = RandomValues<T>(spec.n, rng);
+  v1::SortRequest request;
+  *request.mutable_keys() = PackArray<T>(keys);
+  v1::SortResponse expected;
+  *expected.mutable_keys() = PackArray<T>(
+      reference::Permute<T>(keys, reference::SortPermutation<T>(keys, /*descending=*/false)));
+  std::function<bool(const v1::SortResponse&)> check;
+  if (workload->verify()) {
+    check = [sorted = Exactly(expected.keys())](const v1::SortResponse& r) {
+      return sorted(r.keys());
+    };
+  }
+  workload->Add(request, expected, std::move(check));
+}
+
 }  // namespace
 
 void AddRequest(const Options& options, uint32_t index, Workload* workload) {
@@ -222,6 +241,8 @@ void AddRequest(const Options& options, uint32_t index, Workload* workload) {
         return AddReduceByKey<T>(options.spec, rng, workload);
       case Rpc::kAggregateByKey:
         return AddAggregateByKey<T>(options.spec, rng, workload);
+      case Rpc::kSort:
+        return AddSort<T>(options.spec, rng, workload);
     }
   });
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <optional>
 #include <thread>
 #include <type_traits>
@@ -11,6 +12,7 @@
 #include "absl/status/status.h"
 #include "reference/gpu_order.h"
 #include "reference/reference.h"
+#include "reference/sort.h"
 #include "server/cpu/cpu_kernels.h"
 
 namespace primserve {
@@ -206,10 +208,43 @@ absl::StatusOr<Result> Run(const AggregateByKeyOperation& o, const CpuContext&) 
   });
 }
 
+// Elements of `array` (any dtype, as bytes) in the order of `permutation`.
+HostArray Permuted(const ArrayView& array, const std::vector<int64_t>& permutation) {
+  const size_t size = DTypeSize(array.dtype);
+  std::string bytes(permutation.size() * size, '\0');
+  for (size_t i = 0; i < permutation.size(); ++i) {
+    std::memcpy(&bytes[i * size], array.bytes.data() + permutation[i] * size, size);
+  }
+  HostArray out;
+  out.dtype = array.dtype;
+  out.bytes = std::move(bytes);
+  return out;
+}
+
+absl::StatusOr<Result> Run(const SortOperation& o, const CpuContext&) {
+  return VisitDType(o.keys.dtype, [&](auto key_zero) -> absl::StatusOr<Result> {
+    using K = decltype(key_zero);
+    const std::vector<int64_t> permutation =
+        reference::SortPermutation<K>(o.keys.as<K>(), o.descending, o.segment_offsets);
+    SortResult r{Permuted(o.keys, permutation)};
+    if (o.values) r.values = Permuted(*o.values, permutation);
+    if (o.return_indices) r.indices = ToHostIndices(permutation);
+    return r;
+  });
+}
+
 }  // namespace
 
 absl::StatusOr<Result> RunOnCpu(const Operation& operation, const CpuContext& context) {
-  return std::visit([&context](const auto& o) { return Run(o, context); }, operation);
+  // Every allocation here is sized by the request: one the memory left cannot
+  // hold fails that request alone, not the server.
+  try {
+    return std::visit([&context](const auto& o) { return Run(o, context); }, operation);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        "the server has no memory left for this request's answer now; retry later or ask for "
+        "less");
+  }
 }
 
 CpuBackend::CpuBackend(Metrics* metrics, int threads)

@@ -425,6 +425,11 @@ std::vector<absl::StatusOr<Result>> CudaBackend::Run(Lane& lane, absl::Span<Task
                      const AnswerAllocator* answers) {
             return cuda::RunAggregateByKey(lane, op, d, answers);
           });
+    case Rpc::kSort:
+      return RunEach<SortOperation>(
+          tasks, [&](const SortOperation& op, absl::Time d, const AnswerAllocator* answers) {
+            return cuda::RunSort(lane, op, d, answers);
+          });
   }
   return Results(tasks.size(),
                  absl::InternalError(absl::StrCat("the CUDA backend has no runner for RPC ",

@@ -44,6 +44,8 @@ absl::StatusOr<Result> RunReduceByKey(Lane& lane, const ReduceByKeyOperation& op
                                       absl::Time deadline, const AnswerAllocator* answers);
 absl::StatusOr<Result> RunAggregateByKey(Lane& lane, const AggregateByKeyOperation& op,
                                          absl::Time deadline, const AnswerAllocator* answers);
+absl::StatusOr<Result> RunSort(Lane& lane, const SortOperation& op, absl::Time deadline,
+                               const AnswerAllocator* answers);
 
 }  // namespace primserve::cuda
 

@@ -33,6 +33,10 @@ uint64_t RequestBytes(const Operation& operation) {
           [&](const AggregateByKeyOperation& o) {
             return o.keys.bytes.size() + o.values.bytes.size();
           },
+          [&](const SortOperation& o) {
+            return o.keys.bytes.size() + (o.values ? o.values->bytes.size() : 0) +
+                   offsets(o.segment_offsets);
+          },
       },
       operation);
 }
@@ -51,6 +55,10 @@ absl::Status Dead(const Task& task, absl::Time now) {
 }
 
 }  // namespace
+
+uint64_t WaitingBytes(const Operation& operation) {
+  return SaturatingAdd(RequestBytes(operation), kRequestOverheadBytes);
+}
 
 uint64_t AdmissionCost(const Operation& operation) {
   return SaturatingAdd(SaturatingAdd(RequestBytes(operation), MaxAnswerBytes(operation)),
@@ -87,14 +95,50 @@ bool FairAdmission::Fits(const Peer& peer, uint64_t cost) const {
 
 std::shared_ptr<absl::AnyInvocable<void(absl::StatusOr<Result>)>> FairAdmission::ReleaseWhenDone(
     Task* task, const std::string& peer, uint64_t cost) {
-  // The cost is freed once the answer has been handed to the transport.
+  // The cost is freed once the answer has been sent, where the caller says
+  // when that is (Task::sent), else once it has been handed to the transport.
   auto done =
       std::make_shared<absl::AnyInvocable<void(absl::StatusOr<Result>)>>(std::move(task->done));
-  task->done = [this, peer, cost, done](absl::StatusOr<Result> result) {
+  task->done = [this, peer, cost, done, sent = task->sent](absl::StatusOr<Result> result) {
+    if (sent != nullptr && result.ok()) {
+      HoldUntilSent(peer, cost, *sent);
+      (*done)(std::move(result));
+      return;
+    }
     (*done)(std::move(result));
     Release(peer, cost);
   };
   return done;
+}
+
+void FairAdmission::HoldUntilSent(const std::string& peer, uint64_t cost, AnswerSent& sent) {
+  {
+    absl::MutexLock lock(&mu_);
+    peers_[peer].unsent += cost;
+    unsent_ += cost;
+  }
+  sent.Then([this, peer, cost] {
+    {
+      absl::MutexLock lock(&mu_);
+      peers_[peer].unsent -= cost;
+      unsent_ -= cost;
+    }
+    Release(peer, cost);
+  });
+}
+
+absl::Status FairAdmission::UnsentRefusal(const Peer& peer) const {
+  if (peer.unsent > options_.max_peer_unsent_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this caller has ", peer.unsent, " bytes of answers it has not read yet (the bound is ",
+        options_.max_peer_unsent_bytes, "); read them, then retry"));
+  }
+  if (unsent_ > options_.max_unsent_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the server holds ", unsent_, " bytes of answers its callers have not read yet (the "
+        "bound is ", options_.max_unsent_bytes, "); retry later"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status FairAdmission::Enter(std::unique_ptr<Task>* task, bool may_run) {
@@ -104,6 +148,11 @@ absl::Status FairAdmission::Enter(std::unique_ptr<Task>* task, bool may_run) {
     absl::MutexLock lock(&mu_);
     if (stopping_) return absl::UnavailableError("the server is shutting down");
     Peer& peer = peers_[(*task)->peer];
+    if (absl::Status unsent = UnsentRefusal(peer); !unsent.ok()) {
+      ForgetIfIdle((*task)->peer);
+      if (metrics_ != nullptr) metrics_->Rejected(RejectReason::kQueueFull);
+      return unsent;
+    }
     // Nothing of this caller waits and the task fits: admitted at once, as a
     // pass over the turns would admit it, without a queue or a hand-off.
     if (peer.queue.empty() && Fits(peer, cost)) {
@@ -113,15 +162,23 @@ absl::Status FairAdmission::Enter(std::unique_ptr<Task>* task, bool may_run) {
       peer.in_flight += cost;
       in_flight_ += cost;
     } else {
-      if (peer.queue.size() >= options_.max_peer_queued_tasks) {
+      const uint64_t bytes = WaitingBytes((*task)->operation);
+      // One request may wait whatever its size.
+      if (peer.queue.size() >= options_.max_peer_queued_tasks ||
+          (!peer.queue.empty() && peer.queued_bytes + bytes > options_.max_peer_queued_bytes)) {
         ForgetIfIdle((*task)->peer);
         if (metrics_ != nullptr) metrics_->Rejected(RejectReason::kQueueFull);
         return absl::ResourceExhaustedError(
-            absl::StrCat("this caller already has ", options_.max_peer_queued_tasks,
-                         " requests waiting for their turn; retry later"));
+            peer.queue.size() >= options_.max_peer_queued_tasks
+                ? absl::StrCat("this caller already has ", options_.max_peer_queued_tasks,
+                               " requests waiting for their turn; retry later")
+                : absl::StrCat("this caller already has ", peer.queued_bytes,
+                               " bytes of requests waiting for their turn (the bound is ",
+                               options_.max_peer_queued_bytes, "); retry later"));
       }
       if (peer.queue.empty()) turns_.push_back((*task)->peer);
-      peer.queue.push_back({std::move(*task), cost});
+      peer.queue.push_back({std::move(*task), cost, bytes});
+      peer.queued_bytes += bytes;
       ++queued_;
       admitted = TakeAdmitted();
     }
@@ -163,6 +220,7 @@ std::vector<FairAdmission::Handoff> FairAdmission::TakeAdmitted() {
     peer.in_flight += cost;
     in_flight_ += cost;
     --queued_;
+    peer.queued_bytes -= peer.queue.front().bytes;
     admitted.push_back({name, std::move(peer.queue.front())});
     peer.queue.pop_front();
     if (!peer.queue.empty()) turns_.push_back(std::move(name));
@@ -239,6 +297,7 @@ void FairAdmission::SweepLoop() {
       for (auto it = peer.queue.begin(); it != peer.queue.end();) {
         if (absl::Status why = Dead(*it->task, now); !why.ok()) {
           dead.emplace_back(std::move(it->task), why);
+          peer.queued_bytes -= it->bytes;
           it = peer.queue.erase(it);
           --queued_;
         } else {
@@ -276,6 +335,7 @@ void FairAdmission::Shutdown() {
     for (const std::string& name : turns_) {
       for (Waiting& w : peers_[name].queue) waiting.push_back(std::move(w.task));
       peers_[name].queue.clear();
+      peers_[name].queued_bytes = 0;
       ForgetIfIdle(name);
     }
     turns_.clear();
@@ -295,6 +355,11 @@ uint64_t FairAdmission::queued() const {
 uint64_t FairAdmission::in_flight_bytes() const {
   absl::MutexLock lock(&mu_);
   return in_flight_;
+}
+
+uint64_t FairAdmission::unsent_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return unsent_;
 }
 
 }  // namespace primserve

@@ -8,6 +8,9 @@
 // Cost is bytes: the request's arrays plus the largest answer it can produce
 // (MaxAnswerBytes) plus a fixed overhead, which also tracks the work (every
 // primitive is linear in its input and its answer).
+// A task whose caller signals when its answer has been sent (Task::sent) keeps
+// its cost in flight until then: an answer nobody reads holds its memory, so
+// it holds its place under the bounds too.
 #ifndef PRIMSERVE_SERVER_ENGINE_ADMISSION_H_
 #define PRIMSERVE_SERVER_ENGINE_ADMISSION_H_
 
@@ -34,10 +37,25 @@ struct AdmissionOptions {
   // Cost one peer may have handed on and not yet answered; one request
   // costing more still runs when the peer has nothing else in flight. Keep it
   // under (batch threads - 1) x a heavy request's cost so that one peer cannot
-  // occupy every batch thread.
-  uint64_t max_peer_in_flight_bytes = uint64_t{1} << 30;
+  // occupy every batch thread: 96 MiB lets a caller run two 16 MiB Scans
+  // (32 MiB each) at once, leaving the default 4 batch threads half free
+  // for others (issue 27: 1 GiB let one caller's 16 such Scans push another's
+  // small-request p99 from 1.6 to 379 ms).
+  uint64_t max_peer_in_flight_bytes = uint64_t{96} << 20;
   // Requests one peer may have waiting here; more get RESOURCE_EXHAUSTED.
   uint64_t max_peer_queued_tasks = 1024;
+  // Bytes of the requests one peer has waiting here (their arrays, which
+  // wait with them, plus the fixed overhead); a request that would pass it
+  // gets RESOURCE_EXHAUSTED (one waits whatever its size). Streams and Multiplex calls add up under it:
+  // each reads a few requests ahead, but a caller may open many.
+  uint64_t max_peer_queued_bytes = uint64_t{256} << 20;
+  // Cost of one peer's answers handed to the transport (Task::sent) but not
+  // yet sent: a client that does not read them. While over, the peer's new
+  // requests get RESOURCE_EXHAUSTED before they run (the answers stay in
+  // flight meanwhile, so the peer's waiting requests wait).
+  uint64_t max_peer_unsent_bytes = uint64_t{512} << 20;
+  // The same for everyone's answers together.
+  uint64_t max_unsent_bytes = uint64_t{2} << 30;
   // How often waiting requests are checked for a passed deadline or a caller
   // who left, so that they are answered then rather than when their turn comes.
   absl::Duration sweep_interval = absl::Milliseconds(10);
@@ -45,6 +63,8 @@ struct AdmissionOptions {
 
 // The cost admission charges for an operation, in bytes.
 uint64_t AdmissionCost(const Operation& operation);
+// The bytes a waiting operation holds: its arrays plus the fixed overhead.
+uint64_t WaitingBytes(const Operation& operation);
 
 // The peer key of a gRPC peer string: "ipv4:10.0.0.1:5000" -> "ipv4:10.0.0.1",
 // "ipv6:[::1]:5000" -> "ipv6:[::1]"; others ("unix:/path") unchanged.
@@ -71,15 +91,22 @@ class FairAdmission final : public Scheduler {
 
   uint64_t queued() const;
   uint64_t in_flight_bytes() const;
+  // Cost of answers handed to the transport and not yet sent.
+  uint64_t unsent_bytes() const;
 
  private:
   struct Waiting {
     std::unique_ptr<Task> task;
     uint64_t cost;
+    uint64_t bytes;  // what it holds while it waits (RequestBytes + overhead)
   };
   struct Peer {
     std::deque<Waiting> queue;
     uint64_t in_flight = 0;
+    // Of in_flight: answered, the answer not yet sent.
+    uint64_t unsent = 0;
+    // Waiting::bytes of the queue.
+    uint64_t queued_bytes = 0;
   };
   struct Handoff {
     std::string peer;
@@ -99,6 +126,11 @@ class FairAdmission final : public Scheduler {
   void HandOn(std::vector<Handoff> admitted);
   // A handed-on task was answered: frees its cost and admits more.
   void Release(const std::string& peer, uint64_t cost);
+  // A handed-on task's answer went to the transport: its cost stays, as
+  // unsent, until `sent` is signalled, then is released.
+  void HoldUntilSent(const std::string& peer, uint64_t cost, AnswerSent& sent);
+  // Why a new request from `peer` is refused for answers not yet sent, or OK.
+  absl::Status UnsentRefusal(const Peer& peer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns a handed-on task's cost to its peer and the total.
   void Free(const std::string& peer, uint64_t cost) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ForgetIfIdle(const std::string& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -113,6 +145,7 @@ class FairAdmission final : public Scheduler {
   // Peers with waiting tasks, in turn order; each appears once.
   std::deque<std::string> turns_ ABSL_GUARDED_BY(mu_);
   uint64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t unsent_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t queued_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread sweeper_;

@@ -10,10 +10,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace primserve {
 namespace {
+
+using ::testing::HasSubstr;
 
 // Holds what it is given until the test completes it.
 class HoldingScheduler final : public Scheduler {
@@ -309,6 +312,7 @@ TEST(AdmissionTest, AQueueRefusedDownstreamIsAnsweredWithoutDeepRecursion) {
   AdmissionOptions options;
   options.max_peer_in_flight_bytes = 1;
   options.max_peer_queued_tasks = 1 << 20;
+  options.max_peer_queued_bytes = UINT64_MAX;
   FairAdmission admission(options, &next);
   constexpr int kWaiting = 200000;
   std::vector<Outcome> outcomes(kWaiting + 1);
@@ -325,6 +329,63 @@ TEST(AdmissionTest, AQueueRefusedDownstreamIsAnsweredWithoutDeepRecursion) {
   }
   EXPECT_EQ(admission.queued(), 0u);
   EXPECT_EQ(admission.in_flight_bytes(), 0u);
+}
+
+// Issue 27: an answer handed to the transport stays counted until the
+// transport says it was sent; meanwhile its caller's new requests are refused
+// (its unsent answers are over the bound), another caller's are not.
+TEST(AdmissionTest, AnAnswerStaysCountedUntilSent) {
+  const std::string data = RandomBytes(1024);
+  HoldingScheduler next;
+  AdmissionOptions options;
+  options.max_peer_unsent_bytes = 1;
+  Outcome first, refused, other;  // outlive admission
+  FairAdmission admission(options, &next);
+  auto task = ScanTask("p", data, &first);
+  const uint64_t cost = AdmissionCost(task->operation);
+  auto sent = std::make_shared<AnswerSent>();
+  task->sent = sent;
+  ASSERT_TRUE(admission.Schedule(&task).ok());
+  ASSERT_TRUE(next.CompleteOldest());
+  EXPECT_TRUE(StatusOf(first).ok());
+  EXPECT_EQ(admission.in_flight_bytes(), cost);
+  EXPECT_EQ(admission.unsent_bytes(), cost);
+
+  auto again = ScanTask("p", data, &refused);
+  const absl::Status status = admission.Schedule(&again);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("answers it has not read yet"));
+  EXPECT_EQ(refused.calls.load(), 0);
+  auto elsewhere = ScanTask("q", data, &other);
+  EXPECT_TRUE(admission.Schedule(&elsewhere).ok());
+
+  sent->Signal();
+  EXPECT_EQ(admission.unsent_bytes(), 0u);
+  EXPECT_EQ(admission.in_flight_bytes(), cost);  // q's, still held downstream
+  auto now = ScanTask("p", data, &refused);
+  EXPECT_TRUE(admission.Schedule(&now).ok());
+}
+
+// Requests waiting their turn are bounded by their bytes too: past
+// max_peer_queued_bytes a caller's next request is refused, while one request
+// waits whatever its size.
+TEST(AdmissionTest, WaitingBytesAreBoundedPerCaller) {
+  const std::string data = RandomBytes(1 << 20);
+  HoldingScheduler next;
+  AdmissionOptions options;
+  options.max_peer_in_flight_bytes = 1;  // one running per caller
+  options.max_peer_queued_bytes = 1;
+  std::vector<Outcome> outcomes(3);  // outlive admission, which answers the waiting one
+  FairAdmission admission(options, &next);
+  for (int i = 0; i < 2; ++i) {
+    auto task = ScanTask("p", data, &outcomes[i]);
+    ASSERT_TRUE(admission.Schedule(&task).ok()) << i;  // runs, then waits
+  }
+  auto task = ScanTask("p", data, &outcomes[2]);
+  const absl::Status status = admission.Schedule(&task);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("bytes of requests waiting"));
+  EXPECT_EQ(admission.queued(), 1u);
 }
 
 TEST(AdmissionTest, ShutdownAnswersTheWaitingAndRefusesNewRequests) {

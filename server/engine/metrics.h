@@ -71,8 +71,12 @@ class Metrics final {
   // one, see http_port()). At most once. kHttpThreads threads serve it, and a
   // connection that has not sent a whole request within kHttpRequestTimeout
   // is closed: idle or trickling clients cannot hold every thread for long.
+  // civetweb gives each connection a thread while it waits for its request,
+  // so the threads outnumber the idle connections a scrape must get past
+  // (issue 27: 60 of them failed every scrape against 8 threads); each costs
+  // its stack's address space, little resident memory.
   absl::Status ServeHttp(const std::string& address);
-  static constexpr int kHttpThreads = 8;
+  static constexpr int kHttpThreads = 128;
   static constexpr absl::Duration kHttpRequestTimeout = absl::Seconds(2);
   // The port /metrics is served on; 0 before ServeHttp.
   int http_port() const;

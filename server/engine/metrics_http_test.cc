@@ -117,5 +117,58 @@ TEST_F(MetricsHttpTest, IdleAndTricklingConnectionsDoNotBlockScrapes) {
               scrapes, kIdle, kTricklers, reconnects.load(), absl::FormatDuration(slowest).c_str());
 }
 
+// Issue 27's attack: 60 idle connections, and 10 more that reconnect each
+// time they are cut, held past the request timeout: every scrape answers
+// within 1 s.
+TEST_F(MetricsHttpTest, SixtyIdleAndReconnectingConnectionsDoNotBlockScrapes) {
+  const int port = metrics_.http_port();
+  constexpr int kIdle = 60;
+  constexpr int kReconnecting = 10;
+  std::vector<int> idle;
+  for (int i = 0; i < kIdle; ++i) {
+    idle.push_back(Connect(port, absl::Seconds(1)));
+    ASSERT_GE(idle.back(), 0);
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<int> reconnects{0};
+  std::vector<std::thread> reconnecting;
+  for (int i = 0; i < kReconnecting; ++i) {
+    reconnecting.emplace_back([&] {
+      while (!stop.load()) {
+        const int fd = Connect(port, absl::Milliseconds(200));
+        if (fd < 0) return;
+        char byte;
+        // Until the server cuts it (read returns 0), or the test ends.
+        while (!stop.load() && read(fd, &byte, 1) < 0) {
+        }
+        close(fd);
+        reconnects.fetch_add(1);
+      }
+    });
+  }
+  const absl::Time end = absl::Now() + Metrics::kHttpRequestTimeout + absl::Seconds(1.5);
+  int scrapes = 0;
+  absl::Duration slowest;
+  while (absl::Now() < end) {
+    const absl::Time start = absl::Now();
+    absl::StatusOr<testing::HttpResponse> response = testing::HttpGet(port, "/metrics");
+    const absl::Duration took = absl::Now() - start;
+    ASSERT_TRUE(response.ok()) << response.status();
+    EXPECT_EQ(response->status, 200);
+    slowest = std::max(slowest, took);
+    ++scrapes;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  stop.store(true);
+  for (std::thread& t : reconnecting) t.join();
+  for (int fd : idle) close(fd);
+  EXPECT_GE(reconnects.load(), kReconnecting) << "the idle connections were never cut";
+  EXPECT_LT(slowest, absl::Seconds(1)) << scrapes << " scrapes";
+  std::printf("%d scrapes beside %d idle and %d reconnecting connections (%d reconnects): "
+              "slowest %s\n",
+              scrapes, kIdle, kReconnecting, reconnects.load(),
+              absl::FormatDuration(slowest).c_str());
+}
+
 }  // namespace
 }  // namespace primserve

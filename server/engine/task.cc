@@ -17,7 +17,8 @@ static_assert(kAt<Rpc::kScan, ScanOperation> && kAt<Rpc::kReduce, ReduceOperatio
               kAt<Rpc::kSelect, SelectOperation> && kAt<Rpc::kUnique, UniqueOperation> &&
               kAt<Rpc::kRunLengthEncode, RunLengthEncodeOperation> &&
               kAt<Rpc::kReduceByKey, ReduceByKeyOperation> &&
-              kAt<Rpc::kAggregateByKey, AggregateByKeyOperation>);
+              kAt<Rpc::kAggregateByKey, AggregateByKeyOperation> &&
+              kAt<Rpc::kSort, SortOperation>);
 
 int DTypeInt(DType dtype) { return static_cast<int>(dtype); }
 
@@ -104,6 +105,11 @@ BatchKey BatchKeyOf(const Operation& operation) {
             key.second_dtype = DTypeInt(o.values.dtype);
             key.reproducible = o.reproducible && OrderSensitive(o.op, o.values.dtype);
           },
+          [&](const SortOperation& o) {
+            key.dtype = DTypeInt(o.keys.dtype);
+            key.second_dtype = o.values ? DTypeInt(o.values->dtype) : 0;
+            key.detail = o.descending * 2 + o.return_indices;
+          },
       },
       operation);
   return key;
@@ -114,6 +120,7 @@ uint64_t ItemCount(const Operation& operation) {
       Overloaded{
           [](const ReduceByKeyOperation& o) { return o.keys.size(); },
           [](const AggregateByKeyOperation& o) { return o.keys.size(); },
+          [](const SortOperation& o) { return o.keys.size(); },
           [](const auto& o) { return o.input.size(); },
       },
       operation);
@@ -153,6 +160,10 @@ uint64_t MaxAnswerBytes(const Operation& operation) {
           },
           [&](const AggregateByKeyOperation& o) {
             return bytes(o.num_keys, DTypeSize(o.values.dtype));
+          },
+          [&](const SortOperation& o) {
+            return o.keys.bytes.size() + (o.values ? o.values->bytes.size() : 0) +
+                   (o.return_indices ? bytes(o.keys.size(), kIndex) : 0);
           },
       },
       operation);

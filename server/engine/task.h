@@ -20,6 +20,7 @@
 #include "absl/types/span.h"
 #include "core/primitives.h"
 #include "core/rpc.h"
+#include "server/engine/answer_sent.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "arrays travel little-endian and are used in place");
@@ -235,10 +236,21 @@ struct AggregateByKeyOperation {
   OutputPlaces places;
 };
 
+struct SortOperation {
+  ArrayView keys;
+  std::optional<ArrayView> values;  // moved with the keys; same length
+  bool descending = false;
+  bool return_indices = false;
+  absl::Span<const uint64_t> segment_offsets;
+  // Where the caller placed the outputs (see OutputPlace).
+  OutputPlaces places;
+};
+
 // One alternative per RPC, in the order of core/rpc.h (task.cc checks it).
 using Operation =
     std::variant<ScanOperation, ReduceOperation, SelectOperation, UniqueOperation,
-                 RunLengthEncodeOperation, ReduceByKeyOperation, AggregateByKeyOperation>;
+                 RunLengthEncodeOperation, ReduceByKeyOperation, AggregateByKeyOperation,
+                 SortOperation>;
 
 // The RPC an operation came from.
 inline Rpc RpcOf(const Operation& operation) { return static_cast<Rpc>(operation.index()); }
@@ -272,9 +284,15 @@ struct ReduceByKeyResult {
 struct AggregateByKeyResult {
   HostArray values;
 };
+struct SortResult {
+  HostArray keys;
+  std::optional<HostArray> values;   // when the request had values
+  std::optional<HostArray> indices;  // return_indices: INT64
+};
 
 using Result = std::variant<ScanResult, ReduceResult, SelectResult, UniqueResult,
-                            RunLengthEncodeResult, ReduceByKeyResult, AggregateByKeyResult>;
+                            RunLengthEncodeResult, ReduceByKeyResult, AggregateByKeyResult,
+                            SortResult>;
 
 // Operations with equal keys can run fused in one segmented launch (except
 // reproducible ones: batched together, each in its own launch).
@@ -352,6 +370,11 @@ void ForEachArray(Result& result, F f) {
                    f(r.values);
                  },
                  [&](AggregateByKeyResult& r) { f(r.values); },
+                 [&](SortResult& r) {
+                   f(r.keys);
+                   if (r.values) f(*r.values);
+                   if (r.indices) f(*r.indices);
+                 },
              },
              result);
 }
@@ -372,6 +395,10 @@ struct Task {
   // (HostArray::held): set by callers that send answers with FrameResponse
   // (server/rpc/request_validation.h).
   AnswerAllocator answers;
+  // Empty, or signalled by the transport once the answer `done` handed it
+  // has been sent (or dropped): set by callers that signal it, so that the
+  // answer's memory stays counted (admission) while a slow reader holds it.
+  std::shared_ptr<AnswerSent> sent;
 };
 
 }  // namespace primserve

@@ -17,6 +17,7 @@ CallLabels LabelsOf(const v1::ReduceByKeyRequest& r) {
 CallLabels LabelsOf(const v1::AggregateByKeyRequest& r) {
   return {Rpc::kAggregateByKey, r.op(), r.keys().dtype()};
 }
+CallLabels LabelsOf(const v1::SortRequest& r) { return {Rpc::kSort, 0, r.keys().dtype()}; }
 
 CallRecord CallRecord::Start(Metrics* metrics, const CallLabels& labels,
                              const google::protobuf::Message& request) {

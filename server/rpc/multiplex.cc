@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/rpc/call_context.h"
@@ -69,17 +70,25 @@ std::unique_ptr<MultiplexReactor::Received> MultiplexReactor::Parse() {
 }
 
 void MultiplexReactor::OnWriteDone(bool ok) {
-  Advance([this, ok]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // Signalled after the lock is let go: what waits may answer on this stream.
+  std::vector<std::shared_ptr<AnswerSent>> sent;
+  auto take = [&sent](Write& write) {
+    if (write.sent != nullptr) sent.push_back(std::move(write.sent));
+  };
+  Advance([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     writing_ = false;
+    take(writes_.front());
     writes_.pop_front();
     --unanswered_;
     if (!ok) {
       // The client is gone: answers still to come are dropped as they arrive.
       broken_ = true;
       unanswered_ -= writes_.size();
+      for (Write& write : writes_) take(write);
       writes_.clear();
     }
   });
+  for (const auto& s : sent) s->Signal();
 }
 
 void MultiplexReactor::Advance(absl::FunctionRef<void()> update) {
@@ -93,7 +102,7 @@ void MultiplexReactor::Advance(absl::FunctionRef<void()> update) {
     if (finished_) return;
     if (!writing_ && !writes_.empty()) {
       writing_ = true;
-      write = &writes_.front();
+      write = &writes_.front().framed;
       more_writes = writes_.size() > 1;
     }
     if (!reading_ && !reads_done_ && !broken_ && error_.ok() &&
@@ -117,18 +126,22 @@ void MultiplexReactor::Advance(absl::FunctionRef<void()> update) {
   if (finish) Finish(*finish);
 }
 
-void MultiplexReactor::Answer(uint64_t id, grpc::ByteBuffer framed, bool releases_id) {
+void MultiplexReactor::Answer(uint64_t id, grpc::ByteBuffer framed, bool releases_id,
+                              std::shared_ptr<AnswerSent> sent) {
   // The answer is queued in the same critical section that decides what
   // follows: once the lock is let go, another thread may write this answer
   // and finish the stream, deleting the reactor.
+  std::shared_ptr<AnswerSent> dropped;
   Advance([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (releases_id) ids_in_flight_.erase(id);
     if (broken_) {
       --unanswered_;
+      dropped = std::move(sent);
     } else {
-      writes_.push_back(std::move(framed));
+      writes_.push_back(Write{std::move(framed), std::move(sent)});
     }
   });
+  if (dropped != nullptr) dropped->Signal();
 }
 
 void MultiplexReactor::Refuse(uint64_t id, const absl::Status& status, bool releases_id) {
@@ -161,10 +174,11 @@ void MultiplexReactor::Schedule(std::unique_ptr<Received> holder, const Request&
   task->is_cancelled = [context = context_] { return context->IsCancelled(); };
   task->peer = caller_;
   task->answers = answer_allocator_;
+  task->sent = std::make_shared<AnswerSent>();
   // The operation views `holder` (its payloads) and the shared memory
   // `memory` leases, which the task keeps until it is answered.
   task->done = [this, id, holder = std::move(holder), memory = std::move(memory), answer_field,
-                call, elements](absl::StatusOr<Result> result) {
+                call, elements, sent = task->sent](absl::StatusOr<Result> result) {
     v1::MultiplexResponse answer;
     answer.set_id(id);
     Response* response = (answer.*answer_field)();
@@ -176,7 +190,7 @@ void MultiplexReactor::Schedule(std::unique_ptr<Received> holder, const Request&
       Refuse(id, framed.status(), /*releases_id=*/true);
       return;
     }
-    Answer(id, *std::move(framed), /*releases_id=*/true);
+    Answer(id, *std::move(framed), /*releases_id=*/true, sent);
   };
   if (absl::Status scheduled = scheduler_->Schedule(&task); !scheduled.ok()) {
     call.Done(scheduled, nullptr, 0);
@@ -230,12 +244,16 @@ void MultiplexReactor::Start(std::unique_ptr<Received> received) {
       const auto& r = request.aggregate_by_key();
       return Schedule(std::move(received), r, &R::mutable_aggregate_by_key);
     }
+    case v1::MultiplexRequest::kSort: {
+      const auto& r = request.sort();
+      return Schedule(std::move(received), r, &R::mutable_sort);
+    }
     case v1::MultiplexRequest::REQUEST_NOT_SET:
       break;
   }
   Refuse(id,
          absl::InvalidArgumentError("request is not set: set one of scan, reduce, select, unique, "
-                                    "run_length_encode, reduce_by_key or aggregate_by_key"),
+                                    "run_length_encode, reduce_by_key, aggregate_by_key or sort"),
          /*releases_id=*/true);
 }
 

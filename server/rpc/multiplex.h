@@ -70,9 +70,18 @@ class MultiplexReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, 
   template <typename Request, typename Response>
   void Schedule(std::unique_ptr<Received> holder, const Request& request,
                 Response* (v1::MultiplexResponse::*answer_field)());
+  // An answer queued for writing, and who waits for it to be sent (null:
+  // nobody).
+  struct Write {
+    grpc::ByteBuffer framed;
+    std::shared_ptr<AnswerSent> sent;
+  };
+
   // Queues the answer to request `id`, framed, for writing; `releases_id`
-  // frees its id for reuse.
-  void Answer(uint64_t id, grpc::ByteBuffer framed, bool releases_id);
+  // frees its id for reuse; `sent` (may be null) is signalled once it is
+  // written or dropped.
+  void Answer(uint64_t id, grpc::ByteBuffer framed, bool releases_id,
+              std::shared_ptr<AnswerSent> sent = nullptr);
   // The error answer to request `id`.
   void Refuse(uint64_t id, const absl::Status& status, bool releases_id);
   // After a state change (`update`, applied under mu_): reads the next
@@ -107,7 +116,7 @@ class MultiplexReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, 
   // Requests read whose answers are not yet written.
   uint64_t unanswered_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_set<uint64_t> ids_in_flight_ ABSL_GUARDED_BY(mu_);
-  std::deque<grpc::ByteBuffer> writes_ ABSL_GUARDED_BY(mu_);  // framed answers
+  std::deque<Write> writes_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace primserve

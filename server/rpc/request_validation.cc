@@ -553,4 +553,38 @@ absl::StatusOr<Operation> ToOperation(const v1::AggregateByKeyRequest& request,
   return WithinAnswerLimit(o, limits);
 }
 
+absl::StatusOr<Operation> ToOperation(const v1::SortRequest& request, const RequestLimits& limits,
+                                      shm::RequestMemory* memory,
+                                      wire::ReceivedMessage* payloads) {
+  SortOperation o;
+  absl::StatusOr<ArrayView> keys = ParseArray(request.keys(), "keys", limits, memory, payloads);
+  if (!keys.ok()) return keys.status();
+  o.keys = *keys;
+  if (request.has_values()) {
+    absl::StatusOr<ArrayView> values =
+        ParseArray(request.values(), "values", limits, memory, payloads);
+    if (!values.ok()) return values.status();
+    if (absl::Status s = CheckSameLength(*keys, "keys", *values, "values"); !s.ok()) return s;
+    o.values = *values;
+  }
+  o.descending = request.descending();
+  o.return_indices = request.return_indices();
+  absl::StatusOr<absl::Span<const uint64_t>> segments =
+      ParseSegments(request.segment_offsets(), o.keys.size(), limits);
+  if (!segments.ok()) return segments.status();
+  o.segment_offsets = *segments;
+  shm::OutputSpec produced[3];
+  size_t outputs = 0;
+  produced[outputs++] = {shm::Slot::kKeys, o.keys.dtype, o.keys.size()};
+  if (o.values) produced[outputs++] = {shm::Slot::kValues, o.values->dtype, o.keys.size()};
+  if (o.return_indices) produced[outputs++] = {shm::Slot::kIndices, DType::kInt64, o.keys.size()};
+  if (absl::Status s =
+          PlaceOutputs(request, absl::MakeConstSpan(produced, outputs), memory, "Sort");
+      !s.ok()) {
+    return s;
+  }
+  o.places = shm::PlacesOf(memory);
+  return WithinAnswerLimit(o, limits);
+}
+
 }  // namespace primserve

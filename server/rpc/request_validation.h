@@ -53,6 +53,10 @@ absl::StatusOr<Operation> ToOperation(const v1::AggregateByKeyRequest& request,
                                       const RequestLimits& limits,
                                       shm::RequestMemory* memory = nullptr,
                                       wire::ReceivedMessage* payloads = nullptr);
+absl::StatusOr<Operation> ToOperation(const v1::SortRequest& request,
+                                      const RequestLimits& limits,
+                                      shm::RequestMemory* memory = nullptr,
+                                      wire::ReceivedMessage* payloads = nullptr);
 
 }  // namespace primserve
 

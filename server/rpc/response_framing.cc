@@ -1,6 +1,7 @@
 #include "server/rpc/response_framing.h"
 
 #include <memory>
+#include <new>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -109,6 +110,16 @@ absl::Status Fill(AggregateByKeyResult r, v1::AggregateByKeyResponse* response,
   return Deliver({{shm::Slot::kValues, &r.values, response->mutable_values()}}, memory, held);
 }
 
+absl::Status Fill(SortResult r, v1::SortResponse* response, shm::RequestMemory* memory,
+                  HeldArrays* held) {
+  shm::Delivery outputs[3];
+  size_t n = 0;
+  outputs[n++] = {shm::Slot::kKeys, &r.keys, response->mutable_keys()};
+  if (r.values) outputs[n++] = {shm::Slot::kValues, &*r.values, response->mutable_values()};
+  if (r.indices) outputs[n++] = {shm::Slot::kIndices, &*r.indices, response->mutable_indices()};
+  return Deliver(absl::MakeConstSpan(outputs, n), memory, held);
+}
+
 // The result that fills each response.
 template <typename Response>
 struct AnswerOfResponse;
@@ -126,10 +137,32 @@ template <>
 struct AnswerOfResponse<v1::ReduceByKeyResponse> { using type = ReduceByKeyResult; };
 template <>
 struct AnswerOfResponse<v1::AggregateByKeyResponse> { using type = AggregateByKeyResult; };
+template <>
+struct AnswerOfResponse<v1::SortResponse> { using type = SortResult; };
 template <typename Response>
 using AnswerOf = typename AnswerOfResponse<Response>::type;
 
 void ReleaseHeld(void* buffer) { delete static_cast<std::shared_ptr<const char>*>(buffer); }
+
+// FrameResponse once the result is known to be the response's kind.
+template <typename Answer, typename Response>
+absl::StatusOr<grpc::ByteBuffer> FrameAnswer(Answer answer, Response* response,
+                                             shm::RequestMemory* memory,
+                                             google::protobuf::Message* message) {
+  HeldArrays held;
+  if (absl::Status s = Fill(std::move(answer), response, memory, &held); !s.ok()) return s;
+  return wire::FrameWithSlices(message != nullptr ? message : response,
+                               [&held](const v1::Array& array) -> std::optional<grpc::Slice> {
+    for (HeldArray& h : held) {
+      if (h.field != &array || h.buffer == nullptr) continue;
+      // The slice's reference keeps the buffer out of its pool until gRPC is
+      // done sending it.
+      auto* reference = new std::shared_ptr<const char>(std::move(h.buffer));
+      return grpc::Slice(const_cast<char*>(reference->get()), h.bytes, ReleaseHeld, reference);
+    }
+    return std::nullopt;
+  });
+}
 
 }  // namespace
 
@@ -146,22 +179,17 @@ absl::StatusOr<grpc::ByteBuffer> FrameResponse(Result result, Response* response
                                                google::protobuf::Message* message) {
   absl::StatusOr<AnswerOf<Response>> r = Take<AnswerOf<Response>>(result);
   if (!r.ok()) return r.status();
-  HeldArrays held;
-  if (absl::Status s = Fill(*std::move(r), response, memory, &held); !s.ok()) return s;
-  return wire::FrameWithSlices(message != nullptr ? message : response,
-                               [&held](const v1::Array& array) -> std::optional<grpc::Slice> {
-    for (HeldArray& h : held) {
-      if (h.field != &array || h.buffer == nullptr) continue;
-      // The slice's reference keeps the buffer out of its pool until gRPC is
-      // done sending it.
-      auto* reference = new std::shared_ptr<const char>(std::move(h.buffer));
-      return grpc::Slice(const_cast<char*>(reference->get()), h.bytes, ReleaseHeld, reference);
-    }
-    return std::nullopt;
-  });
+  // Framing allocates by the answer's size: an answer the memory left cannot
+  // frame fails its own call, not the server.
+  try {
+    return FrameAnswer(*std::move(r), response, memory, message);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        "the server has no memory left to send this answer now; retry later or ask for less");
+  }
 }
 
-// The seven responses, each with the result that fills it (AnswerOf).
+// The unary responses, each with the result that fills it (AnswerOf).
 #define PRIMSERVE_RESPONSE(Response)                                                      \
   template absl::Status ToResponse(Result, v1::Response*, shm::RequestMemory*);           \
   template absl::StatusOr<grpc::ByteBuffer> FrameResponse(                               \
@@ -173,6 +201,7 @@ PRIMSERVE_RESPONSE(UniqueResponse)
 PRIMSERVE_RESPONSE(RunLengthEncodeResponse)
 PRIMSERVE_RESPONSE(ReduceByKeyResponse)
 PRIMSERVE_RESPONSE(AggregateByKeyResponse)
+PRIMSERVE_RESPONSE(SortResponse)
 #undef PRIMSERVE_RESPONSE
 
 }  // namespace primserve

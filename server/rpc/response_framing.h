@@ -17,7 +17,7 @@ namespace primserve {
 // placed in shared memory there (see RequestMemory::Deliver; null: all
 // inline). INTERNAL if the result is not the response's kind. An array held
 // in an answer buffer (HostArray::held) is copied into the response.
-// `Response` is one of the seven unary responses (v1::ScanResponse, ...).
+// `Response` is one of the unary responses (v1::ScanResponse, ...).
 template <typename Response>
 absl::Status ToResponse(Result result, Response* response, shm::RequestMemory* memory = nullptr);
 

@@ -20,11 +20,30 @@
 
 namespace primserve {
 
+namespace {
+
+// A unary call's reactor that says when its answer has gone: OnDone comes
+// once gRPC has sent the answer and the status (or the call ended without).
+class UnaryReactor final : public grpc::ServerUnaryReactor {
+ public:
+  explicit UnaryReactor(std::shared_ptr<AnswerSent> sent) : sent_(std::move(sent)) {}
+  void OnDone() override {
+    sent_->Signal();
+    delete this;
+  }
+
+ private:
+  const std::shared_ptr<AnswerSent> sent_;
+};
+
+}  // namespace
+
 template <typename Request, typename Response>
 grpc::ServerUnaryReactor* PrimitivesService::Handle(grpc::CallbackServerContext* context,
                                                     const grpc::ByteBuffer* raw_request,
                                                     grpc::ByteBuffer* raw_response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto sent = std::make_shared<AnswerSent>();
+  grpc::ServerUnaryReactor* reactor = new UnaryReactor(sent);
   // The parsed request and its payloads, which the operation views, live
   // until the answer is sent.
   struct Received {
@@ -71,6 +90,7 @@ grpc::ServerUnaryReactor* PrimitivesService::Handle(grpc::CallbackServerContext*
   task->is_cancelled = [context] { return context->IsCancelled(); };
   task->peer = CallerOf(*context, caller_header_);
   task->answers = answer_allocator_;
+  task->sent = std::move(sent);
   task->done = [reactor, raw_response, call, elements, memory = std::move(memory),
                 received = std::move(received)](absl::StatusOr<Result> result) {
     Response response;
@@ -104,6 +124,7 @@ PRIMSERVE_RAW_UNARY(Unique)
 PRIMSERVE_RAW_UNARY(RunLengthEncode)
 PRIMSERVE_RAW_UNARY(ReduceByKey)
 PRIMSERVE_RAW_UNARY(AggregateByKey)
+PRIMSERVE_RAW_UNARY(Sort)
 
 #undef PRIMSERVE_RAW_UNARY
 

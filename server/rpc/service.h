@@ -28,13 +28,14 @@ using P = v1::Primitives;
 using Primitives = P::WithRawCallbackMethod_Scan<P::WithRawCallbackMethod_Reduce<
     P::WithRawCallbackMethod_Select<P::WithRawCallbackMethod_Unique<
         P::WithRawCallbackMethod_RunLengthEncode<P::WithRawCallbackMethod_ReduceByKey<
-            P::WithRawCallbackMethod_AggregateByKey<P::WithRawCallbackMethod_Multiplex<
+            P::WithRawCallbackMethod_AggregateByKey<P::WithRawCallbackMethod_Sort<
+            P::WithRawCallbackMethod_Multiplex<
                 P::WithRawCallbackMethod_ScanStream<P::WithRawCallbackMethod_ReduceStream<
                     P::WithRawCallbackMethod_SelectStream<P::WithRawCallbackMethod_UniqueStream<
                         P::WithRawCallbackMethod_RunLengthEncodeStream<
                             P::WithRawCallbackMethod_ReduceByKeyStream<
                                 P::WithRawCallbackMethod_AggregateByKeyStream<
-                                    P::Service>>>>>>>>>>>>>>>;
+                                    P::Service>>>>>>>>>>>>>>>>;
 }  // namespace raw
 
 class PrimitivesService final : public raw::Primitives {
@@ -100,6 +101,9 @@ class PrimitivesService final : public raw::Primitives {
   grpc::ServerUnaryReactor* AggregateByKey(grpc::CallbackServerContext* context,
                                            const grpc::ByteBuffer* request,
                                            grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Sort(grpc::CallbackServerContext* context,
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
   // Multiplex and the streaming forms (server/rpc/multiplex.h,
   // server/rpc/stream_reactor.h), over raw buffers likewise.
   RawBidiReactor* Multiplex(grpc::CallbackServerContext* context) override;

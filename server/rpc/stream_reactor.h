@@ -220,12 +220,12 @@ class StreamReactor final : public Base {
     Advance([this, ok]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       if constexpr (kAnswersEachPiece) {
         writing_ = false;
-        if (writes_.front().second) --unanswered_;
-        writes_.pop_front();
+        if (writes_.front().answers_piece) --unanswered_;
+        DropFrontWriteLocked();
         if (!ok) {
           // The client is gone: nothing more is written.
           broken_ = true;
-          writes_.clear();
+          while (!writes_.empty()) DropFrontWriteLocked();
         }
       }
     });
@@ -313,8 +313,10 @@ class StreamReactor final : public Base {
     task->is_cancelled = [context = context_] { return context->IsCancelled(); };
     task->peer = environment_.caller;
     task->answers = answers_;
-    task->done = [this, seq, start, call, elements,
-                  piece = std::move(piece)](absl::StatusOr<Result> result) mutable {
+    // Admission keeps the piece's cost counted until its answer is written.
+    task->sent = std::make_shared<AnswerSent>();
+    task->done = [this, seq, start, call, elements, piece = std::move(piece),
+                  sent = task->sent](absl::StatusOr<Result> result) mutable {
       call.Done(result.status(), nullptr, result.ok() ? elements : 0);
       if (result.ok()) {
         // Every answer held came from answers_ (in a buffer of its own).
@@ -322,7 +324,7 @@ class StreamReactor final : public Base {
           if (array.held != nullptr) array.held_room = kAnswerRoom;
         });
       }
-      Completed(seq, start, std::move(piece), std::move(result));
+      Completed(seq, start, std::move(piece), std::move(result), std::move(sent));
       // Nothing of the reactor after this: it may be gone.
     };
     return task;
@@ -420,25 +422,38 @@ class StreamReactor final : public Base {
   void FailLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!error_.ok()) return;
     error_ = status;
+    for (auto& [seq, done] : completed_) to_signal_.push_back(std::move(done.sent));
     completed_.clear();
     if constexpr (kAnswersEachPiece) {
       // Answers not yet started are dropped: the stream ends with the error.
-      while (writes_.size() > (writing_ ? 1 : 0)) writes_.pop_back();
+      while (writes_.size() > (writing_ ? 1 : 0)) {
+        for (auto& sent : writes_.back().sent) to_signal_.push_back(std::move(sent));
+        writes_.pop_back();
+      }
     }
+  }
+
+  // The front answer is written or dropped: its pieces' signals go out once
+  // the lock is let go.
+  void DropFrontWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (auto& sent : writes_.front().sent) to_signal_.push_back(std::move(sent));
+    writes_.pop_front();
   }
 
   // A piece's task is done: stitches it and every piece after it that is
   // done too, in stream order.
   void Completed(uint64_t seq, uint64_t start, std::unique_ptr<Piece<Request>> piece,
-                 absl::StatusOr<Result> result) {
+                 absl::StatusOr<Result> result, std::shared_ptr<AnswerSent> sent) {
     {
       absl::MutexLock lock(&mu_);
       if (!error_.ok()) {
         // The stream has failed: the piece's answer is not wanted.
+        to_signal_.push_back(std::move(sent));
       } else if (!result.ok()) {
+        to_signal_.push_back(std::move(sent));
         FailLocked(InPiece(result.status(), seq, start));
       } else {
-        completed_.emplace(seq, Done{std::move(piece), *std::move(result)});
+        completed_.emplace(seq, Done{std::move(piece), *std::move(result), std::move(sent)});
         StitchReadyLocked();
       }
       if (running_seq_ == seq) running_seq_.reset();
@@ -453,16 +468,28 @@ class StreamReactor final : public Base {
     for (auto it = completed_.begin(); it != completed_.end() && it->first == next_stitch_;
          it = completed_.erase(it), ++next_stitch_) {
       Responses answers;
+      std::shared_ptr<AnswerSent> sent = std::move(it->second.sent);
       if (absl::Status s =
               family_.Stitch(*it->second.piece, std::move(it->second.result), &answers);
           !s.ok()) {
+        to_signal_.push_back(std::move(sent));
         FailLocked(s);
         return;
       }
       if constexpr (kAnswersEachPiece) {
-        for (grpc::ByteBuffer& answer : answers) writes_.emplace_back(std::move(answer), true);
+        for (grpc::ByteBuffer& answer : answers) {
+          writes_.push_back(Write{std::move(answer), /*answers_piece=*/true, {}});
+        }
+        // Sent with the piece's last answer; a piece whose answer the stitch
+        // holds for later (or that gave none) holds no answer memory itself.
+        if (!answers.empty()) {
+          writes_.back().sent.push_back(std::move(sent));
+        } else {
+          to_signal_.push_back(std::move(sent));
+        }
       } else {
         --unanswered_;
+        to_signal_.push_back(std::move(sent));
       }
     }
   }
@@ -479,9 +506,11 @@ class StreamReactor final : public Base {
       grpc::ByteBuffer* read = nullptr;
       std::optional<grpc::Status> finish;
       bool run_serial = false;
+      std::vector<std::shared_ptr<AnswerSent>> signal;
       {
         absl::MutexLock lock(&mu_);
         if (first) update();
+        signal.swap(to_signal_);
         if (started) --starting_;
         started = false;
         if (finished_) return;
@@ -497,7 +526,7 @@ class StreamReactor final : public Base {
         if constexpr (kAnswersEachPiece) {
           if (!writing_ && !writes_.empty() && !broken_ && error_.ok()) {
             writing_ = true;
-            write = &writes_.front().first;
+            write = &writes_.front().framed;
           }
         }
         if (!reading_ && !reads_done_ && error_.ok() && !broken_ &&
@@ -518,6 +547,11 @@ class StreamReactor final : public Base {
             finish = ToGrpc(error_);
           }
         }
+      }
+      // Before anything that may let the stream finish: a signal can answer
+      // another of this stream's tasks (admission hands on or drops more).
+      for (const auto& sent : signal) {
+        if (sent != nullptr) sent->Signal();
       }
       if constexpr (kAnswersEachPiece) {
         if (write != nullptr) this->StartWrite(write);
@@ -551,7 +585,9 @@ class StreamReactor final : public Base {
       return;
     }
     if constexpr (kAnswersEachPiece) {
-      for (grpc::ByteBuffer& answer : answers) writes_.emplace_back(std::move(answer), false);
+      for (grpc::ByteBuffer& answer : answers) {
+        writes_.push_back(Write{std::move(answer), /*answers_piece=*/false, {}});
+      }
     } else {
       *response_ = std::move(answers.front());
     }
@@ -560,6 +596,15 @@ class StreamReactor final : public Base {
   struct Done {
     std::unique_ptr<Piece<Request>> piece;
     Result result;
+    std::shared_ptr<AnswerSent> sent;
+  };
+
+  // An answer to write, framed: whether it answers a piece, and the signals
+  // of the pieces it completes (their cost stays in admission until then).
+  struct Write {
+    grpc::ByteBuffer framed;
+    bool answers_piece = false;
+    std::vector<std::shared_ptr<AnswerSent>> sent;
   };
 
   grpc::CallbackServerContext* const context_;
@@ -599,8 +644,10 @@ class StreamReactor final : public Base {
   std::optional<uint64_t> running_seq_ ABSL_GUARDED_BY(mu_);
   bool flush_parked_ ABSL_GUARDED_BY(mu_) = false;
   std::map<uint64_t, Done> completed_ ABSL_GUARDED_BY(mu_);
-  // Answers to write, framed, each marked whether it answers a piece.
-  std::deque<std::pair<grpc::ByteBuffer, bool>> writes_ ABSL_GUARDED_BY(mu_);
+  std::deque<Write> writes_ ABSL_GUARDED_BY(mu_);
+  // Pieces' answers written or dropped, signalled by Advance once mu_ is let
+  // go (a signal may call back into this stream).
+  std::vector<std::shared_ptr<AnswerSent>> to_signal_ ABSL_GUARDED_BY(mu_);
 };
 
 template <typename Family>

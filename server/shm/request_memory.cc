@@ -185,6 +185,9 @@ absl::Status RequestMemory::Deliver(absl::Span<const Delivery> all) {
       outputs.push_back(d);
     }
   }
+  // An object truncated while the request read it gave zeros: no answer.
+  // One shrunk since would fault the writes below.
+  if (absl::Status holds = CheckLeases(); !holds.ok()) return holds;
   for (const Delivery& d : outputs) {
     const std::optional<Placed>& p = placed_[static_cast<int>(d.slot)];
     if (p && d.array->bytes.size() > p->ref.byte_size()) {
@@ -193,11 +196,6 @@ absl::Status RequestMemory::Deliver(absl::Span<const Delivery> all) {
           "nothing was written",
           kSlotNames[static_cast<int>(d.slot)], p->ref.byte_size(), d.array->bytes.size(),
           d.array->bytes.size() / DTypeSize(d.array->dtype)));
-    }
-    // The client may have shrunk the object while the request ran: writing
-    // past its end would raise SIGBUS.
-    if (p) {
-      if (absl::Status holds = leases_[p->lease].CheckObjectSize(); !holds.ok()) return holds;
     }
   }
   if (!buffer_slots.empty()) {
@@ -228,6 +226,14 @@ absl::Status RequestMemory::Deliver(absl::Span<const Delivery> all) {
     written->set_offset(p->ref.offset());
     written->set_byte_size(d.array->bytes_in_place != 0 ? d.array->bytes_in_place
                                                         : d.array->bytes.size());
+  }
+  // Nor when it was truncated while the outputs were written there.
+  return CheckLeases();
+}
+
+absl::Status RequestMemory::CheckLeases() const {
+  for (const Lease& lease : leases_) {
+    if (absl::Status holds = lease.CheckObjectSize(); !holds.ok()) return holds;
   }
   return absl::OkStatus();
 }

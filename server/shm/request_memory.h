@@ -95,6 +95,9 @@ class RequestMemory final {
     size_t lease = 0;  // index into leases_
   };
 
+  // FAILED_PRECONDITION if an object this request uses was truncated (now,
+  // or while the request used it: SystemRegion::CheckObjectSize).
+  absl::Status CheckLeases() const;
   // The index in leases_ of this request's lease on the region.
   absl::StatusOr<size_t> LeaseOn(absl::string_view region);
 

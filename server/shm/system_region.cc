@@ -67,26 +67,40 @@ absl::StatusOr<std::unique_ptr<SystemRegion>> SystemRegion::Map(const std::strin
     close(fd);
     return OsError("cannot map", key, error);
   }
+  absl::StatusOr<std::unique_ptr<FaultGuard>> guard = FaultGuard::Guard(mapping, mapping_size);
+  if (!guard.ok()) {
+    munmap(mapping, mapping_size);
+    close(fd);
+    return guard.status();
+  }
   return std::unique_ptr<SystemRegion>(
-      new SystemRegion(key, offset, byte_size, fd, mapping, mapping_size));
+      new SystemRegion(key, offset, byte_size, fd, mapping, mapping_size, *std::move(guard)));
 }
 
 SystemRegion::SystemRegion(std::string key, uint64_t offset, uint64_t size, int fd, void* mapping,
-                           size_t mapping_size)
+                           size_t mapping_size, std::unique_ptr<FaultGuard> guard)
     : key_(std::move(key)),
       offset_(offset),
       size_(size),
       fd_(fd),
       mapping_(mapping),
       mapping_size_(mapping_size),
-      data_(static_cast<char*>(mapping) + (mapping_size - size)) {}
+      data_(static_cast<char*>(mapping) + (mapping_size - size)),
+      guard_(std::move(guard)) {}
 
 SystemRegion::~SystemRegion() {
+  guard_.reset();  // before the range can be mapped again for something else
   munmap(mapping_, mapping_size_);
   close(fd_);
 }
 
 absl::Status SystemRegion::CheckObjectSize() const {
+  if (guard_->faulted()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "shared-memory object %s was truncated while a request used it; unregister the region "
+        "and register it again",
+        key_));
+  }
   absl::StatusOr<uint64_t> object_size = ObjectSize(fd_, key_);
   if (!object_size.ok()) return object_size.status();
   return CheckHolds(*object_size, key_, offset_, size_);

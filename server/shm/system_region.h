@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/shm/fault_guard.h"
 
 namespace primserve::shm {
 
@@ -31,13 +32,15 @@ class SystemRegion final {
   uint64_t offset() const { return offset_; }
 
   // FAILED_PRECONDITION if the object no longer holds the whole range (its
-  // owner truncated it): touching the mapping past the object's end raises
-  // SIGBUS, so every request checks before it uses the region.
+  // owner truncated it), or if it was truncated while a request used the
+  // mapping (FaultGuard: that request read or wrote zeros instead; the
+  // region stays refused until registered again). Every request checks
+  // before it uses the region, and again before it answers.
   absl::Status CheckObjectSize() const;
 
  private:
   SystemRegion(std::string key, uint64_t offset, uint64_t size, int fd, void* mapping,
-               size_t mapping_size);
+               size_t mapping_size, std::unique_ptr<FaultGuard> guard);
 
   const std::string key_;
   const uint64_t offset_;
@@ -46,6 +49,7 @@ class SystemRegion final {
   void* const mapping_;
   const size_t mapping_size_;
   char* const data_;
+  std::unique_ptr<FaultGuard> guard_;  // over the whole mapping
 };
 
 }  // namespace primserve::shm

@@ -215,6 +215,29 @@ void AddAggregateByKey(Corpus& c) {
   c.Add("aggregate_bad_op_prod", Rpc::kAggregateByKey, bad);
 }
 
+void AddSort(Corpus& c) {
+  v1::SortRequest r;
+  *r.mutable_keys() = Pack<double>({3, NAN, -0.0, 0.0, -NAN, 1, -INFINITY});
+  c.Add("sort_ok_float64_nans_zeros", Rpc::kSort, r);
+  v1::SortRequest p;
+  *p.mutable_keys() = Pack<int32_t>({5, -1, 5, 2, 0, -1});
+  *p.mutable_values() = Pack<uint64_t>({10, 11, 12, 13, 14, 15});
+  p.set_descending(true);
+  p.set_return_indices(true);
+  for (uint64_t start : {0, 0, 2, 6}) p.add_segment_offsets(start);
+  c.Add("sort_ok_int32_pairs_indices_segments_descending", Rpc::kSort, p);
+  v1::SortRequest bad = p;
+  *bad.mutable_values() = Pack<uint64_t>({1, 2});
+  c.Add("sort_bad_values_length", Rpc::kSort, bad);
+  bad = p;
+  bad.clear_segment_offsets();
+  for (uint64_t start : {0, 4, 3}) bad.add_segment_offsets(start);
+  c.Add("sort_bad_segments_decreasing", Rpc::kSort, bad);
+  bad = r;
+  *bad.mutable_keys() = Odd(static_cast<v1::DType>(0), "abcd");
+  c.Add("sort_bad_dtype_unspecified", Rpc::kSort, bad);
+}
+
 // Protobuf's wire format by hand, for the seeds of the raw-buffer parser.
 using wire::Varint;
 std::string Tag(int field, int wire_type) { return Varint((uint64_t(field) << 3) | wire_type); }
@@ -320,6 +343,7 @@ int main(int argc, char** argv) {
   primserve::fuzz::AddReduceByKey(corpus);
   primserve::fuzz::AddAggregateByKey(corpus);
   primserve::fuzz::AddBuffers(corpus);
+  primserve::fuzz::AddSort(corpus);
   primserve::fuzz::AddWire(corpus);
   std::printf("wrote %d seeds to %s\n", corpus.count(), argv[1]);
   return corpus.failed() ? 1 : 0;

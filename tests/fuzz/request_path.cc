@@ -113,6 +113,25 @@ void CheckShape(const v1::AggregateByKeyRequest& request,
   PRIMSERVE_CHECK("AggregateByKey", Elements(response.values()) == request.num_keys());
 }
 
+// Sort: keys, values and indices of the keys' length; indices a permutation.
+void CheckShape(const v1::SortRequest& request, const v1::SortResponse& response) {
+  const uint64_t n = Elements(request.keys());
+  PRIMSERVE_CHECK("Sort", response.keys().dtype() == request.keys().dtype());
+  PRIMSERVE_CHECK("Sort", Elements(response.keys()) == n);
+  PRIMSERVE_CHECK("Sort", response.has_values() == request.has_values());
+  if (request.has_values()) PRIMSERVE_CHECK("Sort", Elements(response.values()) == n);
+  PRIMSERVE_CHECK("Sort", response.has_indices() == request.return_indices());
+  if (request.return_indices()) {
+    PRIMSERVE_CHECK("Sort", Elements(response.indices()) == n);
+    std::vector<bool> seen(n, false);
+    for (uint64_t i = 0; i < n; ++i) {
+      const int64_t index = Element<int64_t>(response.indices(), i);
+      PRIMSERVE_CHECK("Sort", index >= 0 && static_cast<uint64_t>(index) < n && !seen[index]);
+      seen[index] = true;
+    }
+  }
+}
+
 #undef PRIMSERVE_CHECK
 
 // --- The raw-buffer parser and the framer against protobuf --------------------
@@ -297,6 +316,7 @@ const google::protobuf::Message& RequestPrototype(Rpc rpc) {
     case Rpc::kRunLengthEncode: return v1::RunLengthEncodeRequest::default_instance();
     case Rpc::kReduceByKey: return v1::ReduceByKeyRequest::default_instance();
     case Rpc::kAggregateByKey: return v1::AggregateByKeyRequest::default_instance();
+    case Rpc::kSort: return v1::SortRequest::default_instance();
   }
   std::abort();  // kAllRpcs holds only the cases above
 }
@@ -313,6 +333,7 @@ Outcome RunPath(Rpc rpc, absl::Span<const uint8_t> payload) {
       return Run<v1::ReduceByKeyRequest, v1::ReduceByKeyResponse>(rpc, payload);
     case Rpc::kAggregateByKey:
       return Run<v1::AggregateByKeyRequest, v1::AggregateByKeyResponse>(rpc, payload);
+    case Rpc::kSort: return Run<v1::SortRequest, v1::SortResponse>(rpc, payload);
   }
   std::abort();  // kAllRpcs holds only the cases above
 }

@@ -15,8 +15,9 @@ array([1, 2])
 from primserve._buffers import Buffer
 from primserve.client import Client
 from primserve.errors import ServerError
-from primserve.results import ArgExtreme, KeyedReduction, Partition, Runs, Selection
+from primserve.results import ArgExtreme, KeyedReduction, Partition, Runs, Selection, Sorted
 
 __version__ = "0.1.0"
 
-__all__ = ["Buffer", "Client", "ServerError", "ArgExtreme", "KeyedReduction", "Partition", "Runs", "Selection"]
+__all__ = ["Buffer", "Client", "ServerError", "ArgExtreme", "KeyedReduction", "Partition", "Runs", "Selection",
+           "Sorted"]

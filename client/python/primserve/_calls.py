@@ -14,7 +14,7 @@ from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message
 
 from primserve import _arrays, _wire
-from primserve.results import ArgExtreme, KeyedReduction, Partition, Runs, Selection
+from primserve.results import ArgExtreme, KeyedReduction, Partition, Runs, Selection, Sorted
 from primserve.v1 import primitives_pb2 as pb
 
 
@@ -283,3 +283,29 @@ def aggregate_by_key(keys: np.ndarray, values: np.ndarray, num_keys: int, op: st
                                        reproducible=_reproducible(reproducible))
     return Call("AggregateByKey", request, {"keys": keys, "values": values},
                 pb.AggregateByKeyResponse.DESCRIPTOR, lambda response: response.values)
+
+
+def sort(keys: np.ndarray, values: Optional[np.ndarray], descending: bool, return_indices: bool,
+         segments: Segments) -> Call:
+    keys = _arrays.check_array(keys, "keys")
+    request = pb.SortRequest(keys=_arrays.header(keys), descending=bool(descending),
+                             return_indices=bool(return_indices))
+    arrays = {"keys": keys}
+    if values is not None:
+        values = _arrays.check_array(values, "values")
+        _arrays.check_same_length(keys, "keys", values, "values")
+        request.values.CopyFrom(_arrays.header(values))
+        arrays["values"] = values
+    offsets = _offsets(segments)
+    if offsets is not None:
+        request.segment_offsets.extend(offsets.tolist())
+    plain = values is None and not return_indices
+
+    def parse(response: Any) -> Any:
+        if plain:
+            return response.keys
+        return Sorted(response.keys, response.values if values is not None else None,
+                      response.indices if return_indices else None)
+
+    # Sort has no *Stream RPC.
+    return Call("Sort", request, arrays, pb.SortResponse.DESCRIPTOR, parse, streams=False)

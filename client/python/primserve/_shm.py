@@ -140,6 +140,8 @@ def _output_fields(call: _calls.Call) -> Tuple[str, str]:
     """Where `out` goes: the OutputLocation field and the response's field."""
     if call.rpc == "Select" and call.message.output == pb.SelectRequest.INDICES:
         return "indices", "indices"
+    if call.rpc == "Sort":
+        return "keys", "keys"
     return "values", "output" if call.rpc == "Scan" else "values"
 
 

@@ -68,6 +68,12 @@ class _Methods:
         """primserve.Client.aggregate_by_key, awaited (reproducible=True: float sum gets the same bits every time)."""
         return await self._invoke(_calls.aggregate_by_key(keys, values, num_keys, op, reproducible), out)
 
+    async def sort(self, keys: np.ndarray, values: Optional[np.ndarray] = None, descending: bool = False,
+                   return_indices: bool = False, segment_offsets: _calls.Segments = None,
+                   out: Optional[np.ndarray] = None) -> Any:
+        """primserve.Client.sort, awaited."""
+        return await self._invoke(_calls.sort(keys, values, descending, return_indices, segment_offsets), out)
+
 
 class Client(_Methods):
     """A grpc.aio connection to a primserve server; see primserve.Client for the

@@ -391,6 +391,34 @@ class Client:
         except grpc.RpcError as error:
             raise ServerError.from_rpc_error(error) from error
 
+    def sort(self, keys: np.ndarray, values: Optional[np.ndarray] = None, descending: bool = False,
+             return_indices: bool = False, segment_offsets: _calls.Segments = None,
+             out: Optional[np.ndarray] = None) -> Any:
+        """Stable sort, as ``numpy.sort(keys, kind="stable")``: every NaN last
+        (whatever its sign), -0.0 and +0.0 equal, keys and values returned bit
+        for bit.
+
+        Args:
+            values: an array of keys' length (any dtype) moved with its keys.
+            descending: the distinct keys in reverse order; NaNs still last and
+                equal keys still in input order.
+            return_indices: also return each output position's int64 input
+                position (``numpy.argsort(keys, kind="stable")`` ascending).
+            segment_offsets: segment starts (as scan's segments); each
+                segment is sorted on its own, indices still count from the
+                start of the whole array.
+            out: a shared-memory view that receives the sorted keys.
+
+        Returns the sorted keys, or Sorted(keys, values, indices) (None for
+        what was not asked) with values or return_indices.
+
+        >>> client.sort(np.array([3., np.nan, -0.0, 1.]))
+        array([-0.,  1.,  3., nan])
+        >>> client.sort(np.array([2, 1, 2], dtype=np.int32), return_indices=True, descending=True)
+        Sorted(keys=array([2, 2, 1], dtype=int32), values=None, indices=array([0, 2, 1]))
+        """
+        return self._invoke(_calls.sort(keys, values, descending, return_indices, segment_offsets), out)
+
     def shared_memory(self, size: int, name: Optional[str] = None) -> _shm.Region:
         """A new POSIX shared-memory object of `size` bytes, registered with the
         server (which must run on this host with --shared_memory) as a region.
@@ -699,3 +727,8 @@ class Multiplex:
                          op: str = "sum", *, reproducible: bool = False) -> "Future[np.ndarray]":
         """Client.aggregate_by_key, answered through a Future (reproducible=True: the unary call's bits)."""
         return self._invoke(_calls.aggregate_by_key(keys, values, num_keys, op, reproducible))
+
+    def sort(self, keys: np.ndarray, values: Optional[np.ndarray] = None, descending: bool = False,
+             return_indices: bool = False, segment_offsets: _calls.Segments = None) -> "Future[Any]":
+        """Client.sort, answered through a Future."""
+        return self._invoke(_calls.sort(keys, values, descending, return_indices, segment_offsets))

@@ -4,7 +4,7 @@ Every array in them is a read-only view of the response's bytes; ``.copy()``
 one to modify it.
 """
 
-from typing import NamedTuple, Union
+from typing import NamedTuple, Optional, Union
 
 import numpy as np
 
@@ -51,3 +51,13 @@ class KeyedReduction(NamedTuple):
 
     keys: np.ndarray
     values: np.ndarray
+
+
+class Sorted(NamedTuple):
+    """``sort(keys, values=..., return_indices=...)``: the sorted keys, the
+    values in their keys' order (None without values), and the int64 input
+    position of each (None without return_indices)."""
+
+    keys: np.ndarray
+    values: Optional[np.ndarray]
+    indices: Optional[np.ndarray]

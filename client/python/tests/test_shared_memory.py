@@ -88,6 +88,8 @@ def test_inputs_and_outputs_in_a_region_equal_inline(shm_client, client, rng, dt
             lambda c, a, keys, out: c.run_length_encode(a, out=out),
             lambda c, a, keys, out: c.reduce_by_key(keys, a, op="min", out=out),
             lambda c, a, keys, out: c.aggregate_by_key(keys, a, 20, out=out),
+            lambda c, a, keys, out: c.sort(a, descending=True, out=out),
+            lambda c, a, keys, out: c.sort(a, values=keys, return_indices=True, out=out),
         ]
         for call in calls:
             placed, inline = call(shm_client, a, keys, out), call(client, a_inline, keys_inline, None)
