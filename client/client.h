@@ -228,7 +228,7 @@ class PrimitivesClient final {
     stream_piece_bytes_ = piece_bytes;
   }
 
-  // Reproducible floats (README "Reproducible floats"): with `reproducible`
+  // Reproducible floats (docs/API.md "Reproducible floats"): with `reproducible`
   // true, the typed Scan, ScanStream, Reduce, ReduceByKey and AggregateByKey
   // set `reproducible` in their requests, so float (FLOAT32, FLOAT64) SUM and
   // PROD get the same bits every time: alone, batched with other requests,

@@ -19,7 +19,7 @@ struct RequestLimits {
   uint64_t multiplex_window = 1024;
   // Every request reproducible (--reproducible_floats): float SUM/PROD give
   // the same bits alone, batched or streamed. Off (the default: it costs
-  // more than 10% on some RPCs, README "Reproducible floats"), only requests
+  // more than 10% on some RPCs, docs/API.md "Reproducible floats"), only requests
   // that set `reproducible` are.
   bool reproducible_floats = false;
 };

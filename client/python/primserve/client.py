@@ -129,7 +129,7 @@ class Client:
                 or streamed in any piece sizes (same GPU model, driver, CUDA
                 runtime and server build; not across those, nor between the
                 CPU and CUDA backends). Integers and the other ops are exact
-                in any order anyway. It costs some speed (README "Reproducible
+                in any order anyway. It costs some speed (docs/API.md "Reproducible
                 floats"), and a streamed segmented scan is gathered whole by
                 the server (at most its --max_request_elements); False keeps
                 the server's default (``--reproducible_floats``, off unless
@@ -163,7 +163,7 @@ class Client:
                 or streamed in any piece sizes (same GPU model, driver, CUDA
                 runtime and server build; not across those, nor between the
                 CPU and CUDA backends). Integers and the other ops are exact
-                in any order anyway. It costs some speed (README "Reproducible
+                in any order anyway. It costs some speed (docs/API.md "Reproducible
                 floats"), and a streamed reduce is gathered whole by the
                 server (at most its --max_request_elements); False keeps the
                 server's default (``--reproducible_floats``, off unless set).
@@ -255,7 +255,7 @@ class Client:
                 or streamed in any piece sizes (same GPU model, driver, CUDA
                 runtime and server build; not across those, nor between the
                 CPU and CUDA backends). Integers and the other ops are exact
-                in any order anyway. It costs some speed (README "Reproducible
+                in any order anyway. It costs some speed (docs/API.md "Reproducible
                 floats"), and a streamed call is gathered whole by the server
                 (at most its --max_request_elements); False keeps the server's
                 default (``--reproducible_floats``, off unless set). A
@@ -284,7 +284,7 @@ class Client:
                 streamed in any piece sizes (same GPU model, driver, CUDA
                 runtime and server build; not across those, nor between the
                 CPU and CUDA backends). Integers and the other ops are exact
-                in any order anyway. It costs some speed (README "Reproducible
+                in any order anyway. It costs some speed (docs/API.md "Reproducible
                 floats"): on a GPU a float "sum" sorts by key instead of using
                 atomics, several times slower, and a streamed call is gathered
                 whole by the server (at most its --max_request_elements);
