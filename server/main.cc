@@ -160,8 +160,8 @@ ABSL_FLAG(int, metrics_port, 9464,
 namespace primserve {
 namespace {
 
-// primserve's own lines (backend, address, stop), shown at every verbosity;
-// gRPC's INFO lines appear only with --verbose.
+// primserve's own lines (backend, address, stop, why it could not start),
+// shown at every verbosity; gRPC's INFO lines appear only with --verbose.
 void Say(const std::string& line) {
   std::cerr << absl::FormatTime("%Y-%m-%d %H:%M:%E3S ", absl::Now(), absl::UTCTimeZone()) << line
             << std::endl;
@@ -229,7 +229,7 @@ int Main() {
     const std::string metrics_address =
         absl::StrCat(absl::GetFlag(FLAGS_metrics_host), ":", absl::GetFlag(FLAGS_metrics_port));
     if (absl::Status served = metrics.ServeHttp(metrics_address); !served.ok()) {
-      gpr_log(GPR_ERROR, "%s", served.ToString().c_str());
+      Say(served.ToString());
       return 1;
     }
   }
@@ -237,7 +237,7 @@ int Main() {
   absl::StatusOr<std::unique_ptr<ExecutionBackend>> backend =
       MakeBackend(absl::GetFlag(FLAGS_backend), &metrics);
   if (!backend.ok()) {
-    gpr_log(GPR_ERROR, "%s", backend.status().ToString().c_str());
+    Say(backend.status().ToString());
     return 2;
   }
   ServerOptions options;
@@ -300,7 +300,7 @@ int Main() {
   absl::StatusOr<std::unique_ptr<PrimServer>> server =
       PrimServer::Start(options, *std::move(backend));
   if (!server.ok()) {
-    gpr_log(GPR_ERROR, "%s", server.status().ToString().c_str());
+    Say(server.status().ToString());
     return 1;
   }
   const char* transport = options.tls_cert_path.empty()        ? "plaintext"

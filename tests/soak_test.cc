@@ -126,13 +126,17 @@ absl::StatusOr<std::unique_ptr<ExecutionBackend>> MakeBackend(Metrics* metrics) 
   return std::unique_ptr<ExecutionBackend>(*std::move(cuda));
 }
 
-// A server on a free loopback port, with the default (batching) options.
+// A server on a free loopback port, with the default (batching) options but
+// one: the soak's 16 callers share one address, which admission takes for one
+// caller, and their Multiplex streams together read ahead past one caller's
+// default bound on waiting bytes (a bound the hostile tests check).
 absl::StatusOr<std::unique_ptr<PrimServer>> StartServer(Metrics* metrics) {
   absl::StatusOr<std::unique_ptr<ExecutionBackend>> backend = MakeBackend(metrics);
   if (!backend.ok()) return backend.status();
   ServerOptions options;
   options.address = "127.0.0.1:0";
   options.metrics = metrics;
+  options.admission.max_peer_queued_bytes = uint64_t{16} << 30;
   return PrimServer::Start(options, *std::move(backend));
 }
 

@@ -93,6 +93,19 @@ bool FairAdmission::Fits(const Peer& peer, uint64_t cost) const {
   return peer_fits && total_fits;
 }
 
+namespace {
+
+// The bytes of an answer's arrays held in memory, which wait in the
+// transport until the client reads them; an answer written in place (a CUDA
+// region) waits nowhere.
+uint64_t AnswerBytes(Result& result) {
+  uint64_t bytes = 0;
+  ForEachArray(result, [&bytes](HostArray& array) { bytes += array.data().size(); });
+  return bytes;
+}
+
+}  // namespace
+
 std::shared_ptr<absl::AnyInvocable<void(absl::StatusOr<Result>)>> FairAdmission::ReleaseWhenDone(
     Task* task, const std::string& peer, uint64_t cost) {
   // The cost is freed once the answer has been sent, where the caller says
@@ -101,7 +114,7 @@ std::shared_ptr<absl::AnyInvocable<void(absl::StatusOr<Result>)>> FairAdmission:
       std::make_shared<absl::AnyInvocable<void(absl::StatusOr<Result>)>>(std::move(task->done));
   task->done = [this, peer, cost, done, sent = task->sent](absl::StatusOr<Result> result) {
     if (sent != nullptr && result.ok()) {
-      HoldUntilSent(peer, cost, *sent);
+      HoldUntilSent(peer, cost, AnswerBytes(*result), *sent);
       (*done)(std::move(result));
       return;
     }
@@ -111,17 +124,18 @@ std::shared_ptr<absl::AnyInvocable<void(absl::StatusOr<Result>)>> FairAdmission:
   return done;
 }
 
-void FairAdmission::HoldUntilSent(const std::string& peer, uint64_t cost, AnswerSent& sent) {
+void FairAdmission::HoldUntilSent(const std::string& peer, uint64_t cost, uint64_t answer_bytes,
+                                  AnswerSent& sent) {
   {
     absl::MutexLock lock(&mu_);
-    peers_[peer].unsent += cost;
-    unsent_ += cost;
+    peers_[peer].unsent += answer_bytes;
+    unsent_ += answer_bytes;
   }
-  sent.Then([this, peer, cost] {
+  sent.Then([this, peer, cost, answer_bytes] {
     {
       absl::MutexLock lock(&mu_);
-      peers_[peer].unsent -= cost;
-      unsent_ -= cost;
+      peers_[peer].unsent -= answer_bytes;
+      unsent_ -= answer_bytes;
     }
     Release(peer, cost);
   });

@@ -49,8 +49,9 @@ struct AdmissionOptions {
   // gets RESOURCE_EXHAUSTED (one waits whatever its size). Streams and Multiplex calls add up under it:
   // each reads a few requests ahead, but a caller may open many.
   uint64_t max_peer_queued_bytes = uint64_t{256} << 20;
-  // Cost of one peer's answers handed to the transport (Task::sent) but not
-  // yet sent: a client that does not read them. While over, the peer's new
+  // Bytes of one peer's answers handed to the transport (Task::sent) but not
+  // yet sent: a client that does not read them (answers written in place
+  // count nothing). While over, the peer's new
   // requests get RESOURCE_EXHAUSTED before they run (the answers stay in
   // flight meanwhile, so the peer's waiting requests wait).
   uint64_t max_peer_unsent_bytes = uint64_t{512} << 20;
@@ -126,9 +127,11 @@ class FairAdmission final : public Scheduler {
   void HandOn(std::vector<Handoff> admitted);
   // A handed-on task was answered: frees its cost and admits more.
   void Release(const std::string& peer, uint64_t cost);
-  // A handed-on task's answer went to the transport: its cost stays, as
-  // unsent, until `sent` is signalled, then is released.
-  void HoldUntilSent(const std::string& peer, uint64_t cost, AnswerSent& sent);
+  // A handed-on task's answer went to the transport: its cost stays in
+  // flight, and its `answer_bytes` count as unsent, until `sent` is
+  // signalled; then both are released.
+  void HoldUntilSent(const std::string& peer, uint64_t cost, uint64_t answer_bytes,
+                     AnswerSent& sent);
   // Why a new request from `peer` is refused for answers not yet sent, or OK.
   absl::Status UnsentRefusal(const Peer& peer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns a handed-on task's cost to its peer and the total.
