@@ -142,12 +142,14 @@ void FairAdmission::HoldUntilSent(const std::string& peer, uint64_t cost, uint64
 }
 
 absl::Status FairAdmission::UnsentRefusal(const Peer& peer) const {
-  if (peer.unsent > options_.max_peer_unsent_bytes) {
+  // Reaching a bound refuses: one answer as large as the bound, unread, is
+  // already all a caller may leave waiting.
+  if (peer.unsent > 0 && peer.unsent >= options_.max_peer_unsent_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "this caller has ", peer.unsent, " bytes of answers it has not read yet (the bound is ",
         options_.max_peer_unsent_bytes, "); read them, then retry"));
   }
-  if (unsent_ > options_.max_unsent_bytes) {
+  if (unsent_ > 0 && unsent_ >= options_.max_unsent_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the server holds ", unsent_, " bytes of answers its callers have not read yet (the "
         "bound is ", options_.max_unsent_bytes, "); retry later"));
