@@ -76,7 +76,7 @@ def test_sort_empty(client):
 
 
 @pytest.mark.parametrize("call, error, message", [
-    (lambda c: c.sort([3, 1]), TypeError, "numpy.ndarray"),
+    (lambda c: c.sort(np.ma.masked_array([3, 1], [0, 1])), TypeError, "masked array"),
     (lambda c: c.sort(np.arange(4, dtype=np.int16)), TypeError, "int16"),
     (lambda c: c.sort(np.arange(4, dtype=np.int32), values=np.arange(3, dtype=np.int32)), ValueError,
      "keys has 4 elements"),
