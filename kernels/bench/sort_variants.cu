@@ -120,14 +120,18 @@ int main(int argc, char** argv) {
   const std::vector<Named> four = {
       {"256x16 min3 (default)", Variant<uint32_t, SortPolicy<4>>()},
       {"256x12 min4", Variant<uint32_t, OnesweepPolicy<256, 12, 4>>()},
-      {"256x20 min3", Variant<uint32_t, OnesweepPolicy<256, 20, 3>>()},
+      {"256x20 min2", Variant<uint32_t, OnesweepPolicy<256, 20, 2>>()},
       {"384x12 min2", Variant<uint32_t, OnesweepPolicy<384, 12, 2>>()},
-      {"512x8 min2", Variant<uint32_t, OnesweepPolicy<512, 8, 2>>()},
+      {"384x16 min2", Variant<uint32_t, OnesweepPolicy<384, 16, 2>>()},
+      {"384x20 min1", Variant<uint32_t, OnesweepPolicy<384, 20, 1>>()},
+      {"512x12 min2", Variant<uint32_t, OnesweepPolicy<512, 12, 2>>()},
   };
   const std::vector<Named> eight = {
       {"256x8 min3 (default)", Variant<uint64_t, SortPolicy<8>>()},
       {"256x12 min2", Variant<uint64_t, OnesweepPolicy<256, 12, 2>>()},
       {"384x8 min2", Variant<uint64_t, OnesweepPolicy<384, 8, 2>>()},
+      {"384x12 min1", Variant<uint64_t, OnesweepPolicy<384, 12, 1>>()},
+      {"256x16 min1", Variant<uint64_t, OnesweepPolicy<256, 16, 1>>()},
   };
   std::printf("| key | moves | n | policy | ours_us | cub_us | ours/cub | check |\n");
   std::printf("|---|---|---|---|---:|---:|---:|---|\n");
