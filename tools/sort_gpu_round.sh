@@ -1,28 +1,35 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root with gpu_bundle/ packed by
 #   tools/pack_gpu.sh --only=sort_gpu_test,sort_bench,sort_variants
-# the radix sort's whole device round in one call (perf/NOTES.md, issue 30):
-#   1. sort_gpu_test (against the CPU reference and CUB: every dtype, pairs,
-#      indices, descending, segmented, poisoned outputs, past 2^31 keys),
-#   2. compute-sanitizer memcheck over its small cases,
-#   3. sort_variants (onesweep policies beside CUB) at VARIANT_LOG2N,
-#   4. with --profile, Nsight Compute over one uint32 2^28 sort of ours and
+# the radix sort's device round in one call (perf/NOTES.md, issue 30), the
+# quick and telling steps first:
+#   1. sort_variants (onesweep policies beside CUB) at each --variants size,
+#   2. with --profile, Nsight Compute over one uint32 2^28 sort of ours and
 #      one of CUB's (histogram and onesweep kernels: duration, occupancy,
 #      warp stall reasons),
-#   5. sort_bench, the sweep beside CUB (the results table).
-#   tools/sort_gpu_round.sh OUT_DIR [--profile] [--variants=28,24]
-# Logs: OUT_DIR/<step>.log, one line per step in OUT_DIR/summary.txt (from
-# run_all.sh), the device in OUT_DIR/device.txt. Exits 1 if any step failed.
+#   3. with --bench, sort_bench, the sweep beside CUB (the results table),
+#   4. sort_gpu_test (against the CPU reference and CUB: every dtype, pairs,
+#      indices, descending, segmented, poisoned outputs, past 2^31 keys),
+#   5. compute-sanitizer memcheck over its small cases.
+#   tools/sort_gpu_round.sh OUT_DIR [--bundle=DIR] [--profile] [--bench] [--variants=28,24]
+# --bundle: the packed folder when it is not gpu_bundle/ (a helper's
+# worktree carries its own bundle in a folder of the session's checkout).
+# --variants=: none. Each step gets STEP_TIMEOUT seconds (default 300).
+# Logs: OUT_DIR/<step>.log, one line per step in OUT_DIR/summary.txt, the
+# device in OUT_DIR/device.txt. Exits 1 if any step failed.
 set -uo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 bundle="$repo/gpu_bundle"
-out="${1:?usage: sort_gpu_round.sh OUT_DIR [--profile] [--variants=LOG2N,...]}"
+out="${1:?usage: sort_gpu_round.sh OUT_DIR [--bundle=DIR] [--profile] [--bench] [--variants=LOG2N,...]}"
 shift
 profile=0
+bench=0
 variants=28
 for arg in "$@"; do
   case "$arg" in
+    --bundle=*) bundle="$(cd "${arg#--bundle=}" && pwd)" ;;
     --profile) profile=1 ;;
+    --bench) bench=1 ;;
     --variants=*) variants="${arg#--variants=}" ;;
     *) echo "unknown argument: $arg"; exit 2 ;;
   esac
@@ -31,7 +38,12 @@ mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 status=0
-"$bundle/run_all.sh" "$out" --only=sort_gpu_test || status=1
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  date -u
+  echo "commit: $(cat "$bundle/commit.txt")"
+  echo "command: sort_gpu_round.sh $out $*"
+} | tee "$out/device.txt"
 
 step() {  # name, command...: as run_all.sh's steps, appended to its summary
   local name=$1; shift
@@ -44,11 +56,10 @@ step() {  # name, command...: as run_all.sh's steps, appended to its summary
        "$out/$name.log" | sort -u | tr '\n' ' ')" | tee -a "$out/summary.txt"
 }
 
-sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
-GTEST_FILTER='-*2Pow28*:*PastTwoToThe31*:*MatchesCub*' \
-  step memcheck_sort_gpu_test "$sanitizer" --tool memcheck --error-exitcode 99 ./sort_gpu_test
-# shellcheck disable=SC2046
-step sort_variants ./sort_variants $(tr ',' ' ' <<<"$variants")
+if [[ -n $variants && $variants != none ]]; then
+  # shellcheck disable=SC2046
+  step sort_variants ./sort_variants $(tr ',' ' ' <<<"$variants")
+fi
 if [[ $profile -eq 1 ]]; then
   ncu="$(command -v ncu || echo /usr/local/cuda/bin/ncu)"
   # The first uint32 row: ours (check run: histogram, 4 passes), then CUB's.
@@ -56,5 +67,9 @@ if [[ $profile -eq 1 ]]; then
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
     --section SchedulerStats ./sort_bench --log2n=28 --reps=1 --segmented=0
 fi
-step sort_bench ./sort_bench
+if [[ $bench -eq 1 ]]; then step sort_bench ./sort_bench; fi
+step sort_gpu_test ./sort_gpu_test
+sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+GTEST_FILTER='-*2Pow28*:*PastTwoToThe31*:*MatchesCub*' \
+  step memcheck_sort_gpu_test "$sanitizer" --tool memcheck --error-exitcode 99 ./sort_gpu_test
 exit $status
