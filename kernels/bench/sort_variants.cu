@@ -1,6 +1,6 @@
 // Tuning experiment: the radix sort's global passes (detail/radix_sort.cuh)
 // under several onesweep policies (threads, keys per thread, blocks per SM
-// asked of the compiler), for uint32 keys, uint32 pairs and uint64 keys,
+// asked of the compiler), for uint32 and uint64 keys and pairs (uint32 values),
 // beside CUB's DeviceRadixSort::SortKeys / SortPairs; every variant's output
 // is compared word for word with CUB's before it is timed.
 // Not part of the library: //kernels/bench:sort_variants.
@@ -119,19 +119,20 @@ int main(int argc, char** argv) {
   if (sizes.empty()) sizes = {28};
   const std::vector<Named> four = {
       {"256x16 min3 (default)", Variant<uint32_t, SortPolicy<4>>()},
+      {"256x16 min4", Variant<uint32_t, OnesweepPolicy<256, 16, 4>>()},
       {"256x12 min4", Variant<uint32_t, OnesweepPolicy<256, 12, 4>>()},
       {"256x20 min2", Variant<uint32_t, OnesweepPolicy<256, 20, 2>>()},
-      {"384x12 min2", Variant<uint32_t, OnesweepPolicy<384, 12, 2>>()},
+      {"256x24 min2", Variant<uint32_t, OnesweepPolicy<256, 24, 2>>()},
       {"384x16 min2", Variant<uint32_t, OnesweepPolicy<384, 16, 2>>()},
-      {"384x20 min1", Variant<uint32_t, OnesweepPolicy<384, 20, 1>>()},
+      {"384x20 min2", Variant<uint32_t, OnesweepPolicy<384, 20, 2>>()},
       {"512x12 min2", Variant<uint32_t, OnesweepPolicy<512, 12, 2>>()},
   };
   const std::vector<Named> eight = {
       {"256x8 min3 (default)", Variant<uint64_t, SortPolicy<8>>()},
       {"256x12 min2", Variant<uint64_t, OnesweepPolicy<256, 12, 2>>()},
-      {"384x8 min2", Variant<uint64_t, OnesweepPolicy<384, 8, 2>>()},
+      {"256x16 min2", Variant<uint64_t, OnesweepPolicy<256, 16, 2>>()},
       {"384x12 min1", Variant<uint64_t, OnesweepPolicy<384, 12, 1>>()},
-      {"256x16 min1", Variant<uint64_t, OnesweepPolicy<256, 16, 1>>()},
+      {"384x8 min2", Variant<uint64_t, OnesweepPolicy<384, 8, 2>>()},
   };
   std::printf("| key | moves | n | policy | ours_us | cub_us | ours/cub | check |\n");
   std::printf("|---|---|---|---|---:|---:|---:|---|\n");
@@ -139,6 +140,7 @@ int main(int argc, char** argv) {
     Row(DType::kUint32, log2n, false, four);
     Row(DType::kUint32, log2n, true, four);
     Row(DType::kUint64, log2n, false, eight);
+    Row(DType::kUint64, log2n, true, eight);
   }
   return 0;
 }

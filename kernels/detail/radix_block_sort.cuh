@@ -64,12 +64,14 @@ __global__ void __launch_bounds__(kThreads)
     for (int pass = 0; pass < RadixCodec<U>::kPasses; ++pass) {
 #pragma unroll
       for (int j = 0; j < kItems; ++j) {
-        digit[j] = StripedPosition<kItems>(j) < count ? codec.Digit(key[j], pass) : kRadixDigits;
+        // Keys past the end: the last digit (radix_rank.cuh), never staged.
+        digit[j] = StripedPosition<kItems>(j) < count ? codec.Digit(key[j], pass)
+                                                     : kRadixDigits - 1;
       }
       rank.Rank(digit, r);
 #pragma unroll
       for (int j = 0; j < kItems; ++j) {
-        if (digit[j] < kRadixDigits) {
+        if (StripedPosition<kItems>(j) < count) {
           staged_keys[r[j]] = key[j];
           if constexpr (Smem::kHasPayload) staged_payload[r[j]] = payload[j];
         }

@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
     for (int j = 0; j < kItems; ++j) {
       const uint32_t p = StripedPosition<kItems>(j);
       key[j] = p < valid ? keys_in[tile_begin + p] : U{0};
-      digit[j] = p < valid ? codec.Digit(key[j], pass) : kRadixDigits;
+      digit[j] = p < valid ? codec.Digit(key[j], pass) : kRadixDigits - 1;  // radix_rank.cuh
     }
   }
   if constexpr (Smem::kHasPayload) {
@@ -135,8 +135,10 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
   // look-backs find them as early as possible.
   Rank rank{rank_storage};
   rank.CountWarps(digit);
-  const uint32_t tile_count = rank.ScanWarps();
   const int d = threadIdx.x;
+  // The keys past the end were counted under the last digit.
+  const uint32_t tile_count =
+      rank.ScanWarps() - (d == kRadixDigits - 1 ? kTileItems - valid : 0);
   uint32_t* my_status = status + static_cast<uint64_t>(tile) * kRadixDigits + d;
   if (d < kRadixDigits) {
     StoreStatus(my_status, (tile == 0 ? kPrefixFlag : kAggregateFlag) | tile_count);
@@ -147,7 +149,7 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
   __syncthreads();  // the staging below overwrites the rank counters
 #pragma unroll
   for (int j = 0; j < kItems; ++j) {
-    if (digit[j] < kRadixDigits) {
+    if (valid == kTileItems || StripedPosition<kItems>(j) < valid) {
       staged_keys[r[j]] = key[j];
       if constexpr (Smem::kHasPayload) staged_payload[r[j]] = payload[j];
     }

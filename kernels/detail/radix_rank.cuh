@@ -13,8 +13,10 @@
 // __match_any_sync groups the lanes holding the same digit and the group's
 // last lane takes the group's positions from the warp's counter with one
 // atomicAdd, whose result no later item waits for (the adds of one warp
-// land in issue order). Keys past the tile's end carry digit kRadixDigits and
-// land in a bin of their own.
+// land in issue order). Keys past the tile's end are given the last digit:
+// their positions are the tile's last, so they rank after every real key of
+// that digit and the real keys' ranks stay right; the caller takes them out
+// of that digit's count.
 #ifndef PRIMSERVE_KERNELS_DETAIL_RADIX_RANK_CUH_
 #define PRIMSERVE_KERNELS_DETAIL_RADIX_RANK_CUH_
 
@@ -30,11 +32,10 @@ namespace primserve::gpu::detail {
 template <int kThreads, int kItems>
 struct BlockRadixRank {
   static constexpr int kWarps = kThreads / kWarpThreads;
-  static constexpr int kCounters = kRadixDigits + 1;  // + the bin of keys past the end
   static_assert(kThreads >= kRadixDigits, "one thread per digit");
 
   struct Storage {
-    uint32_t warp_counts[kWarps][kCounters];
+    uint32_t warp_counts[kWarps][kRadixDigits];
     uint32_t warp_totals[kRadixDigits / kWarpThreads];
   };
 
@@ -44,7 +45,7 @@ struct BlockRadixRank {
   // __syncthreads().
   __device__ __forceinline__ void CountWarps(const uint32_t (&digit)[kItems]) {
     uint32_t* counts = s.warp_counts[WarpId()];
-    for (int i = LaneId(); i < kCounters; i += kWarpThreads) counts[i] = 0;
+    for (int i = LaneId(); i < kRadixDigits; i += kWarpThreads) counts[i] = 0;
     __syncwarp();
 #pragma unroll
     for (int j = 0; j < kItems; ++j) atomicAdd(&counts[digit[j]], 1u);
@@ -95,6 +96,20 @@ struct BlockRadixRank {
     return start;
   }
 
+  // The lanes of this warp holding the same digit, by one ballot per digit
+  // bit: CUB's measured replacement for __match_any_sync, which is slower on
+  // few bits (sm_90: 2x the onesweep pass's time, perf/NOTES.md).
+  static __device__ __forceinline__ unsigned MatchDigit(uint32_t digit) {
+    unsigned peers = kFullMask;
+#pragma unroll
+    for (int bit = 0; bit < kRadixBits; ++bit) {
+      const bool set = (digit >> bit) & 1;
+      const unsigned ones = __ballot_sync(kFullMask, set);
+      peers &= set ? ones : ~ones;
+    }
+    return peers;
+  }
+
   // Phase 4 (whole block): rank[j] = the key's position in the tile sorted by
   // digit (keys past the end get a meaningless one). No barrier.
   __device__ __forceinline__ void RankKeys(const uint32_t (&digit)[kItems],
@@ -104,7 +119,7 @@ struct BlockRadixRank {
     const unsigned lower_or_self = (2u << lane) - 1;
 #pragma unroll
     for (int j = 0; j < kItems; ++j) {
-      const unsigned peers = __match_any_sync(kFullMask, digit[j]);
+      const unsigned peers = MatchDigit(digit[j]);
       const int leader = kWarpThreads - 1 - __clz(peers);
       const uint32_t below = __popc(peers & lower_or_self);
       uint32_t first = 0;
