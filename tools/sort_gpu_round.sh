@@ -10,8 +10,9 @@
 #   3. with --bench, sort_bench, the sweep beside CUB (the results table),
 #   4. sort_gpu_test (against the CPU reference and CUB: every dtype, pairs,
 #      indices, descending, segmented, poisoned outputs, past 2^31 keys),
-#   5. compute-sanitizer memcheck over its small cases.
-#   tools/sort_gpu_round.sh OUT_DIR [--bundle=DIR] [--profile] [--bench] [--variants=28,24]
+#   5. unless --no_memcheck, compute-sanitizer memcheck over its small cases.
+#   tools/sort_gpu_round.sh OUT_DIR [--bundle=DIR] [--profile] [--bench] [--no_memcheck]
+#                           [--variants=28,24]
 # --bundle: the packed folder when it is not gpu_bundle/ (a helper's
 # worktree carries its own bundle in a folder of the session's checkout).
 # --variants=: none. Each step gets STEP_TIMEOUT seconds (default 300).
@@ -20,16 +21,18 @@
 set -uo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 bundle="$repo/gpu_bundle"
-out="${1:?usage: sort_gpu_round.sh OUT_DIR [--bundle=DIR] [--profile] [--bench] [--variants=LOG2N,...]}"
+out="${1:?usage: sort_gpu_round.sh OUT_DIR [--bundle=DIR] [--profile] [--bench] [--no_memcheck] [--variants=LOG2N,...]}"
 shift
 profile=0
 bench=0
+memcheck=1
 variants=28
 for arg in "$@"; do
   case "$arg" in
     --bundle=*) bundle="$(cd "${arg#--bundle=}" && pwd)" ;;
     --profile) profile=1 ;;
     --bench) bench=1 ;;
+    --no_memcheck) memcheck=0 ;;
     --variants=*) variants="${arg#--variants=}" ;;
     *) echo "unknown argument: $arg"; exit 2 ;;
   esac
@@ -69,7 +72,9 @@ if [[ $profile -eq 1 ]]; then
 fi
 if [[ $bench -eq 1 ]]; then step sort_bench ./sort_bench; fi
 step sort_gpu_test ./sort_gpu_test
-sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
-GTEST_FILTER='-*2Pow28*:*PastTwoToThe31*:*MatchesCub*' \
-  step memcheck_sort_gpu_test "$sanitizer" --tool memcheck --error-exitcode 99 ./sort_gpu_test
+if [[ $memcheck -eq 1 ]]; then
+  sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+  GTEST_FILTER='-*2Pow28*:*PastTwoToThe31*:*MatchesCub*' \
+    step memcheck_sort_gpu_test "$sanitizer" --tool memcheck --error-exitcode 99 ./sort_gpu_test
+fi
 exit $status
