@@ -10,9 +10,14 @@
 #   3. with --bench, sort_bench, the sweep beside CUB (the results table),
 #   4. sort_gpu_test (against the CPU reference and CUB: every dtype, pairs,
 #      indices, descending, segmented, poisoned outputs, past 2^31 keys),
-#   5. unless --no_memcheck, compute-sanitizer memcheck over its small cases.
+#   5. unless --no_memcheck, compute-sanitizer memcheck over its small cases,
+#   6. with --service, a 64M int32 Sort through primserve (CUDA backend, over
+#      loopback TCP: inline, shared memory, resident buffers) beside
+#      numpy.sort(kind="stable") on one core (sort_service_bench.py; the
+#      bundle then also holds primserve, sort_service_bench.py, shm_bench.py
+#      and the Python modules in py/).
 #   tools/sort_gpu_round.sh OUT_DIR [--bundle=DIR] [--profile] [--bench] [--no_memcheck]
-#                           [--variants=28,24]
+#                           [--service] [--variants=28,24]
 # --bundle: the packed folder when it is not gpu_bundle/ (a helper's
 # worktree carries its own bundle in a folder of the session's checkout).
 # --variants=: none. Each step gets STEP_TIMEOUT seconds (default 300).
@@ -21,11 +26,12 @@
 set -uo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 bundle="$repo/gpu_bundle"
-out="${1:?usage: sort_gpu_round.sh OUT_DIR [--bundle=DIR] [--profile] [--bench] [--no_memcheck] [--variants=LOG2N,...]}"
+out="${1:?usage: sort_gpu_round.sh OUT_DIR [--bundle=DIR] [--profile] [--bench] [--no_memcheck] [--service] [--variants=LOG2N,...]}"
 shift
 profile=0
 bench=0
 memcheck=1
+service=0
 variants=28
 for arg in "$@"; do
   case "$arg" in
@@ -33,6 +39,7 @@ for arg in "$@"; do
     --profile) profile=1 ;;
     --bench) bench=1 ;;
     --no_memcheck) memcheck=0 ;;
+    --service) service=1 ;;
     --variants=*) variants="${arg#--variants=}" ;;
     *) echo "unknown argument: $arg"; exit 2 ;;
   esac
@@ -76,5 +83,14 @@ if [[ $memcheck -eq 1 ]]; then
   sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
   GTEST_FILTER='-*2Pow28*:*PastTwoToThe31*:*MatchesCub*' \
     step memcheck_sort_gpu_test "$sanitizer" --tool memcheck --error-exitcode 99 ./sort_gpu_test
+fi
+if [[ $service -eq 1 ]]; then
+  "$bundle/primserve" --backend=cuda --shared_memory --host=127.0.0.1 --port=50071 \
+    --metrics_port=-1 >"$out/server.log" 2>&1 &
+  server=$!
+  PYTHONPATH="$bundle/py" step sort_service python3 sort_service_bench.py \
+    --address=127.0.0.1:50071 --n=67108864 --runs=3
+  kill -TERM "$server"
+  wait "$server"
 fi
 exit $status

@@ -103,7 +103,7 @@ struct BlockRadixRank {
     unsigned peers = kFullMask;
 #pragma unroll
     for (int bit = 0; bit < kRadixBits; ++bit) {
-      const bool set = (digit >> bit) & 1;
+      const bool set = digit & (1u << bit);
       const unsigned ones = __ballot_sync(kFullMask, set);
       peers &= set ? ones : ~ones;
     }

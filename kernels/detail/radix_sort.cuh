@@ -50,7 +50,8 @@ inline int SetSharedBytes(Kernel kernel) {
 
 // The sort of one key type and payload width, planned from the segment
 // sizes: which segments the global passes take, and their temp storage.
-template <typename U, typename P, typename Policy = SortPolicy<sizeof(U)>>
+template <typename U, typename P,
+          typename Policy = SortPolicy<sizeof(U), std::is_same_v<P, NoPayload> ? 0 : sizeof(P)>>
 class RadixSorter {
  public:
   using Codec = RadixCodec<U>;
