@@ -29,6 +29,20 @@
 
 namespace primserve::gpu::detail {
 
+// The lanes of this warp holding the same digit, by one ballot per digit bit:
+// CUB's replacement for __match_any_sync, which is slower on few bits (on
+// the H200 the onesweep pass stalled on it; perf/NOTES.md).
+__device__ __forceinline__ unsigned MatchDigit(uint32_t digit) {
+  unsigned peers = kFullMask;
+#pragma unroll
+  for (int bit = 0; bit < kRadixBits; ++bit) {
+    const bool set = digit & (1u << bit);
+    const unsigned ones = __ballot_sync(kFullMask, set);
+    peers &= set ? ones : ~ones;
+  }
+  return peers;
+}
+
 template <int kThreads, int kItems>
 struct BlockRadixRank {
   static constexpr int kWarps = kThreads / kWarpThreads;
@@ -94,20 +108,6 @@ struct BlockRadixRank {
     }
     __syncthreads();
     return start;
-  }
-
-  // The lanes of this warp holding the same digit, by one ballot per digit
-  // bit: CUB's measured replacement for __match_any_sync, which is slower on
-  // few bits (sm_90: 2x the onesweep pass's time, perf/NOTES.md).
-  static __device__ __forceinline__ unsigned MatchDigit(uint32_t digit) {
-    unsigned peers = kFullMask;
-#pragma unroll
-    for (int bit = 0; bit < kRadixBits; ++bit) {
-      const bool set = digit & (1u << bit);
-      const unsigned ones = __ballot_sync(kFullMask, set);
-      peers &= set ? ones : ~ones;
-    }
-    return peers;
   }
 
   // Phase 4 (whole block): rank[j] = the key's position in the tile sorted by

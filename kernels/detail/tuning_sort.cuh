@@ -76,6 +76,12 @@ inline constexpr int kSortBlockThreads = 256;
 inline constexpr int kSortBlockKeysPerThread = 16;
 inline constexpr int kSortBlockItems = kSortBlockThreads * kSortBlockKeysPerThread;
 
+// The warp sort (small segments): one warp sorts a segment of up to
+// kWarpSortItems keys in shared memory; kWarpSortThreads / 32 warps a block.
+inline constexpr int kWarpSortKeysPerLane = 8;
+inline constexpr int kWarpSortItems = 32 * kWarpSortKeysPerLane;
+inline constexpr int kWarpSortThreads = 256;
+
 // Keys per portion: the look-back's 32-bit status words keep 30 bits of
 // count, so larger inputs go through the passes in portions of fewer keys,
 // each with its own histogram (64-bit offsets across portions).
