@@ -1,6 +1,6 @@
 // Tuning constants of the radix sort (sort.cu, radix_*.cuh), apart from the
 // other kernels' (tuning.cuh). Numbers for Hopper (sm_90); see the reasons
-// beside each and the measurements in perf/runs/2026-11-28-h200-kernels-sort/table.md.
+// beside each and the measurements in perf/runs/2026-11-28-h200-sort/.
 #ifndef PRIMSERVE_KERNELS_DETAIL_TUNING_SORT_CUH_
 #define PRIMSERVE_KERNELS_DETAIL_TUNING_SORT_CUH_
 
