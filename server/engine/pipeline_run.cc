@@ -48,7 +48,8 @@ absl::StatusOr<Result> RunPipeline(const PipelineOperation& pipeline, StepRunner
       absl::StatusOr<char*> memory = runner.KeepOutput(bytes);
       if (!memory.ok()) return InStep(k, memory.status());
       if (*memory == nullptr) continue;
-      SetPlace(operation, static_cast<StepOutputKind>(output), OutputPlace{*memory, bytes});
+      SetPlace(operation, static_cast<StepOutputKind>(output),
+               OutputPlace{*memory, bytes, /*unseen_on_failure=*/true});
       kept[k].in_kept_memory[output] = true;
     }
     const absl::Time start = absl::Now();

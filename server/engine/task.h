@@ -125,6 +125,9 @@ struct PredicateSpec {
 struct OutputPlace {
   char* data = nullptr;
   uint64_t room = 0;
+  // Memory nobody sees unless the request succeeds (a pipeline's kept
+  // output): a request that fails may leave part of an answer there.
+  bool unseen_on_failure = false;
 };
 
 // A request's placed outputs, by OutputLocation field (a Scan's output is
