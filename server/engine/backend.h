@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -33,6 +34,11 @@ class ExecutionBackend {
   // OK while the backend can serve; otherwise why not (e.g. a sticky CUDA
   // error). The server reports it through the gRPC health service.
   virtual absl::Status Health() const { return absl::OkStatus(); }
+  // A backend over several devices: each device (by ordinal) and its own
+  // health, which the server reports as the gRPC health service
+  // "primserve.device.N" (a server that still serves on others stays
+  // SERVING). Empty: no devices to tell apart.
+  virtual std::vector<std::pair<int, absl::Status>> DeviceHealth() const { return {}; }
 
   // Elements per tile of the backend's unsegmented scan for `dtype`: a
   // reproducible float SUM/PROD ScanStream hands it operations that start at
