@@ -18,10 +18,9 @@ import sys
 
 import yaml
 
-# Metrics only a CUDA backend sets (its device memory and per-device
-# counters and health; the page-locked
-# payload and answer pools, which a backend that pins no host memory has
-# not), so a CPU server's scrape lacks them.
+# Metrics only a CUDA backend sets (its device memory, per-device counters
+# and health; the page-locked payload and answer pools, which a backend that
+# pins no host memory has not), so a CPU server's scrape lacks them.
 GPU_ONLY_METRICS = {
     "primserve_gpu_memory_bytes",
     "primserve_pinned_host_bytes",
