@@ -306,9 +306,16 @@ absl::StatusOr<char*> CudaBackend::AllocateResident(uint64_t bytes, int* device)
     if (!picker_.up(d)) continue;
     const uint64_t total = budget_->total(d);
     const uint64_t in_use = std::min(total, budget_->in_use(d));
-    if (best < 0 || total - in_use > best_room) {
+    const uint64_t room = total - in_use;
+    if (best < 0 || room > best_room) {
       best = d;
-      best_room = total - in_use;
+      best_room = room;
+    }
+    // The device asked for wins while the buffer fits there.
+    if (d == *device && room >= bytes) {
+      best = d;
+      best_room = room;
+      break;
     }
   }
   if (best < 0) return Health();

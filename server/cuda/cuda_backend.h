@@ -90,7 +90,8 @@ class CudaBackend final : public ExecutionBackend {
                                       uint64_t bytes) override;
   void CloseIpcMemory(char* data) override;
   absl::Status CopyToIpcMemory(char* to, const char* from, size_t bytes) override;
-  // Resident buffers: cudaMalloc on the device in service with the most
+  // Resident buffers: cudaMalloc on the device asked for in `*device` while
+  // it serves and has room, else on the device in service with the most
   // budget left, counted in its memory budget at once (no wait: RESOURCE_EXHAUSTED
   // when it does not fit now), zeroed, and recorded (cuda/io.h
   // AddDeviceRange) so that requests naming it read and write it in place.

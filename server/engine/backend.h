@@ -88,7 +88,9 @@ class ExecutionBackend {
 
   // Memory where resident buffers live between requests (server/buffers/):
   // `bytes` zeroed bytes, 64-byte aligned, and in `*device` the CUDA device
-  // holding them (-1: host memory). This default: host memory, for a
+  // holding them (-1: host memory). On entry `*device` is the device the
+  // caller would like (a request's output beside its input; -1: none),
+  // which a backend over several devices takes while it has room. This default: host memory, for a
   // backend that computes on the host. A GPU backend gives device memory
   // counted in that device's memory budget, which Execute then meets in
   // operations' ArrayViews and output places and reads and writes in place.
