@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Issue 34's runs on a machine with two GPUs, in one go, from a folder made
+# by tools/pack_gpu_multi.sh (the bundle in gpu_bundle/, the image's root
+# filesystem in rootfs/, HAProxy in haproxy/, deploy/ and this script):
+#  1. cuda_multi_device_gpu_test: verified answers on every device, then the
+#     sticky fault on device 1 under load;
+#  2. compute-sanitizer memcheck over the test's verified-answers part (the
+#     fault part traps on purpose, which memcheck would report), with fewer
+#     calls (MULTI_DEVICE_CALLS=3);
+#  3. tools/gpu_multi_bench.sh: resident scans, one device against two;
+#  4. deploy/gpu_node_check.sh: the image serving both GPUs behind the edge.
+# Each step's log and a summary line go to OUTPUT_DIR, packed into
+# OUTPUT_DIR/logs.tar.gz (the device tool brings back few files).
+#   gpu_multi_run.sh OUTPUT_DIR
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+out="${1:?usage: gpu_multi_run.sh OUTPUT_DIR}"
+logs="$out/logs"
+mkdir -p "$logs"
+export LD_LIBRARY_PATH="$here/gpu_bundle/lib"
+# NVLink multicast stays off (the machine's rule; nothing here uses it).
+export NCCL_NVLS_ENABLE=0
+sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+{
+  nvidia-smi -L
+  nvidia-smi topo -m
+  date -u
+  echo "commit: $(cat "$here/gpu_bundle/commit.txt")"
+} 2>&1 | tee "$logs/device.txt"
+
+step() {  # name, seconds, command...: runs it, logs it, records its status
+  local name=$1 seconds=$2
+  shift 2
+  local started=$SECONDS
+  timeout "$seconds" "$@" >"$logs/$name.log" 2>&1
+  local rc=$?
+  printf '%-16s rc=%-3d %4ds  %s\n' "$name" "$rc" $((SECONDS - started)) \
+    "$(grep -E '^\[  (PASSED|FAILED|  OK|SKIPPED) |ERROR SUMMARY|^PASS|^FAIL' "$logs/$name.log" |
+      tr '\n' ' ')" | tee -a "$out/summary.txt"
+}
+
+step multi_device_test 120 "$here/gpu_bundle/cuda_multi_device_gpu_test"
+step memcheck 150 env MULTI_DEVICE_CALLS=3 "$sanitizer" --tool memcheck --report-api-errors no \
+  --error-exitcode 99 "$here/gpu_bundle/cuda_multi_device_gpu_test" \
+  --gtest_filter='*VerifiedAnswersOnEveryDevice*'
+step bench 200 "$here/gpu_bundle/gpu_multi_bench.sh" "$logs/bench"
+step image 90 "$here/deploy/gpu_node_check.sh" "$here/rootfs" "$here/haproxy" "$logs/image"
+cat "$logs/bench/ratio.txt" "$logs/image/summary.txt" 2>/dev/null
+tar -czf "$out/logs.tar.gz" -C "$out" logs
