@@ -41,6 +41,8 @@ cleanup() {
   for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount -l "${mounts[i]}" 2>/dev/null; done
 }
 trap cleanup EXIT
+# A timeout's SIGTERM still unmounts.
+trap 'exit 143' TERM INT
 fail() {
   echo "FAIL: $*" | tee -a "$out/summary.txt" >&2
   exit 1
@@ -78,9 +80,11 @@ while read -r soname path; do
 done <<<"$driver_libs"
 nodes=()
 for node in /dev/nvidia*; do
+  [[ -e $node ]] || continue
   if [[ -d $node ]]; then mkdir -p "$root$node"; else touch "$root$node"; fi
   nodes+=("$node")
 done
+((${#nodes[@]})) || fail "no /dev/nvidia* device nodes on this host"
 # readOnlyRootFilesystem: every mount point exists now; the root goes
 # read-only, and the mounts below go on top of it.
 mount_on --bind "$root" "$root"
@@ -103,8 +107,9 @@ mapfile -t args < <(awk '/^ +args:/ {f = 1; next} f && /^ +- --/ {print $2} f &&
   "$deploy/k8s/primserve.yaml")
 ((${#args[@]})) || fail "no args in deploy/k8s/primserve.yaml"
 echo "args: ${args[*]}" | tee -a "$out/summary.txt"
+# The container's environment: the manifest's env alone.
 env -i CUDA_CACHE_PATH=/tmp/cuda-cache \
-  chroot --userspec="$user" "$root" /opt/primserve/bin/primserve "${args[@]}" \
+  "$(command -v chroot)" --userspec="$user" "$root" /opt/primserve/bin/primserve "${args[@]}" \
   >"$out/primserve.log" 2>&1 &
 server=$!
 PRIMSERVE_EDGE_BIND=$edge PRIMSERVE_UPSTREAM=$upstream LD_LIBRARY_PATH="$haproxy_dir/lib" \

@@ -4,13 +4,14 @@
 # filesystem in rootfs/, HAProxy in haproxy/, deploy/ and this script):
 #  1. cuda_multi_device_gpu_test: verified answers on every device, then the
 #     sticky fault on device 1 under load;
-#  2. compute-sanitizer memcheck over the test's verified-answers part (the
+#  2. tools/gpu_multi_bench.sh: resident scans, one device against two;
+#  3. deploy/gpu_node_check.sh: the image serving both GPUs behind the edge;
+#  4. compute-sanitizer memcheck over the test's verified-answers part (the
 #     fault part traps on purpose, which memcheck would report), with fewer
-#     calls (MULTI_DEVICE_CALLS=3);
-#  3. tools/gpu_multi_bench.sh: resident scans, one device against two;
-#  4. deploy/gpu_node_check.sh: the image serving both GPUs behind the edge.
-# Each step's log and a summary line go to OUTPUT_DIR, packed into
-# OUTPUT_DIR/logs.tar.gz (the device tool brings back few files).
+#     calls (MULTI_DEVICE_CALLS=3); last, as the slowest.
+# Each step's log and a summary line go to OUTPUT_DIR, packed after each step
+# into OUTPUT_DIR/logs.tar.gz (the device tool brings back few files, and a
+# run cut short still brings back the steps it finished).
 #   gpu_multi_run.sh OUTPUT_DIR
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -37,13 +38,14 @@ step() {  # name, seconds, command...: runs it, logs it, records its status
   printf '%-16s rc=%-3d %4ds  %s\n' "$name" "$rc" $((SECONDS - started)) \
     "$(grep -E '^\[  (PASSED|FAILED|  OK|SKIPPED) |ERROR SUMMARY|^PASS|^FAIL' "$logs/$name.log" |
       tr '\n' ' ')" | tee -a "$out/summary.txt"
+  cp "$out/summary.txt" "$logs/"
+  tar -czf "$out/logs.tar.gz" -C "$out" logs
 }
 
-step multi_device_test 120 "$here/gpu_bundle/cuda_multi_device_gpu_test"
-step memcheck 150 env MULTI_DEVICE_CALLS=3 "$sanitizer" --tool memcheck --report-api-errors no \
+step multi_device_test 90 "$here/gpu_bundle/cuda_multi_device_gpu_test"
+step bench 150 "$here/gpu_bundle/gpu_multi_bench.sh" "$logs/bench"
+step image 60 "$here/deploy/gpu_node_check.sh" "$here/rootfs" "$here/haproxy" "$logs/image"
+cat "$logs/bench/ratio.txt" "$logs/image/summary.txt" 2>/dev/null
+step memcheck 110 env MULTI_DEVICE_CALLS=3 "$sanitizer" --tool memcheck --report-api-errors no \
   --error-exitcode 99 "$here/gpu_bundle/cuda_multi_device_gpu_test" \
   --gtest_filter='*VerifiedAnswersOnEveryDevice*'
-step bench 200 "$here/gpu_bundle/gpu_multi_bench.sh" "$logs/bench"
-step image 90 "$here/deploy/gpu_node_check.sh" "$here/rootfs" "$here/haproxy" "$logs/image"
-cat "$logs/bench/ratio.txt" "$logs/image/summary.txt" 2>/dev/null
-tar -czf "$out/logs.tar.gz" -C "$out" logs
