@@ -8,15 +8,17 @@
 #  3. deploy/gpu_node_check.sh: the image serving both GPUs behind the edge;
 #  4. compute-sanitizer memcheck over the test's verified-answers part (the
 #     fault part traps on purpose, which memcheck would report), with fewer
-#     calls (MULTI_DEVICE_CALLS=3); last, as the slowest.
-# Each step's log and a summary line go to OUTPUT_DIR, packed after each step
-# into OUTPUT_DIR/logs.tar.gz (the device tool brings back few files, and a
-# run cut short still brings back the steps it finished).
+#     calls (MULTI_DEVICE_CALLS=2); last, as the slowest.
+# A summary line per step goes to OUTPUT_DIR/summary.txt, and every log, packed
+# after each step, to OUTPUT_DIR/logs.tar.gz: the device tool brings back a
+# few files only, and a run cut short still brings back the steps it finished.
 #   gpu_multi_run.sh OUTPUT_DIR
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:?usage: gpu_multi_run.sh OUTPUT_DIR}"
-logs="$out/logs"
+mkdir -p "$out"
+scratch="$(mktemp -d)"
+logs="$scratch/logs"
 mkdir -p "$logs"
 export LD_LIBRARY_PATH="$here/gpu_bundle/lib"
 # NVLink multicast stays off (the machine's rule; nothing here uses it).
@@ -39,13 +41,13 @@ step() {  # name, seconds, command...: runs it, logs it, records its status
     "$(grep -E '^\[  (PASSED|FAILED|  OK|SKIPPED) |ERROR SUMMARY|^PASS|^FAIL' "$logs/$name.log" |
       tr '\n' ' ')" | tee -a "$out/summary.txt"
   cp "$out/summary.txt" "$logs/"
-  tar -czf "$out/logs.tar.gz" -C "$out" logs
+  tar -czf "$out/logs.tar.gz" -C "$scratch" logs
 }
 
-step multi_device_test 90 "$here/gpu_bundle/cuda_multi_device_gpu_test"
-step bench 150 "$here/gpu_bundle/gpu_multi_bench.sh" "$logs/bench"
-step image 60 "$here/deploy/gpu_node_check.sh" "$here/rootfs" "$here/haproxy" "$logs/image"
+step multi_device_test 80 "$here/gpu_bundle/cuda_multi_device_gpu_test"
+step bench 140 "$here/gpu_bundle/gpu_multi_bench.sh" "$logs/bench"
+step image 50 "$here/deploy/gpu_node_check.sh" "$here/rootfs" "$here/haproxy" "$logs/image"
 cat "$logs/bench/ratio.txt" "$logs/image/summary.txt" 2>/dev/null
-step memcheck 110 env MULTI_DEVICE_CALLS=3 "$sanitizer" --tool memcheck --report-api-errors no \
+step memcheck 80 env MULTI_DEVICE_CALLS=2 "$sanitizer" --tool memcheck --report-api-errors no \
   --error-exitcode 99 "$here/gpu_bundle/cuda_multi_device_gpu_test" \
   --gtest_filter='*VerifiedAnswersOnEveryDevice*'
