@@ -192,7 +192,7 @@ absl::StatusOr<std::unique_ptr<PrimServer>> PrimServer::Start(
   server->server_->GetHealthCheckService()->SetServingStatus(true);
   PrimServer* watched = server.get();
   // Each device's health is a service of its own ("primserve.device.N"); the
-  // server ("") stays SERVING while the backend as a whole serves.
+  // server ("") is SERVING while the backend as a whole serves.
   auto mirror_devices = [watched] {
     for (const auto& [device, health] : watched->backend_->DeviceHealth()) {
       watched->server_->GetHealthCheckService()->SetServingStatus(

@@ -1,7 +1,7 @@
 // The gRPC health service follows the backend: when the backend reports it
 // can no longer serve (e.g. a sticky CUDA error), health goes NOT_SERVING;
-// a device lost among several shows as its own service
-// ("primserve.device.N") while the server stays SERVING.
+// each device of several shows as its own service ("primserve.device.N"),
+// apart from the server's ("").
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
@@ -80,7 +80,7 @@ grpc::health::v1::HealthCheckResponse::ServingStatus HealthOf(
   return response.status();
 }
 
-TEST(HealthTest, EachDeviceIsAServiceAndALostOneLeavesTheServerServing) {
+TEST(HealthTest, EachDeviceIsAServiceOfItsOwn) {
   using Response = grpc::health::v1::HealthCheckResponse;
   std::atomic<bool> lost_one{false};
   ServerOptions options;

@@ -383,13 +383,24 @@ uint64_t CudaBackend::ReproducibleScanGranule(DType dtype) const {
 void CudaBackend::NoteFailure(int device, const absl::Status& status) {
   if (status.code() != absl::StatusCode::kUnavailable) return;
   absl::MutexLock lock(&health_mu_);
-  absl::Status& health = health_[device];
-  if (!health.ok()) return;
-  health = absl::UnavailableError(
-      absl::StrCat("CUDA device ", device, " is out of service: ", status.message()));
-  picker_.MarkDown(device);
-  if (metrics_ != nullptr) metrics_->SetDeviceUp(device, false);
-  std::fprintf(stderr, "%s\n", health.ToString().c_str());
+  if (!health_[device].ok()) return;
+  // A sticky error ends CUDA in the whole process, not on its device alone:
+  // on two H200s, a trap on device 1 failed every later call on device 0
+  // too, from threads that never used device 1 (device_isolation_probe,
+  // perf/README.md). Every device goes out of service at once, so requests
+  // are refused with the reason instead of failing one by one; isolating a
+  // GPU takes a process of its own (one pod per GPU).
+  for (auto& [d, health] : health_) {
+    if (!health.ok()) continue;
+    health = absl::UnavailableError(
+        d == device ? absl::StrCat("CUDA device ", d, " is out of service: ", status.message())
+                    : absl::StrCat("CUDA device ", d, " is out of service: a sticky error seen on "
+                                   "CUDA device ", device, " ends CUDA in the whole process: ",
+                                   status.message()));
+    picker_.MarkDown(d);
+    if (metrics_ != nullptr) metrics_->SetDeviceUp(d, false);
+    std::fprintf(stderr, "%s\n", health.ToString().c_str());
+  }
 }
 
 std::vector<absl::StatusOr<Result>> CudaBackend::Run(Lane& lane, absl::Span<Task* const> tasks) {

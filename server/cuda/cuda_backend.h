@@ -1,8 +1,9 @@
 // The CUDA execution backend over one or more devices. Each device has its
 // pool of lanes (a stream with its staging, several per device), its
 // device-memory budget under which large requests queue rather than fail, and
-// its health: a sticky CUDA error takes that device out of service while the
-// others keep serving. A batch runs on one device: the one holding its
+// its health. A sticky CUDA error ends CUDA in the whole process (measured:
+// see NoteFailure), so it takes every device out of service; health names the
+// device it was seen on. A batch runs on one device: the one holding its
 // requests' memory (resident buffers, CUDA IPC), else the least loaded
 // (device_picker.h). Stage times, memory and per-device counters go to the
 // metrics. A batch of same-kind requests runs as one segmented launch
@@ -118,8 +119,8 @@ class CudaBackend final : public ExecutionBackend {
   // Stage times and device counters of the batch of `requests` (`bytes` of
   // inputs) just run on `lane`, and the device's memory.
   void Record(const cuda::Lane& lane, Rpc rpc, size_t requests, uint64_t bytes);
-  // Records a sticky CUDA error on `device`: that device goes out of
-  // service (never picked again; requests on its memory refused).
+  // Records a sticky CUDA error seen on `device`: every device goes out of
+  // service (never picked again; requests refused with the reason).
   void NoteFailure(int device, const absl::Status& status);
   // The health of a served `device`.
   absl::Status HealthOf(int device) const;

@@ -36,8 +36,8 @@ class ExecutionBackend {
   virtual absl::Status Health() const { return absl::OkStatus(); }
   // A backend over several devices: each device (by ordinal) and its own
   // health, which the server reports as the gRPC health service
-  // "primserve.device.N" (a server that still serves on others stays
-  // SERVING). Empty: no devices to tell apart.
+  // "primserve.device.N" (the server itself stays SERVING while Health() is
+  // OK). Empty: no devices to tell apart.
   virtual std::vector<std::pair<int, absl::Status>> DeviceHealth() const { return {}; }
 
   // Elements per tile of the backend's unsegmented scan for `dtype`: a

@@ -99,7 +99,7 @@ Metrics::Metrics()
       device_up_(prometheus::BuildGauge()
                      .Name("primserve_device_up")
                      .Help("1 while the CUDA device serves; 0 once a sticky CUDA error took "
-                           "it out of service (the others keep serving).")
+                           "it out of service (one ends CUDA in the whole process).")
                      .Register(*registry_)) {
   buffer_idle_drops_ = &prometheus::BuildCounter()
                             .Name("primserve_buffer_idle_drops_total")
