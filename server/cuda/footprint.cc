@@ -63,6 +63,20 @@ Footprint FootprintOf(const Operation& operation) {
           [](const SortOperation& op) {
             return Tally().Array(op.keys).Array(op.values).Places(op.places).done();
           },
+          [](const GatherOperation& op) {
+            return Tally().Array(op.values).Array(op.indices).Places(op.places).done();
+          },
+          // A pipeline runs on one lane: its steps' bytes together, and the
+          // first device any step's memory lies on.
+          [](const PipelineOperation& op) {
+            Footprint total;
+            for (const PipelineStep& step : op.steps) {
+              const Footprint footprint = FootprintOf(step.operation);
+              total.bytes += footprint.bytes;
+              if (total.device < 0) total.device = footprint.device;
+            }
+            return total;
+          },
       },
       operation);
 }

@@ -80,6 +80,25 @@ TEST_F(FootprintTest, FirstDeviceInArgumentOrderWins) {
   EXPECT_EQ(FootprintOf(select).bytes, 80u);
 }
 
+TEST_F(FootprintTest, GatherAndPipelineSteps) {
+  GatherOperation gather;
+  gather.values = View(host_, 0, 400);
+  gather.indices = View(on_three_, 0, 80);
+  EXPECT_EQ(FootprintOf(gather).device, 3);
+  EXPECT_EQ(FootprintOf(gather).bytes, 480u);
+
+  // The first step reads host memory, the second a buffer on device 1.
+  PipelineOperation pipeline;
+  ScanOperation scan;
+  scan.input = View(host_, 0, 100);
+  pipeline.steps.push_back(PipelineStep{scan});
+  ReduceOperation reduce;
+  reduce.input = View(on_one_, 0, 60);
+  pipeline.steps.push_back(PipelineStep{reduce});
+  EXPECT_EQ(FootprintOf(pipeline).device, 1);
+  EXPECT_EQ(FootprintOf(pipeline).bytes, 160u);
+}
+
 TEST_F(FootprintTest, RangeOverrunningARecordedOneIsHostMemory) {
   ReduceOperation reduce;
   // Starts inside device 1's range but runs past its end.
