@@ -183,11 +183,13 @@ absl::Status PrimitivesClient::StreamFramed(
   return Drive(*stream, context, next, on_answer);
 }
 
-absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> PrimitivesClient::Health() {
+absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> PrimitivesClient::Health(
+    const std::string& service) {
   auto health = grpc::health::v1::Health::NewStub(channel_);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
   grpc::health::v1::HealthCheckResponse response;
   const grpc::Status status = health->Check(&context, request, &response);
   if (!status.ok()) {

@@ -246,8 +246,11 @@ class PrimitivesClient final {
 
   // The server's overall health (SERVING, NOT_SERVING while it drains or
   // after its backend failed), or the call's error when nothing answers
-  // (UNAVAILABLE with gRPC's reason, DEADLINE_EXCEEDED after 5 s).
-  absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> Health();
+  // (UNAVAILABLE with gRPC's reason, DEADLINE_EXCEEDED after 5 s). With
+  // `service` "primserve.device.N", GPU N's health on a server with several
+  // (NOT_FOUND for a device it does not serve).
+  absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> Health(
+      const std::string& service = "");
   // True when Health() is SERVING.
   bool IsServing();
 

@@ -134,6 +134,9 @@ ABSL_FLAG(std::string, output_buffer, "",
 ABSL_FLAG(std::string, name, "", "put, get, free: the buffer's name.");
 ABSL_FLAG(int, stripes, 4,
           "put, get: connections the transfer is striped over (disjoint ranges at once).");
+ABSL_FLAG(std::string, service, "",
+          "health: the health service to ask: empty for the server, primserve.device.N for "
+          "GPU N of a server on several.");
 ABSL_FLAG(std::string, request, "",
           "pipeline: the PipelineRequest as JSON (protobuf's JSON mapping; arrays' data base64), "
           "a file or - for standard input.");
@@ -799,7 +802,8 @@ int Pipeline(PrimitivesClient& client, PrintMode mode) {
 // UNAVAILABLE) and, on stderr, why: an unreachable server must not read as
 // a draining one.
 int Health(PrimitivesClient& client) {
-  absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> health = client.Health();
+  absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> health =
+      client.Health(absl::GetFlag(FLAGS_service));
   if (!health.ok()) {
     std::cout << absl::StatusCodeToString(health.status().code()) << "\n";
     std::cerr << "primctl: health: " << health.status().message() << "\n";

@@ -57,6 +57,10 @@ expect_exit() {
 }
 
 expect "SERVING" health
+# A CPU server has no devices, so no device's health service.
+expect_exit 1 "primctl: health: " health --service=primserve.device.0
+[[ "$(primctl health --service=primserve.device.0 2>/dev/null)" == NOT_FOUND ]] ||
+  fail "health of device 0 on a CPU server is not NOT_FOUND"
 
 # scan
 expect "1,3,6,10" scan --values=1,2,3,4 --print=all

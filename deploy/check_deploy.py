@@ -18,10 +18,17 @@ import sys
 
 import yaml
 
-# Metrics only a CUDA backend sets (its device memory; the page-locked
-# payload and answer pools, which a backend that pins no host memory has
-# not), so a CPU server's scrape lacks them.
-GPU_ONLY_METRICS = {"primserve_gpu_memory_bytes", "primserve_pinned_host_bytes"}
+# Metrics only a CUDA backend sets (its device memory, per-device counters
+# and health; the page-locked payload and answer pools, which a backend that
+# pins no host memory has not), so a CPU server's scrape lacks them.
+GPU_ONLY_METRICS = {
+    "primserve_gpu_memory_bytes",
+    "primserve_pinned_host_bytes",
+    "primserve_device_requests_total",
+    "primserve_device_bytes_total",
+    "primserve_device_kernel_seconds_total",
+    "primserve_device_up",
+}
 
 problems = []
 
@@ -111,6 +118,8 @@ def check_dashboard(path, queryable):
         ("primserve_batch_size_requests", "batch size"),
         ("primserve_queue_depth", "queue depth"),
         ("primserve_gpu_memory_bytes", "GPU memory"),
+        ("primserve_device_up", "devices in service"),
+        ("primserve_device_requests_total", "requests per device"),
     ]:
         if needed not in joined:
             problem(f"{path}: no panel shows {what} (no query contains '{needed}')")
@@ -129,7 +138,8 @@ def check_alerts(path, queryable):
             if not rule.get("annotations", {}).get("summary"):
                 problem(f"{path}: {rule.get('alert')} has no summary")
     for needed in ("PrimserveDown", "PrimserveHighErrorRatio", "PrimserveP99LatencyHigh",
-                   "PrimserveQueueSaturated", "PrimserveGpuMemoryNearBudget"):
+                   "PrimserveQueueSaturated", "PrimserveGpuMemoryNearBudget",
+                   "PrimserveDeviceLost"):
         if needed not in alerts:
             problem(f"{path}: no {needed} alert")
 

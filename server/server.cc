@@ -191,9 +191,19 @@ absl::StatusOr<std::unique_ptr<PrimServer>> PrimServer::Start(
   }
   server->server_->GetHealthCheckService()->SetServingStatus(true);
   PrimServer* watched = server.get();
-  server->health_watch_ = std::thread([watched] {
+  // Each device's health is a service of its own ("primserve.device.N"); the
+  // server ("") is SERVING while the backend as a whole serves.
+  auto mirror_devices = [watched] {
+    for (const auto& [device, health] : watched->backend_->DeviceHealth()) {
+      watched->server_->GetHealthCheckService()->SetServingStatus(
+          absl::StrCat("primserve.device.", device), health.ok());
+    }
+  };
+  mirror_devices();
+  server->health_watch_ = std::thread([watched, mirror_devices] {
     bool serving = true;
     while (!watched->stop_health_watch_.WaitForNotificationWithTimeout(absl::Seconds(1))) {
+      mirror_devices();
       const absl::Status health = watched->backend_->Health();
       if (serving && !health.ok()) {
         gpr_log(GPR_ERROR, "health: NOT_SERVING: %s", health.ToString().c_str());

@@ -146,7 +146,8 @@ class PrimServer final {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool shut_down_ = false;
-  // Mirrors the backend's Health() into the gRPC health service.
+  // Mirrors the backend's Health() into the gRPC health service, and each
+  // device's DeviceHealth() into the service "primserve.device.N".
   absl::Notification stop_health_watch_;
   std::thread health_watch_;
 };

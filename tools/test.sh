@@ -20,7 +20,7 @@ bazel test //... "$@"
 ./deploy/image_test.sh
 # Memory errors, leaks and undefined behaviour, in the in-process tests (the
 # tests of the primserve binary would rebuild the CUDA kernels for this config).
-bazel test --config=asan-ubsan --build_tests_only //reference:reference_test //reference:sort_test //server:all //server/engine:all //server/rpc:all //server/cpu:all //server/cuda:staging_test \
+bazel test --config=asan-ubsan --build_tests_only //reference:reference_test //reference:sort_test //server:all //server/engine:all //server/rpc:all //server/cpu:all //server/cuda:staging_test //server/cuda:device_picker_test //server/cuda:footprint_test \
   //tests:service_test //tests:sort_service_test //tests:malformed_test //tests:overload_test //tests:health_test \
   //tests:reflection_test //tests:hostile_test //tests:multiplex_test //tests:stream_test //tests:amplification_test \
   //server/shm:all //tests:shared_memory_test //tests:stock_stub_test //server/buffers:all //tests:buffers_test //tests:pipeline_test \
@@ -28,6 +28,6 @@ bazel test --config=asan-ubsan --build_tests_only //reference:reference_test //r
   //client:loadgen_stats_test //wire:wire_test //wire:parallel_copy_test
 # Data races, in the tests whose threads meet only in primserve's own code
 # (see .bazelrc on why not the gRPC ones).
-bazel test --config=tsan //server/engine:batcher_test //server/engine:metrics_test //server/engine:memory_budget_test \
+bazel test --config=tsan //server/cuda:device_picker_test //server/engine:batcher_test //server/engine:metrics_test //server/engine:memory_budget_test \
   //server/engine:admission_test //wire:parallel_copy_test //server/cpu:cpu_sort_test
 ./tools/fuzz.sh

@@ -207,12 +207,12 @@ Info Registry::InfoOf(const std::string& name, const Buffer& buffer, absl::Time 
 }
 
 absl::StatusOr<std::shared_ptr<Storage>> Registry::Allocate(const std::string& owner,
-                                                            uint64_t bytes) {
+                                                            uint64_t bytes, int near) {
   absl::string_view limit;
   if (absl::Status room = usage_->Reserve(owner, bytes, kDeviceUnknown, &limit); !room.ok()) {
     return Refuse(limit, std::string(room.message()));
   }
-  int device = kDeviceUnknown;
+  int device = near;
   absl::StatusOr<char*> data = backend_->AllocateResident(bytes, &device);
   if (!data.ok()) {
     usage_->Release(owner, bytes, kDeviceUnknown);

@@ -118,9 +118,11 @@ class Registry final {
   // What `owner`'s buffer `name` holds now (its use restarts the idle
   // count). NOT_FOUND for a name the owner holds no buffer by.
   absl::StatusOr<Contents> Get(const std::string& owner, absl::string_view name);
-  // Memory for a buffer of `bytes` that `owner` will Install:
+  // Memory for a buffer of `bytes` that `owner` will Install, on device
+  // `near` while it has room (-1: wherever the backend likes):
   // RESOURCE_EXHAUSTED, naming the limit, past a byte quota.
-  absl::StatusOr<std::shared_ptr<Storage>> Allocate(const std::string& owner, uint64_t bytes);
+  absl::StatusOr<std::shared_ptr<Storage>> Allocate(const std::string& owner, uint64_t bytes,
+                                                    int near = -1);
   // Names `contents` `name` for `owner`, replacing the buffer of that name
   // if there is one (whose holders keep the old contents).
   // RESOURCE_EXHAUSTED past --max_buffers_per_caller for a new name.

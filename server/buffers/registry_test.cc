@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "server/buffers/request_buffers.h"
 #include "server/cpu/cpu_backend.h"
 
 namespace primserve::buffers {
@@ -166,6 +167,44 @@ TEST_F(RegistryTest, ConcurrentCreatesOfOneNameMakeOne) {
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(made.load(), 1);
   EXPECT_EQ(registry.BytesUsed("a"), 40u);
+}
+
+// Host memory that says it is on the device asked for (device 2 when none
+// is), recording each ask: stands for a backend over several devices.
+class DevicesBackend final : public ExecutionBackend {
+ public:
+  std::string name() const override { return "devices"; }
+  void Execute(std::vector<std::unique_ptr<Task>> batch) override {}
+  absl::StatusOr<char*> AllocateResident(uint64_t bytes, int* device) override {
+    asked.push_back(*device);
+    int unused;
+    absl::StatusOr<char*> data = ExecutionBackend::AllocateResident(bytes, &unused);
+    *device = asked.back() >= 0 ? asked.back() : 2;
+    return data;
+  }
+  std::vector<int> asked;
+};
+
+TEST(RegistryDevicesTest, OutputsAreAskedForBesideTheFirstInput) {
+  DevicesBackend backend;
+  Registry registry(SmallLimits(), &backend, nullptr);
+  // A plain Create asks for no device.
+  absl::StatusOr<Info> input = registry.Create("a", "in", DType::kInt32, 10);
+  ASSERT_TRUE(input.ok()) << input.status();
+  EXPECT_EQ(input->device, 2);
+  EXPECT_EQ(backend.asked, std::vector<int>{-1});
+
+  RequestBuffers request(&registry, "a");
+  v1::BufferRef ref;
+  ref.set_name("in");
+  ASSERT_TRUE(request.Input(ref, v1::INT32, "input").ok());
+  ASSERT_TRUE(request.Place(0, "output_buffers.values", "out", DType::kInt32, 10).ok());
+  EXPECT_EQ(backend.asked, (std::vector<int>{-1, 2}));
+
+  // With no input buffer, the backend chooses.
+  RequestBuffers inline_input(&registry, "a");
+  ASSERT_TRUE(inline_input.Place(0, "output_buffers.values", "out2", DType::kInt32, 4).ok());
+  EXPECT_EQ(backend.asked, (std::vector<int>{-1, 2, -1}));
 }
 
 }  // namespace

@@ -49,12 +49,16 @@ absl::Status RequestBuffers::Place(int slot, absl::string_view field, const std:
   Output output{name, dtype, nullptr};
   if (elements) {
     absl::StatusOr<std::shared_ptr<Storage>> storage =
-        registry_->Allocate(owner_, *elements * DTypeSize(dtype));
+        registry_->Allocate(owner_, *elements * DTypeSize(dtype), NearDevice());
     if (!storage.ok()) return storage.status();
     output.storage = *std::move(storage);
   }
   outputs_[slot] = std::move(output);
   return absl::OkStatus();
+}
+
+int RequestBuffers::NearDevice() const {
+  return inputs_.empty() ? -1 : inputs_.front()->device();
 }
 
 char* RequestBuffers::PlacedData(int slot) const {
@@ -84,7 +88,8 @@ absl::Status RequestBuffers::Deliver(absl::Span<const int> slots,
     const absl::string_view bytes = array.data();
     std::shared_ptr<Storage> storage = output.storage;
     if (storage == nullptr || storage->bytes() != bytes.size()) {
-      absl::StatusOr<std::shared_ptr<Storage>> fresh = registry_->Allocate(owner_, bytes.size());
+      absl::StatusOr<std::shared_ptr<Storage>> fresh =
+          registry_->Allocate(owner_, bytes.size(), NearDevice());
       if (!fresh.ok()) return fresh.status();
       storage = *std::move(fresh);
     }

@@ -61,6 +61,10 @@ class RequestBuffers final {
                        absl::Span<v1::Array* const> fields);
 
  private:
+  // Where outputs go: beside the first input buffer (the request runs on
+  // its device), else -1 (the backend chooses).
+  int NearDevice() const;
+
   struct Output {
     std::string name;
     DType dtype = DType::kInt32;

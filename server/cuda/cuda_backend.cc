@@ -13,6 +13,7 @@
 #include "kernels/scan.h"
 #include "server/cuda/cuda_status.h"
 #include "server/cuda/device_scan.h"
+#include "server/cuda/footprint.h"
 #include "server/cuda/io.h"
 #include "server/cuda/lane.h"
 #include "server/cuda/runners.h"
@@ -138,34 +139,70 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
         cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
   }
   auto budget = std::make_unique<MemoryBudget>(std::move(budgets));
-  std::vector<std::unique_ptr<Lane>> lanes;
+  std::map<int, std::unique_ptr<cuda::LanePool>> pools;
   for (int device : devices) {
+    std::vector<std::unique_ptr<Lane>> lanes;
     for (int s = 0; s < std::max(1, options.streams_per_device); ++s) {
       absl::StatusOr<std::unique_ptr<Lane>> lane =
           Lane::Create(device, options.pinned_bytes_per_lane, budget.get(), options.faults);
       if (!lane.ok()) return lane.status();
       lanes.push_back(*std::move(lane));
     }
+    pools[device] = std::make_unique<cuda::LanePool>(std::move(lanes));
+    if (options.metrics != nullptr) options.metrics->SetDeviceUp(device, true);
   }
-  return std::unique_ptr<CudaBackend>(
-      new CudaBackend(std::move(budget), std::make_unique<cuda::LanePool>(std::move(lanes)),
-                      absl::StrJoin(names, ", "), options.metrics));
+  return std::unique_ptr<CudaBackend>(new CudaBackend(
+      std::move(budget), std::move(pools), absl::StrJoin(names, ", "), options.metrics));
 }
 
+namespace {
+
+std::vector<int> KeysOf(const std::map<int, std::unique_ptr<cuda::LanePool>>& pools) {
+  std::vector<int> keys;
+  for (const auto& [device, pool] : pools) keys.push_back(device);
+  return keys;
+}
+
+}  // namespace
+
 CudaBackend::CudaBackend(std::unique_ptr<MemoryBudget> budget,
-                         std::unique_ptr<cuda::LanePool> lanes, std::string device_names,
-                         Metrics* metrics)
+                         std::map<int, std::unique_ptr<cuda::LanePool>> pools,
+                         std::string device_names, Metrics* metrics)
     : device_names_(std::move(device_names)),
       metrics_(metrics),
+      picker_(KeysOf(pools)),
       budget_(std::move(budget)),
-      lanes_(std::move(lanes)) {}
+      pools_(std::move(pools)) {
+  absl::MutexLock lock(&health_mu_);
+  for (const auto& [device, pool] : pools_) health_[device] = absl::OkStatus();
+}
 
 // The lanes drain as they are destroyed, before the budget they release into.
 CudaBackend::~CudaBackend() = default;
 
 absl::Status CudaBackend::Health() const {
   absl::MutexLock lock(&health_mu_);
-  return health_;
+  std::vector<std::string> lost;
+  for (const auto& [device, health] : health_) {
+    if (health.ok()) return absl::OkStatus();
+    lost.push_back(std::string(health.message()));
+  }
+  return absl::UnavailableError(absl::StrJoin(lost, "; "));
+}
+
+std::vector<std::pair<int, absl::Status>> CudaBackend::DeviceHealth() const {
+  absl::MutexLock lock(&health_mu_);
+  return {health_.begin(), health_.end()};
+}
+
+absl::Status CudaBackend::HealthOf(int device) const {
+  absl::MutexLock lock(&health_mu_);
+  auto it = health_.find(device);
+  if (it == health_.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CUDA device ", device, " is not a device this server runs on"));
+  }
+  return it->second;
 }
 
 absl::Status CudaBackend::PinHostMemory(void* data, size_t bytes) {
@@ -207,9 +244,7 @@ bool AllocationOf(const char* data, uintptr_t* base, size_t* size) {
 
 absl::StatusOr<char*> CudaBackend::OpenIpcMemory(absl::string_view raw_handle, int device,
                                                  uint64_t bytes) {
-  bool served = false;
-  for (const auto& lane : lanes_->lanes()) served |= lane->device() == device;
-  if (!served) {
+  if (pools_.count(device) == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("device_id ", device, " is not a device this server runs on (it serves ",
                      device_names_, ")"));
@@ -267,15 +302,23 @@ absl::Status CudaBackend::CopyToIpcMemory(char* to, const char* from, size_t byt
 absl::StatusOr<char*> CudaBackend::AllocateResident(uint64_t bytes, int* device) {
   int best = -1;
   uint64_t best_room = 0;
-  for (const auto& lane : lanes_->lanes()) {
-    const int d = lane->device();
+  for (const auto& [d, pool] : pools_) {
+    if (!picker_.up(d)) continue;
     const uint64_t total = budget_->total(d);
     const uint64_t in_use = std::min(total, budget_->in_use(d));
-    if (best < 0 || total - in_use > best_room) {
+    const uint64_t room = total - in_use;
+    if (best < 0 || room > best_room) {
       best = d;
-      best_room = total - in_use;
+      best_room = room;
+    }
+    // The device asked for wins while the buffer fits there.
+    if (d == *device && room >= bytes) {
+      best = d;
+      best_room = room;
+      break;
     }
   }
+  if (best < 0) return Health();
   if (absl::Status counted = budget_->Acquire(best, bytes, absl::Now()); !counted.ok()) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "a buffer of ", bytes, " bytes does not fit in device ", best, "'s memory budget now (",
@@ -327,12 +370,7 @@ absl::Status CudaBackend::ReadResident(char* to, const char* from, size_t bytes)
 
 uint64_t CudaBackend::ResidentCapacity() const {
   uint64_t total = 0;
-  std::vector<int> counted;
-  for (const auto& lane : lanes_->lanes()) {
-    if (std::find(counted.begin(), counted.end(), lane->device()) != counted.end()) continue;
-    counted.push_back(lane->device());
-    total += budget_->total(lane->device());
-  }
+  for (const auto& [device, pool] : pools_) total += budget_->total(device);
   return total;
 }
 
@@ -342,17 +380,34 @@ uint64_t CudaBackend::ReproducibleScanGranule(DType dtype) const {
   return gpu::ScanTileItems(dtype, /*segmented=*/false);
 }
 
-void CudaBackend::NoteFailure(const absl::Status& status) {
+void CudaBackend::NoteFailure(int device, const absl::Status& status) {
   if (status.code() != absl::StatusCode::kUnavailable) return;
   absl::MutexLock lock(&health_mu_);
-  if (health_.ok()) {
-    health_ = status;
-    std::fprintf(stderr, "CUDA backend is no longer serving: %s\n", status.ToString().c_str());
+  if (!health_[device].ok()) return;
+  // A sticky error ends CUDA in the whole process, not on its device alone:
+  // on two H200s, a trap on device 1 failed every later call on device 0
+  // too, from threads that never used device 1 (device_isolation_probe,
+  // perf/README.md). Every device goes out of service at once, so requests
+  // are refused with the reason instead of failing one by one; isolating a
+  // GPU takes a process of its own (one pod per GPU).
+  for (auto& [d, health] : health_) {
+    if (!health.ok()) continue;
+    health = absl::UnavailableError(
+        d == device ? absl::StrCat("CUDA device ", d, " is out of service: ", status.message())
+                    : absl::StrCat("CUDA device ", d, " is out of service: a sticky error seen on "
+                                   "CUDA device ", device, " ends CUDA in the whole process: ",
+                                   status.message()));
+    picker_.MarkDown(d);
+    if (metrics_ != nullptr) metrics_->SetDeviceUp(d, false);
+    std::fprintf(stderr, "%s\n", health.ToString().c_str());
   }
 }
 
 std::vector<absl::StatusOr<Result>> CudaBackend::Run(Lane& lane, absl::Span<Task* const> tasks) {
-  if (absl::Status health = Health(); !health.ok()) return Results(tasks.size(), health);
+  // A device lost after the batch was given to it.
+  if (absl::Status health = HealthOf(lane.device()); !health.ok()) {
+    return Results(tasks.size(), health);
+  }
   if (absl::Status s = cuda::CudaStatus(cudaSetDevice(lane.device()), "cudaSetDevice"); !s.ok()) {
     return Results(tasks.size(), s);
   }
@@ -456,18 +511,23 @@ std::vector<absl::StatusOr<Result>> CudaBackend::Run(Lane& lane, absl::Span<Task
                                                   RpcIndex(RpcOf(tasks.front()->operation)))));
 }
 
-void CudaBackend::Record(const Lane& lane, Rpc rpc, size_t requests) {
-  // Stage times come from timed batches only (Lane::MarkSampledStart).
+void CudaBackend::Record(const Lane& lane, Rpc rpc, size_t requests, uint64_t bytes) {
+  // Stage times come from timed batches only (Lane::MarkSampledStart). In
+  // the device's kernel time a small timed batch stands for the
+  // kTimingPeriod small batches it was sampled from.
+  absl::Duration kernel;
   if (lane.timed()) {
     const absl::Duration h2d = lane.Between(Lane::kStart, Lane::kInputsIn);
-    const absl::Duration kernel = lane.Between(Lane::kInputsIn, Lane::kKernelDone);
+    kernel = lane.Between(Lane::kInputsIn, Lane::kKernelDone);
     const absl::Duration d2h = lane.Between(Lane::kKernelDone, Lane::kOutputsOut);
     for (size_t i = 0; i < requests; ++i) {
       metrics_->ObserveStage(rpc, Stage::kH2D, h2d);
       metrics_->ObserveStage(rpc, Stage::kKernel, kernel);
       metrics_->ObserveStage(rpc, Stage::kD2H, d2h);
     }
+    if (bytes < Lane::kAlwaysTimedBytes) kernel *= Lane::kTimingPeriod;
   }
+  metrics_->DeviceBatchDone(lane.device(), requests, bytes, kernel);
   cudaMemPool_t pool;
   GpuMemory memory;
   size_t free_bytes = 0, total_bytes = 0;
@@ -489,9 +549,31 @@ void CudaBackend::Record(const Lane& lane, Rpc rpc, size_t requests) {
 }
 
 void CudaBackend::Execute(std::vector<std::unique_ptr<Task>> batch) {
+  // Tasks whose memory lies on a device run there; the others, together,
+  // on the least loaded device. A batch from the batcher is almost always
+  // one group.
+  std::map<int, std::vector<std::unique_ptr<Task>>> by_home;
+  std::map<int, uint64_t> bytes;
+  for (auto& task : batch) {
+    const cuda::Footprint footprint = cuda::FootprintOf(task->operation);
+    bytes[footprint.device] += footprint.bytes;
+    by_home[footprint.device].push_back(std::move(task));
+  }
+  for (auto& [home, tasks] : by_home) ExecuteOn(home, bytes[home], std::move(tasks));
+}
+
+void CudaBackend::ExecuteOn(int home, uint64_t bytes, std::vector<std::unique_ptr<Task>> batch) {
+  const int device = home >= 0 ? (picker_.ClaimOn(home, bytes) ? home : -1) : picker_.Claim(bytes);
+  if (device < 0) {
+    // The memory's device is out of service, or every device is.
+    const absl::Status refused = home >= 0 ? HealthOf(home) : Health();
+    for (auto& task : batch) task->done(refused);
+    return;
+  }
   std::vector<Task*> tasks;
   for (const auto& task : batch) tasks.push_back(task.get());
-  Lane* lane = lanes_->Acquire();
+  cuda::LanePool& pool = *pools_.at(device);
+  Lane* lane = pool.Acquire();
   Results results = Run(*lane, tasks);
   // A failed call leaves its error as this thread's last error; the next
   // batch's launch checks must not find it there.
@@ -502,24 +584,28 @@ void CudaBackend::Execute(std::vector<std::unique_ptr<Task>> batch) {
   // drain are off the caller's latency, even when the caller is the gRPC
   // thread that must return before its answer goes out. A failed one may
   // have left copies in flight from its requests' memory: it is answered
-  // only after the drain.
+  // only after the drain. The device counts the batch as its load until
+  // the drain.
+  const Rpc rpc = RpcOf(tasks.front()->operation);
   const bool all_ok = std::all_of(results.begin(), results.end(),
                                   [](const absl::StatusOr<Result>& r) { return r.ok(); });
   if (all_ok) {
     for (size_t i = 0; i < batch.size(); ++i) batch[i]->done(std::move(results[i]));
     // Answers already read are complete; a drain that fails says the device
-    // failed after them (a sticky error stops serving from here on).
-    lanes_->ReleaseLater(lane, [this, lane, rpc = RpcOf(tasks.front()->operation),
-                                count = tasks.size()](absl::Status drained) {
-      if (metrics_ != nullptr) Record(*lane, rpc, count);
-      NoteFailure(drained);
+    // failed after them (a sticky error takes the device out of service).
+    pool.ReleaseLater(lane, [this, lane, device, rpc, bytes,
+                             count = tasks.size()](absl::Status drained) {
+      if (metrics_ != nullptr) Record(*lane, rpc, count, bytes);
+      NoteFailure(device, drained);
+      picker_.Finish(device, bytes);
     });
     return;
   }
-  if (metrics_ != nullptr) Record(*lane, RpcOf(tasks.front()->operation), tasks.size());
-  NoteFailure(lanes_->Release(lane));
+  if (metrics_ != nullptr) Record(*lane, rpc, tasks.size(), bytes);
+  NoteFailure(device, pool.Release(lane));
+  picker_.Finish(device, bytes);
   for (size_t i = 0; i < batch.size(); ++i) {
-    if (!results[i].ok()) NoteFailure(results[i].status());
+    if (!results[i].ok()) NoteFailure(device, results[i].status());
     batch[i]->done(std::move(results[i]));
   }
 }

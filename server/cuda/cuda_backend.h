@@ -1,8 +1,13 @@
-// The CUDA execution backend: a pool of lanes (a stream with its staging,
-// several per device), one device-memory budget per device under which large
-// requests queue rather than fail, health (a sticky CUDA error ends serving),
-// and the stage times and memory gauges in the metrics. A batch of
-// same-kind requests runs as one segmented launch (runners.h).
+// The CUDA execution backend over one or more devices. Each device has its
+// pool of lanes (a stream with its staging, several per device), its
+// device-memory budget under which large requests queue rather than fail, and
+// its health. A sticky CUDA error ends CUDA in the whole process (measured:
+// see NoteFailure), so it takes every device out of service; health names the
+// device it was seen on. A batch runs on one device: the one holding its
+// requests' memory (resident buffers, CUDA IPC), else the least loaded
+// (device_picker.h). Stage times, memory and per-device counters go to the
+// metrics. A batch of same-kind requests runs as one segmented launch
+// (runners.h).
 //
 // Plain C++ header: no CUDA types, so the server builds with g++.
 #ifndef PRIMSERVE_SERVER_CUDA_CUDA_BACKEND_H_
@@ -10,13 +15,16 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/cuda/device_picker.h"
 #include "server/cuda/fault_hooks.h"
 #include "server/engine/backend.h"
 #include "server/engine/memory_budget.h"
@@ -61,7 +69,12 @@ class CudaBackend final : public ExecutionBackend {
   // The served devices' names ("NVIDIA H100 80GB HBM3", comma-separated).
   std::string description() const override { return device_names_; }
   void Execute(std::vector<std::unique_ptr<Task>> batch) override;
+  // OK while one device serves; once none does, UNAVAILABLE naming each
+  // device and the error that took it out of service.
   absl::Status Health() const override;
+  // Each served device and its own health (UNAVAILABLE naming the sticky
+  // error that took it out of service).
+  std::vector<std::pair<int, absl::Status>> DeviceHealth() const override;
   // gpu::ScanTileItems(dtype, false).
   uint64_t ReproducibleScanGranule(DType dtype) const override;
   // cudaHostRegister (portable: for every device's lanes) / cudaHostUnregister.
@@ -78,8 +91,9 @@ class CudaBackend final : public ExecutionBackend {
                                       uint64_t bytes) override;
   void CloseIpcMemory(char* data) override;
   absl::Status CopyToIpcMemory(char* to, const char* from, size_t bytes) override;
-  // Resident buffers: cudaMalloc on the served device with the most budget
-  // left, counted in its memory budget at once (no wait: RESOURCE_EXHAUSTED
+  // Resident buffers: cudaMalloc on the device asked for in `*device` while
+  // it serves and has room, else on the device in service with the most
+  // budget left, counted in its memory budget at once (no wait: RESOURCE_EXHAUSTED
   // when it does not fit now), zeroed, and recorded (cuda/io.h
   // AddDeviceRange) so that requests naming it read and write it in place.
   absl::StatusOr<char*> AllocateResident(uint64_t bytes, int* device) override;
@@ -92,27 +106,38 @@ class CudaBackend final : public ExecutionBackend {
   const std::string& device_names() const { return device_names_; }
 
  private:
-  CudaBackend(std::unique_ptr<MemoryBudget> budget, std::unique_ptr<cuda::LanePool> lanes,
-              std::string device_names, Metrics* metrics);
+  CudaBackend(std::unique_ptr<MemoryBudget> budget,
+              std::map<int, std::unique_ptr<cuda::LanePool>> pools, std::string device_names,
+              Metrics* metrics);
 
+  // Runs `batch` (its tasks' memory on `home`, or -1: host memory alone) on
+  // one device: `home`, else the least loaded in service. `bytes`: the
+  // batch's inputs.
+  void ExecuteOn(int home, uint64_t bytes, std::vector<std::unique_ptr<Task>> batch);
   // Runs the batch on `lane`; one result per task, in order.
   std::vector<absl::StatusOr<Result>> Run(cuda::Lane& lane, absl::Span<Task* const> tasks);
-  // Stage times of the batch of `requests` just run on `lane`, and the
-  // device's memory.
-  void Record(const cuda::Lane& lane, Rpc rpc, size_t requests);
-  // Records a sticky CUDA error: health goes NOT_SERVING.
-  void NoteFailure(const absl::Status& status);
+  // Stage times and device counters of the batch of `requests` (`bytes` of
+  // inputs) just run on `lane`, and the device's memory.
+  void Record(const cuda::Lane& lane, Rpc rpc, size_t requests, uint64_t bytes);
+  // Records a sticky CUDA error seen on `device`: every device goes out of
+  // service (never picked again; requests refused with the reason).
+  void NoteFailure(int device, const absl::Status& status);
+  // The health of a served `device`.
+  absl::Status HealthOf(int device) const;
 
-  // Declared before the lanes: the pool's thread records into them until the
-  // pool is destroyed.
+  // Declared before the lanes: the pools' threads record into them until the
+  // pools are destroyed.
   const std::string device_names_;
   Metrics* const metrics_;
+  cuda::DevicePicker picker_;
   mutable absl::Mutex health_mu_;
-  absl::Status health_ ABSL_GUARDED_BY(health_mu_);
+  // Every served device, OK while it serves.
+  std::map<int, absl::Status> health_ ABSL_GUARDED_BY(health_mu_);
 
   // Lanes release device memory into it until they are destroyed.
   const std::unique_ptr<MemoryBudget> budget_;
-  const std::unique_ptr<cuda::LanePool> lanes_;
+  // Each served device's lanes.
+  const std::map<int, std::unique_ptr<cuda::LanePool>> pools_;
 };
 
 }  // namespace primserve

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstddef>
+#include <map>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -29,17 +30,23 @@ inline constexpr size_t kNumCudaFaults = 3;
 
 class CudaFaultInjector final : public cuda::FaultHooks {
  public:
-  // The next `times` chances for `fault` fail.
-  void Arm(CudaFault fault, int times = 1);
-  // True, once per armed time, when `fault` should happen now.
-  bool Fire(CudaFault fault);
+  static constexpr int kAnyDevice = -1;
+  // The next `times` chances for `fault` fail: on `device` alone (a CUDA
+  // ordinal), or on whichever device comes first (kAnyDevice).
+  void Arm(CudaFault fault, int times = 1, int device = kAnyDevice);
+  // True, once per armed time, when `fault` should happen now on `device`
+  // (armed for it or for any device).
+  bool Fire(CudaFault fault, int device = kAnyDevice);
 
-  bool FailAllocation() override { return Fire(CudaFault::kAllocation); }
+  // On the calling thread's current device (the lane's).
+  bool FailAllocation() override;
+  // On `stream`'s device.
   int BeforeKernels(CUstream_st* stream) override;
 
  private:
   absl::Mutex mu_;
-  std::array<int, kNumCudaFaults> armed_ ABSL_GUARDED_BY(mu_) = {};
+  // Times armed, by device (kAnyDevice included) and fault.
+  std::map<int, std::array<int, kNumCudaFaults>> armed_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace primserve

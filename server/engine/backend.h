@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -33,6 +34,11 @@ class ExecutionBackend {
   // OK while the backend can serve; otherwise why not (e.g. a sticky CUDA
   // error). The server reports it through the gRPC health service.
   virtual absl::Status Health() const { return absl::OkStatus(); }
+  // A backend over several devices: each device (by ordinal) and its own
+  // health, which the server reports as the gRPC health service
+  // "primserve.device.N" (the server itself stays SERVING while Health() is
+  // OK). Empty: no devices to tell apart.
+  virtual std::vector<std::pair<int, absl::Status>> DeviceHealth() const { return {}; }
 
   // Elements per tile of the backend's unsegmented scan for `dtype`: a
   // reproducible float SUM/PROD ScanStream hands it operations that start at
@@ -82,7 +88,9 @@ class ExecutionBackend {
 
   // Memory where resident buffers live between requests (server/buffers/):
   // `bytes` zeroed bytes, 64-byte aligned, and in `*device` the CUDA device
-  // holding them (-1: host memory). This default: host memory, for a
+  // holding them (-1: host memory). On entry `*device` is the device the
+  // caller would like (a request's output beside its input; -1: none),
+  // which a backend over several devices takes while it has room. This default: host memory, for a
   // backend that computes on the host. A GPU backend gives device memory
   // counted in that device's memory budget, which Execute then meets in
   // operations' ArrayViews and output places and reads and writes in place.

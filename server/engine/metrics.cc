@@ -83,7 +83,24 @@ Metrics::Metrics()
       buffer_refusals_(prometheus::BuildCounter()
                            .Name("primserve_buffer_quota_refusals_total")
                            .Help("Buffers refused for a quota, by the flag that sets it.")
-                           .Register(*registry_)) {
+                           .Register(*registry_)),
+      device_requests_(prometheus::BuildCounter()
+                           .Name("primserve_device_requests_total")
+                           .Help("Requests run on each CUDA device.")
+                           .Register(*registry_)),
+      device_bytes_(prometheus::BuildCounter()
+                        .Name("primserve_device_bytes_total")
+                        .Help("Input bytes of the requests run on each CUDA device.")
+                        .Register(*registry_)),
+      device_kernel_seconds_(prometheus::BuildCounter()
+                                 .Name("primserve_device_kernel_seconds_total")
+                                 .Help("Time each CUDA device spent in batches' kernels.")
+                                 .Register(*registry_)),
+      device_up_(prometheus::BuildGauge()
+                     .Name("primserve_device_up")
+                     .Help("1 while the CUDA device serves; 0 once a sticky CUDA error took "
+                           "it out of service (one ends CUDA in the whole process).")
+                     .Register(*registry_)) {
   buffer_idle_drops_ = &prometheus::BuildCounter()
                             .Name("primserve_buffer_idle_drops_total")
                             .Help("Buffers dropped after --buffer_idle_seconds without use.")
@@ -274,6 +291,24 @@ void Metrics::SetGpuMemory(int device, const GpuMemory& memory) {
   for (size_t i = 0; i < it->second.size(); ++i) {
     it->second[i]->Set(static_cast<double>(values[i]));
   }
+}
+
+void Metrics::DeviceBatchDone(int device, uint64_t requests, uint64_t bytes,
+                              absl::Duration kernel) {
+  const prometheus::Labels labels = {{"device", absl::StrCat(device)}};
+  device_requests_.Add(labels).Increment(static_cast<double>(requests));
+  device_bytes_.Add(labels).Increment(static_cast<double>(bytes));
+  device_kernel_seconds_.Add(labels).Increment(absl::ToDoubleSeconds(kernel));
+}
+
+void Metrics::SetDeviceUp(int device, bool up) {
+  const prometheus::Labels labels = {{"device", absl::StrCat(device)}};
+  device_up_.Add(labels).Set(up ? 1 : 0);
+  // A device's counters exist from its first report, so rate() over them
+  // starts at zero rather than at the first batch.
+  device_requests_.Add(labels);
+  device_bytes_.Add(labels);
+  device_kernel_seconds_.Add(labels);
 }
 
 void Metrics::SetBufferUsage(int device, uint64_t bytes, uint64_t count) {

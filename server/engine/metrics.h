@@ -114,6 +114,14 @@ class Metrics final {
   void Rejected(RejectReason reason);
 
   void SetGpuMemory(int device, const GpuMemory& memory);
+  // Per CUDA device: a batch of `requests` with `bytes` of inputs ran its
+  // kernels for `kernel` (primserve_device_requests_total,
+  // primserve_device_bytes_total, primserve_device_kernel_seconds_total);
+  // whether the device is in service (primserve_device_up: 1, or 0 once a
+  // sticky error took it out). Batches are counted per batch, not per
+  // request: one lookup of the device's series each.
+  void DeviceBatchDone(int device, uint64_t requests, uint64_t bytes, absl::Duration kernel);
+  void SetDeviceUp(int device, bool up);
 
   // primserve_pinned_host_bytes{pool, kind="in_use"|"pinned"} of the pool
   // named `pool` ("payloads", "answers"), which sets them.
@@ -154,6 +162,10 @@ class Metrics final {
   prometheus::Family<prometheus::Gauge>& buffers_;
   prometheus::Family<prometheus::Counter>& buffer_transfer_;
   prometheus::Family<prometheus::Counter>& buffer_refusals_;
+  prometheus::Family<prometheus::Counter>& device_requests_;
+  prometheus::Family<prometheus::Counter>& device_bytes_;
+  prometheus::Family<prometheus::Counter>& device_kernel_seconds_;
+  prometheus::Family<prometheus::Gauge>& device_up_;
 
   // Series created on first use; null until then.
   std::array<std::atomic<prometheus::Counter*>, kNumRequestSeries> request_series_{};

@@ -158,6 +158,30 @@ TEST_F(MetricsTest, GpuMemoryAndBuildInfo) {
       1);
 }
 
+TEST_F(MetricsTest, PerDeviceCountersAndUp) {
+  metrics_.SetDeviceUp(0, true);
+  metrics_.SetDeviceUp(1, true);
+  std::string text = Scrape();
+  // Each device's counters read 0 from its first report.
+  EXPECT_EQ(Sample(text, R"(primserve_device_requests_total{device="1"})"), 0);
+  EXPECT_EQ(Sample(text, R"(primserve_device_kernel_seconds_total{device="1"})"), 0);
+  EXPECT_EQ(Sample(text, R"(primserve_device_up{device="1"})"), 1);
+
+  metrics_.DeviceBatchDone(0, 3, 3000, absl::Milliseconds(250));
+  metrics_.DeviceBatchDone(0, 1, 1000, absl::Milliseconds(250));
+  metrics_.DeviceBatchDone(1, 5, 40, absl::Milliseconds(100));
+  metrics_.SetDeviceUp(1, false);
+  text = Scrape();
+  EXPECT_EQ(Sample(text, R"(primserve_device_requests_total{device="0"})"), 4);
+  EXPECT_EQ(Sample(text, R"(primserve_device_bytes_total{device="0"})"), 4000);
+  EXPECT_DOUBLE_EQ(Sample(text, R"(primserve_device_kernel_seconds_total{device="0"})"), 0.5);
+  EXPECT_EQ(Sample(text, R"(primserve_device_requests_total{device="1"})"), 5);
+  EXPECT_EQ(Sample(text, R"(primserve_device_bytes_total{device="1"})"), 40);
+  EXPECT_EQ(Sample(text, R"(primserve_device_up{device="0"})"), 1);
+  EXPECT_EQ(Sample(text, R"(primserve_device_up{device="1"})"), 0);
+  EXPECT_NE(text.find("# TYPE primserve_device_up gauge\n"), std::string::npos);
+}
+
 TEST_F(MetricsTest, ConcurrentFirstUseCountsEveryRequest) {
   constexpr int kThreads = 8;
   constexpr int kPerThread = 1000;
