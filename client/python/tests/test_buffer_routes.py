@@ -1,13 +1,16 @@
 """Buffers on several servers behind one address: put spreads them, every call
 naming one (inputs, out=, get, free) reaches the instance at its location, a
 call naming buffers of two instances is refused, and a buffer whose instance
-went away is NOT_FOUND saying so."""
+went away is NOT_FOUND saying so; the blocking and the asyncio client."""
+
+import asyncio
 
 import grpc
 import numpy as np
 import pytest
 
 import primserve
+import primserve.aio
 
 
 def one_per_server(client, a, locations):
@@ -83,3 +86,35 @@ def test_a_buffer_whose_instance_went_away_is_not_found(two):
     kept = on[locations[0]]
     np.testing.assert_array_equal(client.scan(kept), np.cumsum(a))
     np.testing.assert_array_equal(client.scan(a), np.cumsum(a))
+
+
+def test_asyncio_routes_as_the_blocking_client(two):
+    servers, locations, _ = two
+
+    async def run():
+        async with primserve.aio.Client("ipv4:" + ",".join(locations), timeout=30) as client:
+            a = np.arange(5000, dtype=np.float64)
+            seen = {}
+            for i in range(100):
+                buf = await client.put(a, name=f"aio-{i}")
+                seen.setdefault(buf.location, buf)
+                if len(seen) == 2:
+                    break
+            assert set(seen) == set(locations)
+            for location, buf in seen.items():
+                for _ in range(4):
+                    np.testing.assert_array_equal(await client.scan(buf), np.cumsum(a))
+                    np.testing.assert_array_equal(await client.get(buf.name), a)
+                stored = await client.scan(buf, out=buf.name + ".sums")
+                assert stored.name in names_on(location)
+                np.testing.assert_array_equal(await client.get(stored), np.cumsum(a))
+            with pytest.raises(ValueError, match="different instances"):
+                await client.reduce_by_key(*seen.values())
+            servers[1].stop()
+            with pytest.raises(primserve.ServerError) as error:
+                await client.scan(seen[locations[1]])
+            assert error.value.code == grpc.StatusCode.NOT_FOUND and "went away" in error.value.details
+            await client.free(seen[locations[0]])
+            assert seen[locations[0]].name not in names_on(locations[0])
+
+    asyncio.run(run())
