@@ -1,10 +1,18 @@
 #include "client/buffer_routes.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "google/protobuf/descriptor.h"
 #include "grpcpp/client_context.h"
 
@@ -27,6 +35,43 @@ v1::BufferRef BufferRef(const std::string& name, uint64_t offset, uint64_t lengt
 
 bool TargetSpreads(absl::string_view target) {
   return absl::StrContains(target, ',') || absl::StartsWith(target, "dns:");
+}
+
+std::vector<std::string> TargetAddresses(absl::string_view target) {
+  std::vector<std::string> addresses;
+  for (absl::string_view scheme : {"ipv4:", "ipv6:"}) {
+    if (absl::ConsumePrefix(&target, scheme)) {
+      for (absl::string_view address : absl::StrSplit(target, ',', absl::SkipEmpty())) {
+        addresses.emplace_back(address);
+      }
+      return addresses;
+    }
+  }
+  // dns:///host:port or dns://authority/host:port, resolved here as gRPC would.
+  if (!absl::ConsumePrefix(&target, "dns:")) return addresses;
+  if (absl::ConsumePrefix(&target, "//")) target.remove_prefix(std::min(target.size(), target.find('/') + 1));
+  const size_t colon = target.rfind(':');
+  if (colon == absl::string_view::npos) return addresses;
+  const std::string host(absl::StripPrefix(absl::StripSuffix(target.substr(0, colon), "]"), "["));
+  const std::string port(target.substr(colon + 1));
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0) return addresses;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    char ip[INET6_ADDRSTRLEN] = {};
+    const void* bytes = a->ai_family == AF_INET6
+                            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr)
+                            : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr);
+    if (inet_ntop(a->ai_family, bytes, ip, sizeof(ip)) == nullptr) continue;
+    std::string address = a->ai_family == AF_INET6 ? absl::StrCat("[", ip, "]:", port)
+                                                   : absl::StrCat(ip, ":", port);
+    if (std::find(addresses.begin(), addresses.end(), address) == addresses.end()) {
+      addresses.push_back(std::move(address));
+    }
+  }
+  freeaddrinfo(found);
+  return addresses;
 }
 
 NamedBuffers BuffersOf(const google::protobuf::Message& request) {
@@ -54,9 +99,12 @@ NamedBuffers BuffersOf(const google::protobuf::Message& request) {
   return named;
 }
 
-BufferRoutes::BufferRoutes(std::shared_ptr<grpc::Channel> home, Connector connect,
-                           absl::Duration timeout)
-    : home_(std::move(home)), connect_(std::move(connect)), timeout_(timeout) {}
+BufferRoutes::BufferRoutes(const std::string& target, std::shared_ptr<grpc::Channel> home,
+                           Connector connect, absl::Duration timeout)
+    : addresses_(TargetAddresses(target)),
+      home_(std::move(home)),
+      connect_(std::move(connect)),
+      timeout_(timeout) {}
 
 std::shared_ptr<grpc::Channel> BufferRoutes::ChannelTo(const std::string& location, int index) {
   absl::MutexLock lock(&mu_);
@@ -87,18 +135,18 @@ absl::StatusOr<v1::ListBuffersResponse> BufferRoutes::ListOn(
 }
 
 absl::StatusOr<std::string> BufferRoutes::Find(const std::string& name) {
-  std::vector<std::shared_ptr<grpc::Channel>> instances = {home_};
-  std::vector<std::string> seen;
+  std::vector<std::string> seen = addresses_;
   {
     absl::MutexLock lock(&mu_);
     if (auto it = locations_.find(name); it != locations_.end()) return it->second;
     for (const auto& [key, channel] : channels_) {
-      if (key.second == 0) {
-        instances.push_back(channel);
+      if (key.second == 0 && std::find(seen.begin(), seen.end(), key.first) == seen.end()) {
         seen.push_back(key.first);
       }
     }
   }
+  std::vector<std::shared_ptr<grpc::Channel>> instances = {home_};
+  for (const std::string& location : seen) instances.push_back(ChannelTo(location));
   // An instance that does not answer is passed over: the buffer may be on
   // another, and if it was on that one it is gone.
   for (const std::shared_ptr<grpc::Channel>& channel : instances) {

@@ -40,6 +40,10 @@ v1::BufferRef BufferRef(const std::string& name, uint64_t offset = 0, uint64_t l
 // whose addresses may be several.
 bool TargetSpreads(absl::string_view target);
 
+// The servers a target names, each as "host:port": an ipv4:/ipv6: list's
+// addresses, a dns: name's addresses now; none for any other target.
+std::vector<std::string> TargetAddresses(absl::string_view target);
+
 // The buffers a request names: its inputs' (Array.buffer of its top-level
 // arrays) and its outputs' (output_buffers), in field order.
 struct NamedBuffers {
@@ -56,9 +60,9 @@ class BufferRoutes final {
   using Connector =
       std::function<std::shared_ptr<grpc::Channel>(const std::string& location, int index)>;
 
-  // `home`: the channel to the target as given (calls that name no known
+  // `home`: the channel to `target` as given (calls that name no known
   // buffer, and lookups); each lookup gets `timeout` as its deadline.
-  BufferRoutes(std::shared_ptr<grpc::Channel> home, Connector connect,
+  BufferRoutes(const std::string& target, std::shared_ptr<grpc::Channel> home, Connector connect,
                absl::Duration timeout = absl::Seconds(30));
 
   // The channel `index` to the instance at `location` (made on first use).
@@ -68,8 +72,8 @@ class BufferRoutes final {
   void Forget(const std::string& name);
 
   // The location of buffer `name`: remembered, else asked of every instance
-  // this client knows (List on the home channel and on each location seen).
-  // NOT_FOUND when none holds it.
+  // this client knows (List on the home channel, on each server the target
+  // names and on each location seen). NOT_FOUND when none holds it.
   absl::StatusOr<std::string> Find(const std::string& name);
 
   // Where a request naming `buffers` goes: its inputs' instance (all on one,
@@ -89,6 +93,7 @@ class BufferRoutes final {
   // its location.
   absl::StatusOr<v1::ListBuffersResponse> ListOn(const std::shared_ptr<grpc::Channel>& channel);
 
+  const std::vector<std::string> addresses_;  // the target's servers
   const std::shared_ptr<grpc::Channel> home_;
   const Connector connect_;
   const absl::Duration timeout_;

@@ -162,6 +162,18 @@ TEST_F(TypedCallsTest, IntoStoresOutputsThatGetReadsBack) {
   EXPECT_EQ(buffers.Get<int32_t>("big").value(), inline_scan);
 }
 
+TEST(TargetAddressesTest, ListsAndDnsNamesGiveTheirServers) {
+  EXPECT_EQ(TargetAddresses("ipv4:10.0.0.1:50051,10.0.0.2:50052"),
+            (std::vector<std::string>{"10.0.0.1:50051", "10.0.0.2:50052"}));
+  EXPECT_EQ(TargetAddresses("ipv6:[::1]:50051"), std::vector<std::string>{"[::1]:50051"});
+  EXPECT_THAT(TargetAddresses("dns:///localhost:50051"),
+              ::testing::AnyOf(::testing::Contains("127.0.0.1:50051"),
+                               ::testing::Contains("[::1]:50051")));
+  EXPECT_TRUE(TargetAddresses("localhost:50051").empty());
+  EXPECT_FALSE(TargetSpreads("localhost:50051"));
+  EXPECT_TRUE(TargetSpreads("dns:///primserve-headless:50051"));
+}
+
 // Two servers behind one target, a client routing its buffers.
 class RoutesTest : public ::testing::Test {
  protected:
@@ -173,9 +185,10 @@ class RoutesTest : public ::testing::Test {
     }
     const std::string target = absl::StrCat("ipv4:", locations_[0], ",", locations_[1]);
     ASSERT_TRUE(TargetSpreads(target));
+    EXPECT_EQ(TargetAddresses(target), locations_);
     ConnectOptions options;
     home_ = PrimitivesClient::Connect(target, options);
-    routes_ = PrimitivesClient::Routes(home_, options);
+    routes_ = PrimitivesClient::Routes(target, home_, options);
     std::vector<std::shared_ptr<grpc::Channel>> stripes;
     for (int i = 0; i < 3; ++i) {
       options.channel_index = i + 1;

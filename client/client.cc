@@ -118,10 +118,11 @@ PrimitivesClient::PrimitivesClient(std::shared_ptr<grpc::Channel> channel, absl:
       stub_(v1::Primitives::NewStub(channel_)),
       timeout_(timeout) {}
 
-std::shared_ptr<BufferRoutes> PrimitivesClient::Routes(std::shared_ptr<grpc::Channel> home,
+std::shared_ptr<BufferRoutes> PrimitivesClient::Routes(const std::string& target,
+                                                       std::shared_ptr<grpc::Channel> home,
                                                        const ConnectOptions& options) {
   return std::make_shared<BufferRoutes>(
-      std::move(home), [options](const std::string& location, int index) {
+      target, std::move(home), [options](const std::string& location, int index) {
         ConnectOptions own = options;
         own.channel_index = index;
         return Connect(location, own);

@@ -215,10 +215,12 @@ class PrimitivesClient final {
   // The channel the calls go on (e.g. to register shared memory on it).
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
-  // Routes for a target that spreads calls over several instances
-  // (TargetSpreads): each location reached with Connect(location, options),
-  // one connection per index. Share them with a BuffersClient.
-  static std::shared_ptr<BufferRoutes> Routes(std::shared_ptr<grpc::Channel> home,
+  // Routes for `target`, which spreads calls over several instances
+  // (TargetSpreads), `home` being a channel to it: each location reached
+  // with Connect(location, options), one connection per index. Share them
+  // with a BuffersClient.
+  static std::shared_ptr<BufferRoutes> Routes(const std::string& target,
+                                              std::shared_ptr<grpc::Channel> home,
                                               const ConnectOptions& options = {});
   // From now on, every call naming a buffer (Array.buffer, output_buffers)
   // goes to the instance holding it (see client/buffer_routes.h); outputs

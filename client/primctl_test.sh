@@ -170,6 +170,39 @@ expect_exit 2 "give the buffer's --name" get
 expect_exit 2 "exactly one of --input, --values, --generate, --buffer" scan --values=1 --buffer=x
 expect "" free --name=x
 
+# Two servers as one address: each put lands on one of them, and scan, get
+# and free of a buffer reach the one holding it, whichever the address picks.
+PORT2="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')" ||
+  fail "cannot pick a second free port"
+"$PRIMSERVE" --backend=cpu --host=127.0.0.1 --port="$PORT2" --metrics_port=0 >"$TMP/server2.log" 2>&1 &
+readonly SERVER2_PID=$!
+trap 'kill -KILL "$SERVER_PID" "$SERVER2_PID" 2>/dev/null' EXIT
+for ((i = 0; ; i++)); do
+  "$PRIMCTL" --address="127.0.0.1:$PORT2" health >/dev/null && break
+  ((i < 100)) || fail "second server not SERVING after 10 s"
+  sleep 0.1
+done
+both="ipv4:$ADDRESS,127.0.0.1:$PORT2"
+for i in 0 1 2 3 4 5; do
+  "$PRIMCTL" --address="$both" put --name="r$i" --values=1,2,3,$i --print=none || fail "put r$i on both"
+done
+for i in 0 1 2 3 4 5; do
+  for _ in 1 2; do
+    [[ "$("$PRIMCTL" --address="$both" scan --buffer="r$i" --print=all)" == "1,3,6,$((6 + i))" ]] ||
+      fail "scan of r$i through both servers"
+    [[ "$("$PRIMCTL" --address="$both" get --name="r$i" --print=all)" == "1,2,3,$i" ]] ||
+      fail "get of r$i through both servers"
+  done
+done
+on1="$(primctl list | grep -c '^r[0-5]:')"
+on2="$("$PRIMCTL" --address="127.0.0.1:$PORT2" list | grep -c '^r[0-5]:')"
+((on1 + on2 == 6 && on1 > 0 && on2 > 0)) || fail "the puts landed $on1 and $on2 on the two servers"
+for i in 0 1 2 3 4 5; do
+  "$PRIMCTL" --address="$both" free --name="r$i" || fail "free of r$i through both servers"
+done
+kill -TERM "$SERVER2_PID"
+wait "$SERVER2_PID"
+
 # SIGTERM: the server drains and exits 0; then nothing answers, which health
 # reports as UNAVAILABLE with gRPC's reason, not as a draining NOT_SERVING.
 kill -TERM "$SERVER_PID"

@@ -11,6 +11,7 @@ connections (``connect``) and calls.
 
 from __future__ import annotations
 
+import socket
 import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
@@ -23,6 +24,26 @@ from primserve.errors import ServerError
 def spreads(address: str) -> bool:
     """Whether a gRPC target may name several servers: a list, or a DNS name."""
     return "," in address or address.startswith("dns:")
+
+
+def addresses(address: str) -> List[str]:
+    """The servers a target names, each as "host:port": an ipv4:/ipv6: list's
+    addresses, a dns: name's addresses now; none for any other target."""
+    for scheme in ("ipv4:", "ipv6:"):
+        if address.startswith(scheme):
+            return [a for a in address[len(scheme):].split(",") if a]
+    if not address.startswith("dns:"):
+        return []
+    name = address[len("dns:"):]
+    if name.startswith("//"):
+        name = name[2:].split("/", 1)[-1]
+    host, _, port = name.rpartition(":")
+    try:
+        found = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return []
+    resolved = [f"[{a[4][0]}]:{port}" if a[0] == socket.AF_INET6 else f"{a[4][0]}:{port}" for a in found]
+    return list(dict.fromkeys(resolved))
 
 
 def named(call: _calls.Call) -> Tuple[List[str], List[str]]:
@@ -60,8 +81,9 @@ class Routes:
     striped transfers. Thread-safe.
     """
 
-    def __init__(self, connect: Callable[[str, int], Any]):
+    def __init__(self, address: str, connect: Callable[[str, int], Any]):
         self._connect = connect
+        self._addresses = addresses(address)
         self._lock = threading.Lock()
         self._locations: Dict[str, str] = {}
         self._instances: Dict[Tuple[str, int], Any] = {}
@@ -74,9 +96,11 @@ class Routes:
             return made
 
     def instances(self) -> Iterable[Any]:
-        """Every instance made, one per location: its first connection."""
+        """An instance (its first connection) for each server the address
+        names and each location seen, for looking buffers up."""
         with self._lock:
-            return [made for (_, index), made in self._instances.items() if index == 0]
+            locations = [location for (location, index) in self._instances if index == 0]
+        return [self.instance(location) for location in dict.fromkeys(self._addresses + locations)]
 
     def location_of(self, name: str) -> Optional[str]:
         with self._lock:

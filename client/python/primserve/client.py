@@ -82,7 +82,7 @@ class Client:
         self._address, self._credentials = address, creds
         self._buffers = _BufferMethods(self._channel)
         self._stripes: List[Tuple[grpc.Channel, _BufferMethods]] = []  # extra channels, made on first use
-        self._routes = _routes.Routes(self._connect) if _routes.spreads(address) else None
+        self._routes = _routes.Routes(address, self._connect) if _routes.spreads(address) else None
         self.timeout = timeout
         self.stream_bytes = stream_bytes
         self.piece_bytes = piece_bytes

@@ -118,3 +118,23 @@ def test_asyncio_routes_as_the_blocking_client(two):
             assert seen[locations[0]].name not in names_on(locations[0])
 
     asyncio.run(run())
+
+
+def test_a_new_client_finds_buffers_on_every_server_the_address_names(two):
+    servers, locations, client = two
+    a = np.arange(100, dtype=np.int32)
+    on = one_per_server(client, a, locations)
+    with primserve.Client("ipv4:" + ",".join(locations), timeout=30) as fresh:
+        for location, buf in on.items():
+            got = fresh.buffer(buf.name)
+            assert got.location == location
+            np.testing.assert_array_equal(fresh.scan(got), np.cumsum(a))
+            fresh.free(buf.name)
+            assert buf.name not in names_on(location)
+
+
+def test_addresses_of_a_target():
+    from primserve import _routes
+    assert _routes.addresses("ipv4:10.0.0.1:1,10.0.0.2:2") == ["10.0.0.1:1", "10.0.0.2:2"]
+    assert set(_routes.addresses("dns:///localhost:7")) & {"127.0.0.1:7", "[::1]:7"}
+    assert _routes.addresses("localhost:7") == []
