@@ -74,28 +74,43 @@ std::vector<std::string> TargetAddresses(absl::string_view target) {
   return addresses;
 }
 
-NamedBuffers BuffersOf(const google::protobuf::Message& request) {
-  NamedBuffers named;
-  const google::protobuf::Descriptor* descriptor = request.GetDescriptor();
-  const google::protobuf::Reflection* reflection = request.GetReflection();
-  for (int i = 0; i < descriptor->field_count(); ++i) {
-    const google::protobuf::FieldDescriptor* field = descriptor->field(i);
-    if (field->is_repeated() || field->type() != google::protobuf::FieldDescriptor::TYPE_MESSAGE ||
-        !reflection->HasField(request, field)) {
+namespace {
+
+// Adds the buffers `message` and the messages in it name to `named`.
+void AddBuffersOf(const google::protobuf::Message& message, NamedBuffers* named) {
+  if (message.GetDescriptor() == v1::Array::descriptor()) {
+    const auto& array = static_cast<const v1::Array&>(message);
+    if (array.has_buffer()) named->inputs.push_back(array.buffer().name());
+    return;
+  }
+  if (message.GetDescriptor() == v1::OutputBuffers::descriptor()) {
+    const auto& outputs = static_cast<const v1::OutputBuffers&>(message);
+    for (const std::string* name :
+         {&outputs.values(), &outputs.indices(), &outputs.lengths(), &outputs.keys()}) {
+      if (!name->empty()) named->outputs.push_back(*name);
+    }
+    return;
+  }
+  const google::protobuf::Reflection* reflection = message.GetReflection();
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  reflection->ListFields(message, &fields);
+  for (const google::protobuf::FieldDescriptor* field : fields) {
+    if (field->type() != google::protobuf::FieldDescriptor::TYPE_MESSAGE) continue;
+    if (!field->is_repeated()) {
+      AddBuffersOf(reflection->GetMessage(message, field), named);
       continue;
     }
-    const google::protobuf::Message& value = reflection->GetMessage(request, field);
-    if (field->message_type() == v1::Array::descriptor()) {
-      const auto& array = static_cast<const v1::Array&>(value);
-      if (array.has_buffer()) named.inputs.push_back(array.buffer().name());
-    } else if (field->message_type() == v1::OutputBuffers::descriptor()) {
-      const auto& outputs = static_cast<const v1::OutputBuffers&>(value);
-      for (const std::string* name :
-           {&outputs.values(), &outputs.indices(), &outputs.lengths(), &outputs.keys()}) {
-        if (!name->empty()) named.outputs.push_back(*name);
-      }
+    for (int i = 0; i < reflection->FieldSize(message, field); ++i) {
+      AddBuffersOf(reflection->GetRepeatedMessage(message, field, i), named);
     }
   }
+}
+
+}  // namespace
+
+NamedBuffers BuffersOf(const google::protobuf::Message& request) {
+  NamedBuffers named;
+  AddBuffersOf(request, &named);
   return named;
 }
 

@@ -44,8 +44,8 @@ bool TargetSpreads(absl::string_view target);
 // addresses, a dns: name's addresses now; none for any other target.
 std::vector<std::string> TargetAddresses(absl::string_view target);
 
-// The buffers a request names: its inputs' (Array.buffer of its top-level
-// arrays) and its outputs' (output_buffers), in field order.
+// The buffers a request names, anywhere in it (a pipeline's steps too): its
+// inputs' (Array.buffer) and its outputs' (output_buffers), in field order.
 struct NamedBuffers {
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;

@@ -243,6 +243,8 @@ class PrimitivesClient final {
   absl::StatusOr<v1::ReduceByKeyResponse> Call(const v1::ReduceByKeyRequest& request);
   absl::StatusOr<v1::AggregateByKeyResponse> Call(const v1::AggregateByKeyRequest& request);
   absl::StatusOr<v1::SortResponse> Call(const v1::SortRequest& request);
+  absl::StatusOr<v1::GatherResponse> Call(const v1::GatherRequest& request);
+  absl::StatusOr<v1::PipelineResponse> Call(const v1::PipelineRequest& request);
 
   // Raw streaming calls (ScanStream, SelectStream, UniqueStream,
   // RunLengthEncodeStream, ReduceByKeyStream): `next` fills the next message

@@ -47,6 +47,7 @@
 #include "client/cli_flags.h"
 #include "client/client.h"
 #include "client/generators.h"
+#include "client/pipeline_json.h"
 #include "client/shm_placement.h"
 #include "client/stream_messages.h"
 #include "core/primitives.h"
@@ -123,6 +124,9 @@ ABSL_FLAG(std::string, output_buffer, "",
 ABSL_FLAG(std::string, name, "", "put, get, free: the buffer's name.");
 ABSL_FLAG(int, stripes, 4,
           "put, get: connections the transfer is striped over (disjoint ranges at once).");
+ABSL_FLAG(std::string, request, "",
+          "pipeline: the PipelineRequest as JSON (protobuf's JSON mapping; arrays' data base64), "
+          "a file or - for standard input.");
 ABSL_FLAG(std::string, print, "summary",
           "summary (element counts, first and last elements, count, latency and throughput), "
           "all (every element: one line per array, comma-separated, then select's count) or "
@@ -135,6 +139,7 @@ constexpr char kUsage[] =
     "primctl [--address=host:port] <rpc> [flags]: sends one primserve RPC.\n"
     "rpc: scan | reduce | select | unique | rle | reduce_by_key | aggregate_by_key | health\n"
     "buffers: put | get | free | list (resident buffers, --name)\n"
+    "pipeline: the steps in --request (JSON) in one call\n"
     "Exit status: 0 success, 1 RPC error (or not SERVING), 2 bad command line.";
 
 enum class PrintMode { kSummary, kAll, kNone };
@@ -727,6 +732,23 @@ int List() {
   return 0;
 }
 
+// pipeline: the PipelineRequest in --request (JSON); --print=all prints the
+// answer as JSON, summary each returned step's arrays and the latency.
+int Pipeline(PrimitivesClient& client, PrintMode mode) {
+  absl::StatusOr<v1::PipelineRequest> request = ReadPipelineRequest(absl::GetFlag(FLAGS_request));
+  if (!request.ok()) return UsageError(request.status());
+  const absl::Time start = absl::Now();
+  absl::StatusOr<v1::PipelineResponse> response = client.Call(*request);
+  const absl::Duration took = absl::Now() - start;
+  if (!response.ok()) return RpcError(response.status());
+  if (mode == PrintMode::kAll) std::cout << PipelineResponseJson(*response) << "\n";
+  if (mode == PrintMode::kSummary) {
+    std::cout << PipelineResponseSummary(*response)
+              << absl::StrFormat("latency %.3f ms\n", absl::ToDoubleMilliseconds(took));
+  }
+  return 0;
+}
+
 // Prints the server's health; when nothing answers, the call's code (e.g.
 // UNAVAILABLE) and, on stderr, why: an unreachable server must not read as
 // a draining one.
@@ -778,6 +800,7 @@ int Main(const std::vector<char*>& args) {
   if (rpc == "rle") return RunLengthEncode(client, *mode);
   if (rpc == "reduce_by_key") return ReduceByKey(client, *mode);
   if (rpc == "aggregate_by_key") return AggregateByKey(client, *mode);
+  if (rpc == "pipeline") return Pipeline(client, *mode);
   if (rpc == "health") return Health(client);
   return UsageError(absl::InvalidArgumentError(absl::StrCat("unknown rpc '", rpc, "'")));
 }

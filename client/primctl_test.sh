@@ -203,6 +203,24 @@ done
 kill -TERM "$SERVER2_PID"
 wait "$SERVER2_PID"
 
+# pipeline: a PipelineRequest in JSON (RLE of 7,7,1, then the runs' offsets)
+cat >"$TMP/pipeline.json" <<'JSON'
+{"steps": [{"run_length_encode": {"input": {"dtype": "INT32", "data": "BwAAAAcAAAABAAAA"}}, "returned": true},
+           {"scan": {"op": "SUM", "exclusive": true, "input": {"step": {"step": 0, "output": "LENGTHS"}}},
+            "returned": true}]}
+JSON
+expect '{"results":[{"run_length_encode":{"values":{"dtype":"INT32","data":"BwAAAAEAAAA="},"lengths":{"dtype":"INT64","data":"AgAAAAAAAAABAAAAAAAAAA=="}}},{"step":1,"scan":{"output":{"dtype":"INT64","data":"AAAAAAAAAAACAAAAAAAAAA=="}}}]}' \
+  pipeline --request="$TMP/pipeline.json" --print=all
+summary="$(primctl pipeline --request="$TMP/pipeline.json")" || fail "pipeline summary failed"
+[[ "$summary" == "step 0 run_length_encode values: 2 INT32 lengths: 2 INT64"$'\n'"step 1 scan output: 2 INT64"$'\n'"latency "* ]] ||
+  fail "pipeline printed: $summary"
+echo '{"steps": [{"gather": {"values": {"dtype": "INT32", "data": "AQAAAA=="}, "indices": {"dtype": "INT64", "data": "AQAAAAAAAAA="}}, "returned": true}]}' \
+  >"$TMP/bad_pipeline.json"
+expect_exit 1 "step 0: indices[0] = 1 is outside [0, len(values)=1)" pipeline --request="$TMP/bad_pipeline.json"
+echo '{"steps": [{"bogus": 1}]}' >"$TMP/not_pipeline.json"
+expect_exit 2 "is not a PipelineRequest in protobuf's JSON mapping" pipeline --request="$TMP/not_pipeline.json"
+expect_exit 2 "pipeline takes --request" pipeline
+
 # SIGTERM: the server drains and exits 0; then nothing answers, which health
 # reports as UNAVAILABLE with gRPC's reason, not as a draining NOT_SERVING.
 kill -TERM "$SERVER_PID"

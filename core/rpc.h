@@ -17,12 +17,15 @@ enum class Rpc : int {
   kReduceByKey,
   kAggregateByKey,
   kSort,
+  kGather,
+  kPipeline,
 };
 
 inline constexpr Rpc kAllRpcs[] = {Rpc::kScan,           Rpc::kReduce,      Rpc::kSelect,
                                    Rpc::kUnique,         Rpc::kRunLengthEncode,
                                    Rpc::kReduceByKey,    Rpc::kAggregateByKey,
-                                   Rpc::kSort};
+                                   Rpc::kSort,           Rpc::kGather,
+                                   Rpc::kPipeline};
 inline constexpr size_t kNumRpcs = sizeof(kAllRpcs) / sizeof(kAllRpcs[0]);
 
 inline constexpr size_t RpcIndex(Rpc rpc) { return static_cast<size_t>(rpc); }
@@ -39,6 +42,8 @@ inline constexpr const char* RpcName(Rpc rpc) {
     case Rpc::kReduceByKey: return "ReduceByKey";
     case Rpc::kAggregateByKey: return "AggregateByKey";
     case Rpc::kSort: return "Sort";
+    case Rpc::kGather: return "Gather";
+    case Rpc::kPipeline: return "Pipeline";
   }
   return "unknown";
 }

@@ -37,6 +37,9 @@ ABSL_FLAG(uint64_t, max_request_elements, uint64_t{1} << 31,
 ABSL_FLAG(uint64_t, max_response_bytes, uint64_t{1} << 30,
           "Largest answer (bytes of array data) a request may ask for, judged from the request "
           "before anything is allocated; larger get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(uint64_t, max_pipeline_steps, 16,
+          "Most steps in one Pipeline request; more get RESOURCE_EXHAUSTED. A pipeline's "
+          "intermediates are bounded by --max_buffer_bytes_per_caller.");
 ABSL_FLAG(std::string, unix_socket, "",
           "Also serve gRPC on this Unix domain socket path (clients on the same host dial "
           "unix:PATH); empty serves TCP only.");
@@ -262,6 +265,9 @@ int Main() {
   options.limits.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   options.limits.multiplex_window = absl::GetFlag(FLAGS_multiplex_window);
   options.limits.reproducible_floats = absl::GetFlag(FLAGS_reproducible_floats);
+  options.limits.max_pipeline_steps = absl::GetFlag(FLAGS_max_pipeline_steps);
+  options.limits.max_pipeline_intermediate_bytes =
+      absl::GetFlag(FLAGS_max_buffer_bytes_per_caller);
   options.admission.max_in_flight_bytes = absl::GetFlag(FLAGS_max_in_flight_bytes);
   options.admission.max_peer_in_flight_bytes = absl::GetFlag(FLAGS_max_peer_in_flight_bytes);
   options.admission.max_peer_queued_tasks = absl::GetFlag(FLAGS_max_peer_queued_tasks);

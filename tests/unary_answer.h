@@ -33,6 +33,10 @@ inline v1::MultiplexResponse UnaryAnswer(v1::Primitives::Stub& stub,
       call(&S::AggregateByKey, m.aggregate_by_key(), got.mutable_aggregate_by_key());
       break;
     case v1::MultiplexRequest::kSort: call(&S::Sort, m.sort(), got.mutable_sort()); break;
+    case v1::MultiplexRequest::kGather: call(&S::Gather, m.gather(), got.mutable_gather()); break;
+    case v1::MultiplexRequest::kPipeline:
+      call(&S::Pipeline, m.pipeline(), got.mutable_pipeline());
+      break;
     case v1::MultiplexRequest::REQUEST_NOT_SET:
       *status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no request");
       break;

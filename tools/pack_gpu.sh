@@ -76,7 +76,8 @@ for target in $benchmarks; do copy "$target"; basename "${target/://}" >>"$out/b
 for target in "${engine[@]+"${engine[@]}"}"; do copy "$target"; done
 cp tools/gpu_run_all.sh "$out/run_all.sh"
 cp tools/kernel_bench.sh tools/gpu_checks.sh tools/gpu_engine_bench.sh tools/huge_stream_check.sh \
-  tools/shm_ipc_bench.sh tools/shm_bench.py "$out/"
+  tools/shm_ipc_bench.sh tools/shm_bench.py tools/gpu_buffers_bench.sh tools/gpu_pipeline_bench.sh \
+  tools/pipeline_bench.py "$out/"
 echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!gpu_bundle' || echo '+changes')" \
   >"$out/commit.txt"
 if [[ ${#engine[@]} -gt 0 ]]; then

@@ -28,6 +28,10 @@ class RequestBuffers final {
  public:
   // Names resolve among `owner`'s buffers in `registry` (not owned).
   RequestBuffers(Registry* registry, std::string owner);
+  // Another request's, for the same owner (a Pipeline's step).
+  std::unique_ptr<RequestBuffers> ForAnotherRequest() const {
+    return std::make_unique<RequestBuffers>(registry_, owner_);
+  }
 
   // The elements `ref` names, read in place, and their dtype: the buffer's,
   // which `dtype` (the Array's, as sent) must be unless unset.

@@ -13,7 +13,9 @@
 #include "reference/gpu_order.h"
 #include "reference/reference.h"
 #include "reference/sort.h"
+#include "core/messages.h"
 #include "server/cpu/cpu_kernels.h"
+#include "server/engine/pipeline_run.h"
 
 namespace primserve {
 namespace {
@@ -233,6 +235,49 @@ absl::StatusOr<Result> Run(const SortOperation& o, const CpuContext&) {
   });
 }
 
+absl::StatusOr<Result> Run(const GatherOperation& o, const CpuContext& context) {
+  const uint64_t n = o.values.size();
+  const absl::Span<const int64_t> indices = o.indices.as<int64_t>();
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (indices[i] < 0 || static_cast<uint64_t>(indices[i]) >= n) {
+      return absl::InvalidArgumentError(IndexOutOfRangeMessage(i, indices[i], n));
+    }
+  }
+  return VisitDType(o.values.dtype, [&](auto zero) -> absl::StatusOr<Result> {
+    using T = decltype(zero);
+    HostArray out = NewAnswer<T>(o.values.dtype, indices.size(), context.answers);
+    const absl::Span<const T> values = o.values.as<T>();
+    const absl::Span<T> at = Elements<T>(out);
+    for (size_t i = 0; i < indices.size(); ++i) at[i] = values[indices[i]];
+    return GatherResult{std::move(out)};
+  });
+}
+
+// The CPU backend's steps: every output stays in its step's result, in host
+// memory, where later steps read it.
+class CpuSteps final : public StepRunner {
+ public:
+  CpuSteps(const CpuContext& context, Metrics* metrics) : context_(context), metrics_(metrics) {}
+  absl::StatusOr<Result> RunStep(const Operation& operation, bool returned) override {
+    // Only answers that are sent go into answer buffers.
+    return RunOnCpu(operation, CpuContext{context_.parallelism,
+                                          returned ? context_.answers : nullptr});
+  }
+  void StepTimed(Rpc step, absl::Duration time) override {
+    if (metrics_ != nullptr) metrics_->ObservePipelineStep(step, time);
+  }
+
+ private:
+  const CpuContext context_;
+  Metrics* const metrics_;
+};
+
+absl::StatusOr<Result> Run(const PipelineOperation& o, const CpuContext& context) {
+  if (context.metrics != nullptr) context.metrics->PipelineRan(o.steps.size());
+  CpuSteps steps(context, context.metrics);
+  return RunPipeline(o, steps);
+}
+
 }  // namespace
 
 absl::StatusOr<Result> RunOnCpu(const Operation& operation, const CpuContext& context) {
@@ -265,7 +310,7 @@ void CpuBackend::Execute(std::vector<std::unique_ptr<Task>> batch) {
   for (std::unique_ptr<Task>& task : batch) {
     const absl::Time start = absl::Now();
     absl::StatusOr<Result> result =
-        RunOnCpu(task->operation, CpuContext{parallelism_, &task->answers});
+        RunOnCpu(task->operation, CpuContext{parallelism_, &task->answers, metrics_});
     if (metrics_ != nullptr) {
       metrics_->ObserveStage(RpcOf(task->operation), Stage::kCompute, absl::Now() - start);
     }

@@ -17,6 +17,8 @@ namespace primserve {
 struct CpuContext {
   cpu::Parallelism parallelism;
   const AnswerAllocator* answers = nullptr;
+  // Where a pipeline's step times go (null: nowhere).
+  Metrics* metrics = nullptr;
 };
 
 // Runs one validated operation: scans and reduces with the CPU backend's own

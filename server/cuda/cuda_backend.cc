@@ -430,6 +430,26 @@ std::vector<absl::StatusOr<Result>> CudaBackend::Run(Lane& lane, absl::Span<Task
           tasks, [&](const SortOperation& op, absl::Time d, const AnswerAllocator* answers) {
             return cuda::RunSort(lane, op, d, answers);
           });
+    case Rpc::kGather:
+      return RunEach<GatherOperation>(
+          tasks, [&](const GatherOperation& op, absl::Time d, const AnswerAllocator* answers) {
+            return cuda::RunGather(lane, op, d, answers);
+          });
+    case Rpc::kPipeline:
+      return RunEach<PipelineOperation>(
+          tasks, [&](const PipelineOperation& op, absl::Time d, const AnswerAllocator* answers) {
+            // Each step as a batch of one on this lane, through this dispatch.
+            const cuda::StepRun run_step = [&](const Operation& step, bool returned)
+                -> absl::StatusOr<Result> {
+              Task task;
+              task.operation = step;
+              task.deadline = d;
+              if (returned && answers != nullptr) task.answers = *answers;
+              Task* const one[] = {&task};
+              return std::move(Run(lane, one).front());
+            };
+            return cuda::RunPipeline(lane, op, d, run_step, metrics_);
+          });
   }
   return Results(tasks.size(),
                  absl::InternalError(absl::StrCat("the CUDA backend has no runner for RPC ",

@@ -6,12 +6,14 @@
 #ifndef PRIMSERVE_SERVER_CUDA_RUNNERS_H_
 #define PRIMSERVE_SERVER_CUDA_RUNNERS_H_
 
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "server/cuda/lane.h"
+#include "server/engine/metrics.h"
 #include "server/engine/task.h"
 
 namespace primserve::cuda {
@@ -46,6 +48,17 @@ absl::StatusOr<Result> RunAggregateByKey(Lane& lane, const AggregateByKeyOperati
                                          absl::Time deadline, const AnswerAllocator* answers);
 absl::StatusOr<Result> RunSort(Lane& lane, const SortOperation& op, absl::Time deadline,
                                const AnswerAllocator* answers);
+absl::StatusOr<Result> RunGather(Lane& lane, const GatherOperation& op, absl::Time deadline,
+                                 const AnswerAllocator* answers);
+
+// One operation run as a request of its own on the lane (the backend's
+// dispatch); `returned`: its answer is sent.
+using StepRun = std::function<absl::StatusOr<Result>(const Operation&, bool returned)>;
+// A pipeline's steps in order on `lane`, each through `run_step`, the
+// outputs later steps read kept on the lane's device (pipeline_runner.cc).
+// `metrics` (null: none) gets the step times.
+absl::StatusOr<Result> RunPipeline(Lane& lane, const PipelineOperation& op, absl::Time deadline,
+                                   const StepRun& run_step, Metrics* metrics);
 
 }  // namespace primserve::cuda
 

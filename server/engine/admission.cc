@@ -14,6 +14,8 @@ namespace {
 // so that floods of empty requests are not free.
 constexpr uint64_t kRequestOverheadBytes = 4096;
 
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
 uint64_t RequestBytes(const Operation& operation) {
   auto offsets = [](absl::Span<const uint64_t> s) { return s.size() * sizeof(uint64_t); };
   return std::visit(
@@ -37,11 +39,21 @@ uint64_t RequestBytes(const Operation& operation) {
             return o.keys.bytes.size() + (o.values ? o.values->bytes.size() : 0) +
                    offsets(o.segment_offsets);
           },
+          [&](const GatherOperation& o) {
+            return o.values.bytes.size() + o.indices.bytes.size();
+          },
+          // Its steps' inputs, the intermediates among them at their largest:
+          // memory the pipeline holds while it runs.
+          [&](const PipelineOperation& o) {
+            uint64_t total = 0;
+            for (const PipelineStep& step : o.steps) {
+              total = SaturatingAdd(total, RequestBytes(step.operation));
+            }
+            return total;
+          },
       },
       operation);
 }
-
-uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
 // The reason a waiting task can no longer run, or OK.
 absl::Status Dead(const Task& task, absl::Time now) {

@@ -112,6 +112,21 @@ Metrics::Metrics()
                        .Register(*registry_);
   for (Rpc rpc : kAllRpcs) elements_[RpcIndex(rpc)] = &elements.Add({{"rpc", RpcName(rpc)}});
 
+  pipeline_steps_ = &prometheus::BuildHistogram()
+                         .Name("primserve_pipeline_steps")
+                         .Help("Steps per Pipeline run.")
+                         .Register(*registry_)
+                         .Add({}, PowerBuckets(2, 64));
+  auto& step_duration = prometheus::BuildHistogram()
+                            .Name("primserve_pipeline_step_duration_seconds")
+                            .Help("Time of one step of a Pipeline on the backend, by the step's "
+                                  "kind (its RPC's name).")
+                            .Register(*registry_);
+  for (Rpc rpc : kAllRpcs) {
+    pipeline_step_series_[RpcIndex(rpc)] =
+        &step_duration.Add({{"step", RpcName(rpc)}}, DurationBuckets());
+  }
+
   batch_requests_ = &prometheus::BuildHistogram()
                          .Name("primserve_batch_size_requests")
                          .Help("Requests per batch handed to the backend.")

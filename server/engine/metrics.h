@@ -93,6 +93,14 @@ class Metrics final {
                    uint64_t bytes_in, uint64_t bytes_out, uint64_t elements);
   void ObserveStage(Rpc rpc, Stage stage, absl::Duration duration);
 
+  // A Pipeline run of `steps` steps (primserve_pipeline_steps), and the time
+  // of one of its steps, by the step's kind
+  // (primserve_pipeline_step_duration_seconds{step}).
+  void PipelineRan(size_t steps) { pipeline_steps_->Observe(static_cast<double>(steps)); }
+  void ObservePipelineStep(Rpc step, absl::Duration duration) {
+    pipeline_step_series_[RpcIndex(step)]->Observe(absl::ToDoubleSeconds(duration));
+  }
+
   // Requests received and not yet answered.
   void RequestStarted() { requests_in_flight_->Increment(); }
   void RequestFinished() { requests_in_flight_->Decrement(); }
@@ -155,6 +163,8 @@ class Metrics final {
   prometheus::Counter* payload_in_;
   prometheus::Counter* payload_out_;
   std::array<prometheus::Counter*, kNumRpcs> elements_{};
+  prometheus::Histogram* pipeline_steps_;
+  std::array<prometheus::Histogram*, kNumRpcs> pipeline_step_series_{};
   prometheus::Histogram* batch_requests_;
   prometheus::Histogram* batch_elements_;
   prometheus::Counter* batches_;

@@ -18,7 +18,9 @@ static_assert(kAt<Rpc::kScan, ScanOperation> && kAt<Rpc::kReduce, ReduceOperatio
               kAt<Rpc::kRunLengthEncode, RunLengthEncodeOperation> &&
               kAt<Rpc::kReduceByKey, ReduceByKeyOperation> &&
               kAt<Rpc::kAggregateByKey, AggregateByKeyOperation> &&
-              kAt<Rpc::kSort, SortOperation>);
+              kAt<Rpc::kSort, SortOperation> && kAt<Rpc::kGather, GatherOperation> &&
+              kAt<Rpc::kPipeline, PipelineOperation>);
+static_assert(std::variant_size_v<Result> == kNumRpcs);
 
 int DTypeInt(DType dtype) { return static_cast<int>(dtype); }
 
@@ -110,6 +112,12 @@ BatchKey BatchKeyOf(const Operation& operation) {
             key.second_dtype = o.values ? DTypeInt(o.values->dtype) : 0;
             key.detail = o.descending * 2 + o.return_indices;
           },
+          [&](const GatherOperation& o) {
+            key.dtype = DTypeInt(o.values.dtype);
+            key.second_dtype = DTypeInt(o.indices.dtype);
+          },
+          // Each runs alone, whatever it is batched with.
+          [&](const PipelineOperation&) {},
       },
       operation);
   return key;
@@ -121,6 +129,12 @@ uint64_t ItemCount(const Operation& operation) {
           [](const ReduceByKeyOperation& o) { return o.keys.size(); },
           [](const AggregateByKeyOperation& o) { return o.keys.size(); },
           [](const SortOperation& o) { return o.keys.size(); },
+          [](const GatherOperation& o) { return o.indices.size(); },
+          [](const PipelineOperation& o) {
+            uint64_t items = 0;
+            for (const PipelineStep& step : o.steps) items += ItemCount(step.operation);
+            return items;
+          },
           [](const auto& o) { return o.input.size(); },
       },
       operation);
@@ -164,6 +178,18 @@ uint64_t MaxAnswerBytes(const Operation& operation) {
           [&](const SortOperation& o) {
             return o.keys.bytes.size() + (o.values ? o.values->bytes.size() : 0) +
                    (o.return_indices ? bytes(o.keys.size(), kIndex) : 0);
+          },
+          [&](const GatherOperation& o) {
+            return bytes(o.indices.size(), DTypeSize(o.values.dtype));
+          },
+          [&](const PipelineOperation& o) {
+            uint64_t total = 0;
+            for (const PipelineStep& step : o.steps) {
+              if (!step.returned) continue;
+              const uint64_t more = MaxAnswerBytes(step.operation);
+              total = more > UINT64_MAX - total ? UINT64_MAX : total + more;
+            }
+            return total;
           },
       },
       operation);

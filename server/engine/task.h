@@ -4,6 +4,7 @@
 #ifndef PRIMSERVE_SERVER_ENGINE_TASK_H_
 #define PRIMSERVE_SERVER_ENGINE_TASK_H_
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -12,6 +13,7 @@
 #include <string>
 #include <tuple>
 #include <variant>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
@@ -123,6 +125,9 @@ struct PredicateSpec {
 struct OutputPlace {
   char* data = nullptr;
   uint64_t room = 0;
+  // Memory nobody sees unless the request succeeds (a pipeline's kept
+  // output): a request that fails may leave part of an answer there.
+  bool unseen_on_failure = false;
 };
 
 // A request's placed outputs, by OutputLocation field (a Scan's output is
@@ -246,11 +251,49 @@ struct SortOperation {
   OutputPlaces places;
 };
 
+struct GatherOperation {
+  ArrayView values;
+  ArrayView indices;  // INT64
+  // Where the caller placed the output (see OutputPlace).
+  OutputPlaces places;
+};
+
+// Which output of a pipeline step another step reads (v1::StepOutput.Which).
+enum class StepOutputKind { kValues = 0, kIndices = 1, kLengths = 2, kKeys = 3 };
+inline constexpr int kNumStepOutputKinds = 4;
+
+// An input of a pipeline step that an earlier step makes: the request's
+// field it fills ("input", "flags", "keys", "values" or "indices") and the
+// output it is.
+struct StepBinding {
+  std::string field;
+  uint32_t step = 0;
+  StepOutputKind output = StepOutputKind::kValues;
+};
+
+struct PipelineStep;  // below: it holds an Operation
+
+// Steps run in order as one unit (server/engine/pipeline_run.h).
+struct PipelineOperation {
+  std::vector<PipelineStep> steps;
+};
+
 // One alternative per RPC, in the order of core/rpc.h (task.cc checks it).
 using Operation =
     std::variant<ScanOperation, ReduceOperation, SelectOperation, UniqueOperation,
                  RunLengthEncodeOperation, ReduceByKeyOperation, AggregateByKeyOperation,
-                 SortOperation>;
+                 SortOperation, GatherOperation, PipelineOperation>;
+
+struct PipelineStep {
+  // The step's request; its bound inputs (below) view nothing until they
+  // are bound: each has its producer's dtype and largest size.
+  Operation operation;
+  std::vector<StepBinding> bindings;
+  // The outputs of this step later steps read, by StepOutputKind.
+  std::array<bool, kNumStepOutputKinds> read_later{};
+  // The step's answer comes back in the response.
+  bool returned = false;
+};
 
 // The RPC an operation came from.
 inline Rpc RpcOf(const Operation& operation) { return static_cast<Rpc>(operation.index()); }
@@ -289,10 +332,22 @@ struct SortResult {
   std::optional<HostArray> values;   // when the request had values
   std::optional<HostArray> indices;  // return_indices: INT64
 };
+struct GatherResult {
+  HostArray output;
+};
+struct StepResult;  // below: it holds a Result
+struct PipelineResult {
+  std::vector<StepResult> steps;  // the returned steps', in step order
+};
 
 using Result = std::variant<ScanResult, ReduceResult, SelectResult, UniqueResult,
                             RunLengthEncodeResult, ReduceByKeyResult, AggregateByKeyResult,
-                            SortResult>;
+                            SortResult, GatherResult, PipelineResult>;
+
+struct StepResult {
+  uint32_t step = 0;
+  Result result;
+};
 
 // Operations with equal keys can run fused in one segmented launch (except
 // reproducible ones: batched together, each in its own launch).
@@ -374,6 +429,10 @@ void ForEachArray(Result& result, F f) {
                    f(r.keys);
                    if (r.values) f(*r.values);
                    if (r.indices) f(*r.indices);
+                 },
+                 [&](GatherResult& r) { f(r.output); },
+                 [&](PipelineResult& r) {
+                   for (StepResult& step : r.steps) ForEachArray(step.result, f);
                  },
              },
              result);

@@ -18,6 +18,8 @@ CallLabels LabelsOf(const v1::AggregateByKeyRequest& r) {
   return {Rpc::kAggregateByKey, r.op(), r.keys().dtype()};
 }
 CallLabels LabelsOf(const v1::SortRequest& r) { return {Rpc::kSort, 0, r.keys().dtype()}; }
+CallLabels LabelsOf(const v1::GatherRequest& r) { return {Rpc::kGather, 0, r.values().dtype()}; }
+CallLabels LabelsOf(const v1::PipelineRequest&) { return {Rpc::kPipeline, 0, 0}; }
 
 CallRecord CallRecord::Start(Metrics* metrics, const CallLabels& labels,
                              const google::protobuf::Message& request) {

@@ -29,6 +29,8 @@ CallLabels LabelsOf(const v1::RunLengthEncodeRequest& r);
 CallLabels LabelsOf(const v1::ReduceByKeyRequest& r);
 CallLabels LabelsOf(const v1::AggregateByKeyRequest& r);
 CallLabels LabelsOf(const v1::SortRequest& r);
+CallLabels LabelsOf(const v1::GatherRequest& r);
+CallLabels LabelsOf(const v1::PipelineRequest& r);
 
 // One call from receipt to answer, as the metrics see it. Start() counts it
 // in flight; Done() records its outcome and takes it out of flight.

@@ -248,12 +248,21 @@ void MultiplexReactor::Start(std::unique_ptr<Received> received) {
       const auto& r = request.sort();
       return Schedule(std::move(received), r, &R::mutable_sort);
     }
+    case v1::MultiplexRequest::kGather: {
+      const auto& r = request.gather();
+      return Schedule(std::move(received), r, &R::mutable_gather);
+    }
+    case v1::MultiplexRequest::kPipeline: {
+      const auto& r = request.pipeline();
+      return Schedule(std::move(received), r, &R::mutable_pipeline);
+    }
     case v1::MultiplexRequest::REQUEST_NOT_SET:
       break;
   }
   Refuse(id,
          absl::InvalidArgumentError("request is not set: set one of scan, reduce, select, unique, "
-                                    "run_length_encode, reduce_by_key, aggregate_by_key or sort"),
+                                    "run_length_encode, reduce_by_key, aggregate_by_key, sort, "
+                                    "gather or pipeline"),
          /*releases_id=*/true);
 }
 

@@ -22,6 +22,13 @@ struct RequestLimits {
   // more than 10% on some RPCs, docs/API.md "Reproducible floats"), only requests
   // that set `reproducible` are.
   bool reproducible_floats = false;
+  // Most steps in one Pipeline (--max_pipeline_steps).
+  uint64_t max_pipeline_steps = 16;
+  // Most bytes a Pipeline's intermediates (the outputs its later steps read)
+  // may take at worst: each caller's resident-buffer quota
+  // (--max_buffer_bytes_per_caller), as they are memory the caller holds
+  // on the server while the pipeline runs.
+  uint64_t max_pipeline_intermediate_bytes = uint64_t{16} << 30;
 };
 
 }  // namespace primserve

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/engine/pipeline_steps.h"
 
 namespace primserve {
 namespace {
@@ -56,10 +57,27 @@ absl::StatusOr<ArrayView> ParseBufferArray(const v1::Array& array, absl::string_
   return view;
 }
 
+// The elements of `array` that an earlier step of a Pipeline makes.
+absl::StatusOr<ArrayView> ParseStepArray(const v1::Array& array, absl::string_view field,
+                                         shm::RequestMemory* memory) {
+  if (!array.data().empty() || array.has_shm() || array.has_buffer()) {
+    return Invalid(absl::StrCat(field, " has step and ",
+                                array.has_buffer() ? "buffer" : array.has_shm() ? "shm" : "data",
+                                "; set one of data, shm, buffer and step"));
+  }
+  if (memory == nullptr || memory->step_inputs() == nullptr) {
+    return Invalid(absl::StrCat(field,
+                                ".step names an output of an earlier step of a Pipeline; it is "
+                                "valid only in a step of a PipelineRequest"));
+  }
+  return memory->step_inputs()->Input(array.step(), array.dtype(), field);
+}
+
 absl::StatusOr<ArrayView> ParseArray(const v1::Array& array, absl::string_view field,
                                      const RequestLimits& limits, shm::RequestMemory* memory,
                                      wire::ReceivedMessage* payloads,
                                      DeferredInputs* deferred = nullptr) {
+  if (array.has_step()) return ParseStepArray(array, field, memory);
   if (array.has_buffer()) return ParseBufferArray(array, field, limits, memory);
   absl::StatusOr<DType> dtype = ParseDType(array.dtype(), field);
   if (!dtype.ok()) return dtype.status();
@@ -108,7 +126,9 @@ absl::StatusOr<ArrayView> ParseArray(const v1::Array& array, absl::string_view f
 
 absl::Status CheckSameLength(const ArrayView& a, absl::string_view a_field, const ArrayView& b,
                              absl::string_view b_field) {
-  if (a.size() == b.size()) return absl::OkStatus();
+  // An earlier step's output has its length only once it has run (then
+  // checked: CheckBoundInputs).
+  if (a.size() == b.size() || IsUnbound(a) || IsUnbound(b)) return absl::OkStatus();
   return Invalid(absl::StrFormat("%s has %d elements but %s has %d; they must match", b_field,
                                  b.size(), a_field, a.size()));
 }
@@ -347,6 +367,13 @@ uint64_t Segments(absl::Span<const uint64_t> offsets) {
   return offsets.empty() ? 1 : offsets.size();
 }
 
+// `n`, the size of an answer as long as `input`, where it is known before
+// the request runs (not where an earlier step of a Pipeline makes it).
+std::optional<uint64_t> KnownSize(const ArrayView& input, uint64_t n) {
+  if (IsUnbound(input)) return std::nullopt;
+  return n;
+}
+
 }  // namespace
 
 absl::StatusOr<Operation> ToOperation(const v1::ScanRequest& request, const RequestLimits& limits,
@@ -367,8 +394,9 @@ absl::StatusOr<Operation> ToOperation(const v1::ScanRequest& request, const Requ
       ParseSegments(request.segment_offsets(), o.input.size(), limits);
   if (!segments.ok()) return segments.status();
   o.segment_offsets = *segments;
-  if (absl::Status s = PlaceOutputs(request, {{shm::Slot::kValues, o.input.dtype, o.input.size()}},
-                                    memory, "Scan");
+  if (absl::Status s = PlaceOutputs(
+          request, {{shm::Slot::kValues, o.input.dtype, KnownSize(o.input, o.input.size())}},
+          memory, "Scan");
       !s.ok()) {
     return s;
   }
@@ -575,11 +603,39 @@ absl::StatusOr<Operation> ToOperation(const v1::SortRequest& request, const Requ
   o.segment_offsets = *segments;
   shm::OutputSpec produced[3];
   size_t outputs = 0;
-  produced[outputs++] = {shm::Slot::kKeys, o.keys.dtype, o.keys.size()};
-  if (o.values) produced[outputs++] = {shm::Slot::kValues, o.values->dtype, o.keys.size()};
-  if (o.return_indices) produced[outputs++] = {shm::Slot::kIndices, DType::kInt64, o.keys.size()};
+  const std::optional<uint64_t> n = KnownSize(o.keys, o.keys.size());
+  produced[outputs++] = {shm::Slot::kKeys, o.keys.dtype, n};
+  if (o.values) produced[outputs++] = {shm::Slot::kValues, o.values->dtype, n};
+  if (o.return_indices) produced[outputs++] = {shm::Slot::kIndices, DType::kInt64, n};
   if (absl::Status s =
           PlaceOutputs(request, absl::MakeConstSpan(produced, outputs), memory, "Sort");
+      !s.ok()) {
+    return s;
+  }
+  o.places = shm::PlacesOf(memory);
+  return WithinAnswerLimit(o, limits);
+}
+
+absl::StatusOr<Operation> ToOperation(const v1::GatherRequest& request,
+                                      const RequestLimits& limits,
+                                      shm::RequestMemory* memory,
+                                      wire::ReceivedMessage* payloads) {
+  GatherOperation o;
+  absl::StatusOr<ArrayView> values = ParseArray(request.values(), "values", limits, memory, payloads);
+  if (!values.ok()) return values.status();
+  absl::StatusOr<ArrayView> indices =
+      ParseArray(request.indices(), "indices", limits, memory, payloads);
+  if (!indices.ok()) return indices.status();
+  if (indices->dtype != DType::kInt64) {
+    return Invalid(absl::StrCat("indices.dtype is ", DTypeName(indices->dtype),
+                                "; Gather takes INT64 indices"));
+  }
+  o.values = *values;
+  o.indices = *indices;
+  if (absl::Status s = PlaceOutputs(
+          request,
+          {{shm::Slot::kValues, o.values.dtype, KnownSize(o.indices, o.indices.size())}}, memory,
+          "Gather");
       !s.ok()) {
     return s;
   }

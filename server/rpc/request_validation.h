@@ -58,6 +58,18 @@ absl::StatusOr<Operation> ToOperation(const v1::SortRequest& request,
                                       shm::RequestMemory* memory = nullptr,
                                       wire::ReceivedMessage* payloads = nullptr);
 
+absl::StatusOr<Operation> ToOperation(const v1::GatherRequest& request,
+                                      const RequestLimits& limits,
+                                      shm::RequestMemory* memory = nullptr,
+                                      wire::ReceivedMessage* payloads = nullptr);
+// Every step validated as its own RPC would be, with its Array.step inputs
+// resolved against the steps before it (server/rpc/pipeline_validation.cc);
+// each error names its step ("step 2: ..."). `memory` is required: each
+// step's leases and places live in a step of it (RequestMemory::AddStep).
+absl::StatusOr<Operation> ToOperation(const v1::PipelineRequest& request,
+                                      const RequestLimits& limits, shm::RequestMemory* memory,
+                                      wire::ReceivedMessage* payloads = nullptr);
+
 }  // namespace primserve
 
 #endif  // PRIMSERVE_SERVER_RPC_REQUEST_VALIDATION_H_

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "wire/framing.h"
 
 namespace primserve {
@@ -120,6 +121,54 @@ absl::Status Fill(SortResult r, v1::SortResponse* response, shm::RequestMemory* 
   return Deliver(absl::MakeConstSpan(outputs, n), memory, held);
 }
 
+absl::Status Fill(GatherResult r, v1::GatherResponse* response, shm::RequestMemory* memory,
+                  HeldArrays* held) {
+  return Deliver({{shm::Slot::kValues, &r.output, response->mutable_output()}}, memory, held);
+}
+
+// One returned step's answer, as its own RPC would give it, delivered with
+// the step's own request memory.
+absl::Status FillStep(Result& result, v1::PipelineResult* out, shm::RequestMemory* memory,
+                      HeldArrays* held) {
+  return std::visit(
+      Overloaded{
+          [&](ScanResult& r) { return Fill(std::move(r), out->mutable_scan(), memory, held); },
+          [&](ReduceResult& r) { return Fill(std::move(r), out->mutable_reduce(), memory, held); },
+          [&](SelectResult& r) { return Fill(std::move(r), out->mutable_select(), memory, held); },
+          [&](UniqueResult& r) { return Fill(std::move(r), out->mutable_unique(), memory, held); },
+          [&](RunLengthEncodeResult& r) {
+            return Fill(std::move(r), out->mutable_run_length_encode(), memory, held);
+          },
+          [&](ReduceByKeyResult& r) {
+            return Fill(std::move(r), out->mutable_reduce_by_key(), memory, held);
+          },
+          [&](AggregateByKeyResult& r) {
+            return Fill(std::move(r), out->mutable_aggregate_by_key(), memory, held);
+          },
+          [&](SortResult& r) { return Fill(std::move(r), out->mutable_sort(), memory, held); },
+          [&](GatherResult& r) { return Fill(std::move(r), out->mutable_gather(), memory, held); },
+          [&](PipelineResult&) {
+            return absl::InternalError("a pipeline's step gave a pipeline's result");
+          },
+      },
+      result);
+}
+
+absl::Status Fill(PipelineResult r, v1::PipelineResponse* response, shm::RequestMemory* memory,
+                  HeldArrays* held) {
+  if (memory == nullptr) {
+    return absl::InternalError("a pipeline's answer is delivered with its request's memory");
+  }
+  for (StepResult& step : r.steps) {
+    v1::PipelineResult* out = response->add_results();
+    out->set_step(step.step);
+    if (absl::Status s = FillStep(step.result, out, memory->step(step.step), held); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("step ", step.step, ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // The result that fills each response.
 template <typename Response>
 struct AnswerOfResponse;
@@ -139,6 +188,10 @@ template <>
 struct AnswerOfResponse<v1::AggregateByKeyResponse> { using type = AggregateByKeyResult; };
 template <>
 struct AnswerOfResponse<v1::SortResponse> { using type = SortResult; };
+template <>
+struct AnswerOfResponse<v1::GatherResponse> { using type = GatherResult; };
+template <>
+struct AnswerOfResponse<v1::PipelineResponse> { using type = PipelineResult; };
 template <typename Response>
 using AnswerOf = typename AnswerOfResponse<Response>::type;
 
@@ -202,6 +255,8 @@ PRIMSERVE_RESPONSE(RunLengthEncodeResponse)
 PRIMSERVE_RESPONSE(ReduceByKeyResponse)
 PRIMSERVE_RESPONSE(AggregateByKeyResponse)
 PRIMSERVE_RESPONSE(SortResponse)
+PRIMSERVE_RESPONSE(GatherResponse)
+PRIMSERVE_RESPONSE(PipelineResponse)
 #undef PRIMSERVE_RESPONSE
 
 }  // namespace primserve

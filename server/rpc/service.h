@@ -29,13 +29,14 @@ using Primitives = P::WithRawCallbackMethod_Scan<P::WithRawCallbackMethod_Reduce
     P::WithRawCallbackMethod_Select<P::WithRawCallbackMethod_Unique<
         P::WithRawCallbackMethod_RunLengthEncode<P::WithRawCallbackMethod_ReduceByKey<
             P::WithRawCallbackMethod_AggregateByKey<P::WithRawCallbackMethod_Sort<
+            P::WithRawCallbackMethod_Gather<P::WithRawCallbackMethod_Pipeline<
             P::WithRawCallbackMethod_Multiplex<
                 P::WithRawCallbackMethod_ScanStream<P::WithRawCallbackMethod_ReduceStream<
                     P::WithRawCallbackMethod_SelectStream<P::WithRawCallbackMethod_UniqueStream<
                         P::WithRawCallbackMethod_RunLengthEncodeStream<
                             P::WithRawCallbackMethod_ReduceByKeyStream<
                                 P::WithRawCallbackMethod_AggregateByKeyStream<
-                                    P::Service>>>>>>>>>>>>>>>>;
+                                    P::Service>>>>>>>>>>>>>>>>>>;
 }  // namespace raw
 
 class PrimitivesService final : public raw::Primitives {
@@ -104,6 +105,12 @@ class PrimitivesService final : public raw::Primitives {
   grpc::ServerUnaryReactor* Sort(grpc::CallbackServerContext* context,
                                  const grpc::ByteBuffer* request,
                                  grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Gather(grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Pipeline(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   // Multiplex and the streaming forms (server/rpc/multiplex.h,
   // server/rpc/stream_reactor.h), over raw buffers likewise.
   RawBidiReactor* Multiplex(grpc::CallbackServerContext* context) override;

@@ -170,6 +170,24 @@ OutputPlaces RequestMemory::Places() const {
                       place(Slot::kKeys)};
 }
 
+OutputPlaces RequestMemory::BufferPlaces() const {
+  auto place = [this](Slot slot) {
+    const int i = static_cast<int>(slot);
+    if (buffers_ == nullptr || buffers_->PlacedData(i) == nullptr) return OutputPlace{};
+    return OutputPlace{buffers_->PlacedData(i), buffers_->Room(i)};
+  };
+  return OutputPlaces{place(Slot::kValues), place(Slot::kIndices), place(Slot::kLengths),
+                      place(Slot::kKeys)};
+}
+
+RequestMemory* RequestMemory::AddStep() {
+  auto step = registry_ != nullptr ? std::make_unique<RequestMemory>(registry_)
+                                   : std::make_unique<RequestMemory>(refusal_);
+  if (buffers_ != nullptr) step->UseBuffers(buffers_->ForAnotherRequest());
+  steps_.push_back(std::move(step));
+  return steps_.back().get();
+}
+
 absl::Status RequestMemory::Deliver(absl::Span<const Delivery> all) {
   // Outputs bound for buffers are stored by them; the rest as before.
   std::vector<Delivery> outputs;

@@ -40,6 +40,18 @@ struct Delivery {
   v1::Array* field = nullptr;
 };
 
+// Resolves Array.step, an output of an earlier step, for a Pipeline's step
+// (server/rpc/pipeline_validation.cc); outside a Pipeline there is none.
+class StepInputs {
+ public:
+  virtual ~StepInputs() = default;
+  // A view of the output's dtype and largest size, which the pipeline binds
+  // to the output once the step that makes it has run; INVALID_ARGUMENT,
+  // naming `field`, for a step or output there is none of, or a dtype set.
+  virtual absl::StatusOr<ArrayView> Input(const v1::StepOutput& ref, v1::DType dtype,
+                                          absl::string_view field) = 0;
+};
+
 class RequestMemory final {
  public:
   // Refs resolve in `registry`.
@@ -79,6 +91,17 @@ class RequestMemory final {
   char* PlacedData(Slot slot) const;
   // Every placed output with its room (the operation's OutputPlaces).
   OutputPlaces Places() const;
+  // Those of them bound for buffers only: a Pipeline's outputs reach shared
+  // memory through Deliver, once every step has run.
+  OutputPlaces BufferPlaces() const;
+
+  // The memory of one step of a Pipeline: a request of its own, on the same
+  // registries for the same caller, kept (and destroyed) with this one.
+  RequestMemory* AddStep();
+  RequestMemory* step(size_t index) const { return steps_[index].get(); }
+  // Where this step's Array.step inputs resolve (not owned; null: none).
+  void UseStepInputs(StepInputs* inputs) { step_inputs_ = inputs; }
+  StepInputs* step_inputs() const { return step_inputs_; }
 
   // Writes placed outputs into their regions (the response's Array then
   // carries `shm` with the bytes written) or stores them in their buffers
@@ -106,6 +129,8 @@ class RequestMemory final {
   std::vector<Lease> leases_;  // one per region used
   std::array<std::optional<Placed>, 4> placed_;  // by Slot
   std::unique_ptr<buffers::RequestBuffers> buffers_;
+  std::vector<std::unique_ptr<RequestMemory>> steps_;
+  StepInputs* step_inputs_ = nullptr;
 };
 
 // The places of a request's outputs (none without shared memory).

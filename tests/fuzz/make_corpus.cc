@@ -238,6 +238,77 @@ void AddSort(Corpus& c) {
   c.Add("sort_bad_dtype_unspecified", Rpc::kSort, bad);
 }
 
+void AddGather(Corpus& c) {
+  v1::GatherRequest r;
+  *r.mutable_values() = Pack<float>({1.5f, -2, 3, NAN});
+  *r.mutable_indices() = Pack<int64_t>({3, 0, 0, 2});
+  c.Add("gather_ok_float32", Rpc::kGather, r);
+  v1::GatherRequest bad = r;
+  *bad.mutable_indices() = Pack<int64_t>({0, 4});
+  c.Add("gather_bad_index_past_end", Rpc::kGather, bad);
+  *bad.mutable_indices() = Pack<int32_t>({0, 1});
+  c.Add("gather_bad_int32_indices", Rpc::kGather, bad);
+}
+
+// A step output as an Array (Array.step).
+v1::Array StepOutput(uint32_t step, v1::StepOutput::Which output) {
+  v1::Array array;
+  array.mutable_step()->set_step(step);
+  array.mutable_step()->set_output(output);
+  return array;
+}
+
+void AddPipeline(Corpus& c) {
+  // WHERE a > 2, gather k and v, group by k: the filtered group-by.
+  v1::PipelineRequest r;
+  v1::SelectRequest* select = r.add_steps()->mutable_select();
+  *select->mutable_input() = Pack<int32_t>({5, 1, 3, 0, 9, 2});
+  select->mutable_predicate()->set_kind(v1::Predicate::GT);
+  select->mutable_predicate()->mutable_operand()->set_int_value(2);
+  select->set_output(v1::SelectRequest::INDICES);
+  v1::GatherRequest* keys = r.add_steps()->mutable_gather();
+  *keys->mutable_values() = Pack<int32_t>({0, 1, 2, 0, 1, 2});
+  *keys->mutable_indices() = StepOutput(0, v1::StepOutput::INDICES);
+  v1::GatherRequest* values = r.add_steps()->mutable_gather();
+  *values->mutable_values() = Pack<float>({1, 2, 4, 8, 16, 32});
+  *values->mutable_indices() = StepOutput(0, v1::StepOutput::INDICES);
+  v1::PipelineStep* group = r.add_steps();
+  group->set_returned(true);
+  group->mutable_aggregate_by_key()->set_op(v1::SUM);
+  group->mutable_aggregate_by_key()->set_num_keys(3);
+  *group->mutable_aggregate_by_key()->mutable_keys() = StepOutput(1, v1::StepOutput::VALUES);
+  *group->mutable_aggregate_by_key()->mutable_values() = StepOutput(2, v1::StepOutput::VALUES);
+  c.Add("pipeline_ok_filtered_group_by", Rpc::kPipeline, r);
+  v1::PipelineRequest runs;
+  *runs.add_steps()->mutable_run_length_encode()->mutable_input() =
+      Pack<int64_t>({7, 7, 1, 1, 1, 4});
+  v1::PipelineStep* offsets = runs.add_steps();
+  offsets->set_returned(true);
+  offsets->mutable_scan()->set_op(v1::SUM);
+  offsets->mutable_scan()->set_exclusive(true);
+  *offsets->mutable_scan()->mutable_input() = StepOutput(0, v1::StepOutput::LENGTHS);
+  c.Add("pipeline_ok_rle_offsets", Rpc::kPipeline, runs);
+  v1::PipelineRequest bad = r;
+  *bad.mutable_steps(1)->mutable_gather()->mutable_indices() =
+      StepOutput(2, v1::StepOutput::INDICES);
+  c.Add("pipeline_bad_later_step", Rpc::kPipeline, bad);
+  bad = r;
+  *bad.mutable_steps(1)->mutable_gather()->mutable_indices() =
+      StepOutput(0, v1::StepOutput::LENGTHS);
+  c.Add("pipeline_bad_output_not_produced", Rpc::kPipeline, bad);
+  bad = r;
+  bad.mutable_steps(3)->mutable_aggregate_by_key()->set_num_keys(2);
+  c.Add("pipeline_bad_key_in_last_step", Rpc::kPipeline, bad);
+  bad = r;
+  bad.mutable_steps(3)->set_returned(false);
+  c.Add("pipeline_bad_nothing_returned", Rpc::kPipeline, bad);
+  c.Add("pipeline_bad_empty", Rpc::kPipeline, v1::PipelineRequest());
+  v1::ScanRequest outside;
+  outside.set_op(v1::SUM);
+  *outside.mutable_input() = StepOutput(0, v1::StepOutput::VALUES);
+  c.Add("scan_bad_step_outside_pipeline", Rpc::kScan, outside);
+}
+
 // Protobuf's wire format by hand, for the seeds of the raw-buffer parser.
 using wire::Varint;
 std::string Tag(int field, int wire_type) { return Varint((uint64_t(field) << 3) | wire_type); }
@@ -344,6 +415,8 @@ int main(int argc, char** argv) {
   primserve::fuzz::AddAggregateByKey(corpus);
   primserve::fuzz::AddBuffers(corpus);
   primserve::fuzz::AddSort(corpus);
+  primserve::fuzz::AddGather(corpus);
+  primserve::fuzz::AddPipeline(corpus);
   primserve::fuzz::AddWire(corpus);
   std::printf("wrote %d seeds to %s\n", corpus.count(), argv[1]);
   return corpus.failed() ? 1 : 0;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include <deque>
@@ -130,6 +131,27 @@ void CheckShape(const v1::SortRequest& request, const v1::SortResponse& response
       seen[index] = true;
     }
   }
+}
+
+void CheckShape(const v1::GatherRequest& request, const v1::GatherResponse& response) {
+  PRIMSERVE_CHECK("Gather", response.output().dtype() == request.values().dtype());
+  PRIMSERVE_CHECK("Gather", Elements(response.output()) == Elements(request.indices()));
+}
+
+// One result per returned step, in step order, each of its step's kind.
+void CheckShape(const v1::PipelineRequest& request, const v1::PipelineResponse& response) {
+  int next = 0;
+  for (int k = 0; k < request.steps_size(); ++k) {
+    if (!request.steps(k).returned()) continue;
+    PRIMSERVE_CHECK("Pipeline", next < response.results_size());
+    const v1::PipelineResult& result = response.results(next++);
+    PRIMSERVE_CHECK("Pipeline", result.step() == static_cast<uint32_t>(k));
+    // PipelineStep.op and PipelineResult.response number their kinds alike,
+    // the response's one further.
+    PRIMSERVE_CHECK("Pipeline", static_cast<int>(result.response_case()) ==
+                                    static_cast<int>(request.steps(k).op_case()) + 1);
+  }
+  PRIMSERVE_CHECK("Pipeline", next == response.results_size());
 }
 
 #undef PRIMSERVE_CHECK
@@ -271,7 +293,8 @@ WireOutcome CheckWire(const char* name, const google::protobuf::Message& prototy
 
 void CheckRejection(const char* rpc, const absl::Status& status) {
   if (status.code() != absl::StatusCode::kInvalidArgument &&
-      status.code() != absl::StatusCode::kResourceExhausted) {
+      status.code() != absl::StatusCode::kResourceExhausted &&
+      status.code() != absl::StatusCode::kFailedPrecondition) {
     Fail(rpc, "rejected with an unexpected code:", status.ToString());
   }
   if (status.message().empty()) Fail(rpc, "rejected without a message");
@@ -284,7 +307,14 @@ Outcome Run(Rpc rpc, absl::Span<const uint8_t> payload) {
   Request request;
   outcome.parsed = request.ParseFromArray(payload.data(), static_cast<int>(payload.size()));
   if (!outcome.parsed) return outcome;
-  absl::StatusOr<Operation> operation = ToOperation(request, kFuzzLimits);
+  // Below gRPC there are no registries: shared memory and buffers are
+  // refused as the streaming RPCs refuse them, and in a Pipeline's steps
+  // (which need a memory of the request to hold their own) as a server
+  // without them refuses them (FAILED_PRECONDITION).
+  shm::RequestMemory memory(absl::FailedPreconditionError("shared memory is off"));
+  constexpr bool kPipeline = std::is_same_v<Request, v1::PipelineRequest>;
+  absl::StatusOr<Operation> operation =
+      ToOperation(request, kFuzzLimits, kPipeline ? &memory : nullptr);
   if (!operation.ok()) {
     CheckRejection(name, operation.status());
     outcome.status = operation.status();
@@ -299,7 +329,8 @@ Outcome Run(Rpc rpc, absl::Span<const uint8_t> payload) {
     return outcome;
   }
   Response response;
-  if (absl::Status s = ToResponse(*std::move(result), &response); !s.ok()) {
+  if (absl::Status s = ToResponse(*std::move(result), &response, kPipeline ? &memory : nullptr);
+      !s.ok()) {
     Fail(name, "ToResponse failed:", s.ToString());
   }
   CheckShape(request, response);
@@ -317,6 +348,8 @@ const google::protobuf::Message& RequestPrototype(Rpc rpc) {
     case Rpc::kReduceByKey: return v1::ReduceByKeyRequest::default_instance();
     case Rpc::kAggregateByKey: return v1::AggregateByKeyRequest::default_instance();
     case Rpc::kSort: return v1::SortRequest::default_instance();
+    case Rpc::kGather: return v1::GatherRequest::default_instance();
+    case Rpc::kPipeline: return v1::PipelineRequest::default_instance();
   }
   std::abort();  // kAllRpcs holds only the cases above
 }
@@ -334,6 +367,8 @@ Outcome RunPath(Rpc rpc, absl::Span<const uint8_t> payload) {
     case Rpc::kAggregateByKey:
       return Run<v1::AggregateByKeyRequest, v1::AggregateByKeyResponse>(rpc, payload);
     case Rpc::kSort: return Run<v1::SortRequest, v1::SortResponse>(rpc, payload);
+    case Rpc::kGather: return Run<v1::GatherRequest, v1::GatherResponse>(rpc, payload);
+    case Rpc::kPipeline: return Run<v1::PipelineRequest, v1::PipelineResponse>(rpc, payload);
   }
   std::abort();  // kAllRpcs holds only the cases above
 }

@@ -13,11 +13,13 @@ array([1, 2])
 """
 
 from primserve._buffers import Buffer
+from primserve._pipeline import Pipeline
+from primserve._steps import StepOutput
 from primserve.client import Client
 from primserve.errors import ServerError
 from primserve.results import ArgExtreme, KeyedReduction, Partition, Runs, Selection, Sorted
 
 __version__ = "0.1.0"
 
-__all__ = ["Buffer", "Client", "ServerError", "ArgExtreme", "KeyedReduction", "Partition", "Runs", "Selection",
+__all__ = ["Buffer", "Client", "Pipeline", "StepOutput", "ServerError", "ArgExtreme", "KeyedReduction", "Partition", "Runs", "Selection",
            "Sorted"]

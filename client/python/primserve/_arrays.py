@@ -4,7 +4,7 @@ from typing import Any, Dict
 
 import numpy as np
 
-from primserve import _buffers, _cuda
+from primserve import _buffers, _cuda, _steps
 from primserve.v1 import primitives_pb2 as pb
 
 # The six dtypes the server takes, little-endian as the wire format is.
@@ -32,7 +32,7 @@ def check_array(a: Any, name: str) -> np.ndarray:
     """
     if _cuda.is_device_array(a):
         return _cuda.stand_in(a, name, DTYPES)
-    if isinstance(a, _buffers.Buffer):
+    if isinstance(a, (_buffers.Buffer, _steps.StepOutput)):
         return a.stand_in()
     if isinstance(a, np.ma.MaskedArray):
         raise TypeError(
@@ -75,6 +75,9 @@ def header(a: np.ndarray) -> pb.Array:
 
 
 def check_same_length(a: np.ndarray, a_name: str, b: np.ndarray, b_name: str) -> None:
+    # A pipeline step's output has its length only on the server (which checks it).
+    if isinstance(a, _steps.StepArray) or isinstance(b, _steps.StepArray):
+        return
     if a.shape != b.shape:
         raise ValueError(f"{a_name} has {a.size} elements but {b_name} has {b.size}")
 

@@ -309,3 +309,14 @@ def sort(keys: np.ndarray, values: Optional[np.ndarray], descending: bool, retur
 
     # Sort has no *Stream RPC.
     return Call("Sort", request, arrays, pb.SortResponse.DESCRIPTOR, parse, streams=False)
+
+
+def gather(values: np.ndarray, indices: np.ndarray) -> Call:
+    values = _arrays.check_array(values, "values")
+    indices = _arrays.check_array(indices, "indices")
+    if indices.dtype != np.int64:
+        raise TypeError(f"indices has dtype {indices.dtype}; gather takes int64 positions")
+    request = pb.GatherRequest(values=_arrays.header(values), indices=_arrays.header(indices))
+    # Gather has no *Stream RPC.
+    return Call("Gather", request, {"values": values, "indices": indices}, pb.GatherResponse.DESCRIPTOR,
+                lambda response: response.output, streams=False)

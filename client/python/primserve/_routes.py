@@ -47,14 +47,27 @@ def addresses(address: str) -> List[str]:
 
 
 def named(call: _calls.Call) -> Tuple[List[str], List[str]]:
-    """The buffers a placed call names: its inputs' refs and its outputs'."""
-    message = call.message
-    inputs = [getattr(message, field.name).buffer.name for field in message.DESCRIPTOR.fields
-              if field.message_type is not None and field.message_type.name == "Array"
-              and message.HasField(field.name) and getattr(message, field.name).HasField("buffer")]
-    outputs = []
-    if message.DESCRIPTOR.fields_by_name.get("output_buffers") is not None and message.HasField("output_buffers"):
-        outputs = [name for _, name in message.output_buffers.ListFields()]
+    """The buffers a placed call names anywhere in it (a pipeline's steps
+    too): its inputs' refs and its outputs'."""
+    inputs: List[str] = []
+    outputs: List[str] = []
+
+    def walk(message: Any) -> None:
+        kind = message.DESCRIPTOR.full_name
+        if kind == "primserve.v1.Array":
+            if message.HasField("buffer"):
+                inputs.append(message.buffer.name)
+            return
+        if kind == "primserve.v1.OutputBuffers":
+            outputs.extend(name for _, name in message.ListFields())
+            return
+        for field, value in message.ListFields():
+            if field.message_type is None:
+                continue
+            for item in (value if field.label == field.LABEL_REPEATED else [value]):
+                walk(item)
+
+    walk(call.message)
     return inputs, outputs
 
 

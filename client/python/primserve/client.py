@@ -9,8 +9,8 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 import grpc
 import numpy as np
 
-from primserve import (_arrays, _buffers, _calls, _channel, _cuda, _methods, _multiplex, _routes, _shm, _streams,
-                       _wire)
+from primserve import (_arrays, _buffers, _calls, _channel, _cuda, _methods, _multiplex, _pipeline, _routes, _shm,
+                       _streams, _wire)
 from primserve.errors import ServerError
 from primserve.results import KeyedReduction, Partition, Runs, Selection
 from primserve.v1 import primitives_pb2 as pb
@@ -357,6 +357,35 @@ class Client:
         array([2., 0., 4.])
         """
         return self._invoke(_calls.aggregate_by_key(keys, values, num_keys, op, reproducible), out)
+
+    def gather(self, values: np.ndarray, indices: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
+        """``values[indices]`` (``numpy.take``): indices int64, each in [0, len(values)).
+
+        >>> client.gather(np.array([10, 20, 30], dtype=np.int32), np.array([2, 0, 2]))
+        array([30, 10, 30], dtype=int32)
+        """
+        return self._invoke(_calls.gather(values, indices), out)
+
+    def pipeline(self) -> _pipeline.Pipeline:
+        """Several steps in one call, their intermediates kept on the server.
+
+        >>> n = 1_000_000
+        >>> a, k = np.random.rand(n).astype(np.float32), np.random.randint(0, 16, n).astype(np.int32)
+        >>> v = np.random.rand(n)
+        >>> sums = client.pipeline().select(a, gt=0.5, indices=True).gather(k).gather(v) \\
+        ...     .aggregate_by_key(num_keys=16, op="sum").run()
+        >>> bool(np.allclose(sums, np.bincount(k[a > 0.5], weights=v[a > 0.5], minlength=16)))
+        True
+
+        Every step takes its client method's arguments (arrays, Buffers from
+        put(), or ``pipeline.output(step, which)``); see primserve._pipeline.
+        """
+        def invoke(request: bytes) -> bytes:
+            try:
+                return self._rpcs["Pipeline"](request, timeout=self.timeout)
+            except grpc.RpcError as error:
+                raise ServerError.from_rpc_error(error) from error
+        return _pipeline.Pipeline(invoke)
 
     def _stripe_methods(self, count: int) -> List["_BufferMethods"]:
         """Buffer methods on `count` channels with connections of their own."""
