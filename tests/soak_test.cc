@@ -316,7 +316,9 @@ using AnyExchange = std::variant<Exchange<v1::ScanRequest, v1::ScanResponse>,
                                  Exchange<v1::RunLengthEncodeRequest, v1::RunLengthEncodeResponse>,
                                  Exchange<v1::ReduceByKeyRequest, v1::ReduceByKeyResponse>,
                                  Exchange<v1::AggregateByKeyRequest, v1::AggregateByKeyResponse>,
-                                 Exchange<v1::SortRequest, v1::SortResponse>>;
+                                 Exchange<v1::SortRequest, v1::SortResponse>,
+                                 Exchange<v1::GatherRequest, v1::GatherResponse>,
+                                 Exchange<v1::PipelineRequest, v1::PipelineResponse>>;
 
 // A random request with the CPU reference's answer to it.
 struct Case {
@@ -525,6 +527,74 @@ Case SortCase(Generator& gen, DType dtype, uint64_t n) {
   });
 }
 
+Case GatherCase(Generator& gen, DType dtype, uint64_t n) {
+  return VisitDType(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    const std::vector<T> values = gen.Values<T>(n);
+    const std::vector<int64_t> indices =
+        n == 0 ? std::vector<int64_t>{} : gen.KeysBelow<int64_t>(n / 2 + 1, n);
+    std::vector<T> expected;
+    for (int64_t i : indices) expected.push_back(values[i]);
+    Exchange<v1::GatherRequest, v1::GatherResponse> e;
+    *e.request.mutable_values() = PackArray<T>(values);
+    *e.request.mutable_indices() = PackArray<int64_t>(indices);
+    *e.expected.mutable_output() = PackArray<T>(expected);
+    return Case{std::move(e), false, n, Kind(8, dtype, ""), absl::StrCat("n=", n)};
+  });
+}
+
+// The filtered group-by: the rows flagged, their keys and values gathered,
+// the values aggregated by key, only the last step returned.
+Case PipelineCase(Generator& gen, DType dtype, uint64_t n) {
+  const Op ops[] = {Op::kSum, Op::kMin, Op::kMax};
+  const Op op = ops[gen.Below(3)];
+  const uint64_t num_keys = 1 + gen.Below(500);
+  return VisitDType(dtype, [&](auto zero) {
+    using V = decltype(zero);
+    const std::vector<int32_t> flags = gen.KeysBelow<int32_t>(n, 2);
+    const std::vector<int32_t> keys = gen.KeysBelow<int32_t>(n, num_keys);
+    const std::vector<V> values = gen.Values<V>(n);
+    std::vector<int32_t> kept_keys;
+    std::vector<V> kept_values;
+    for (uint64_t i = 0; i < n; ++i) {
+      if (flags[i] == 0) continue;
+      kept_keys.push_back(keys[i]);
+      kept_values.push_back(values[i]);
+    }
+    auto step_output = [](uint32_t step, v1::StepOutput::Which which) {
+      v1::Array array;
+      array.mutable_step()->set_step(step);
+      array.mutable_step()->set_output(which);
+      return array;
+    };
+    Exchange<v1::PipelineRequest, v1::PipelineResponse> e;
+    v1::SelectRequest* select = e.request.add_steps()->mutable_select();
+    *select->mutable_input() = PackArray<int32_t>(flags);
+    *select->mutable_flags() = PackArray<int32_t>(flags);
+    select->set_output(v1::SelectRequest::INDICES);
+    v1::GatherRequest* k = e.request.add_steps()->mutable_gather();
+    *k->mutable_values() = PackArray<int32_t>(keys);
+    *k->mutable_indices() = step_output(0, v1::StepOutput::INDICES);
+    v1::GatherRequest* v = e.request.add_steps()->mutable_gather();
+    *v->mutable_values() = PackArray<V>(values);
+    *v->mutable_indices() = step_output(0, v1::StepOutput::INDICES);
+    v1::PipelineStep* group = e.request.add_steps();
+    group->set_returned(true);
+    v1::AggregateByKeyRequest* aggregate = group->mutable_aggregate_by_key();
+    *aggregate->mutable_keys() = step_output(1, v1::StepOutput::VALUES);
+    *aggregate->mutable_values() = step_output(2, v1::StepOutput::VALUES);
+    aggregate->set_op(static_cast<v1::Op>(op));
+    aggregate->set_num_keys(num_keys);
+    v1::PipelineResult* result = e.expected.add_results();
+    result->set_step(3);
+    *result->mutable_aggregate_by_key()->mutable_values() = PackArray<V>(
+        reference::AggregateByKey<int32_t, V>(kept_keys, kept_values, op, num_keys).value());
+    return Case{std::move(e), !IsIntegerDType(dtype), n,
+                Kind(9, dtype, absl::StrCat(" select-gather-aggregate ", OpName(op))),
+                absl::StrCat("n=", n, " num_keys=", num_keys)};
+  });
+}
+
 Case MakeCase(Generator& gen, size_t rpc, uint64_t n) {
   const DType dtype = kDTypes[gen.Below(6)];
   switch (rpc) {
@@ -535,6 +605,8 @@ Case MakeCase(Generator& gen, size_t rpc, uint64_t n) {
     case 4: return RunLengthEncodeCase(gen, dtype, n);
     case 5: return ReduceByKeyCase(gen, dtype, n);
     case 7: return SortCase(gen, dtype, n);
+    case 8: return GatherCase(gen, dtype, n);
+    case 9: return PipelineCase(gen, dtype, n);
     default: break;
   }
   return AggregateByKeyCase(gen, dtype, n);
@@ -574,6 +646,19 @@ std::string Diff(const v1::AggregateByKeyResponse& got, const v1::AggregateByKey
 std::string Diff(const v1::SortResponse& got, const v1::SortResponse& want, bool) {
   return absl::StrCat(ArrayDiff("keys", got.keys(), want.keys(), false),
                       ArrayDiff("indices", got.indices(), want.indices(), false));
+}
+std::string Diff(const v1::GatherResponse& got, const v1::GatherResponse& want, bool) {
+  return ArrayDiff("output", got.output(), want.output(), false);
+}
+// Pipelines here return one AggregateByKey step.
+std::string Diff(const v1::PipelineResponse& got, const v1::PipelineResponse& want,
+                 bool tolerant) {
+  if (got.results_size() != 1 || got.results(0).step() != want.results(0).step() ||
+      !got.results(0).has_aggregate_by_key()) {
+    return absl::StrCat("results ", got.ShortDebugString().substr(0, 200), ", want step ",
+                        want.results(0).step(), "'s aggregate_by_key");
+  }
+  return Diff(got.results(0).aggregate_by_key(), want.results(0).aggregate_by_key(), tolerant);
 }
 
 // Wrong answers or failed calls, counted by kind, with the first of each
@@ -740,7 +825,12 @@ grpc::Status CallStream(v1::Primitives::Stub& stub, const std::vector<Request>& 
 template <typename Request>
 bool Streamable(const Request& request) {
   if constexpr (std::is_same_v<Request, v1::SelectRequest>) return !request.partition();
-  return !std::is_same_v<Request, v1::SortRequest>;
+  // Sort, Gather and Pipeline have no streaming form.
+  return std::is_same_v<Request, v1::ScanRequest> || std::is_same_v<Request, v1::ReduceRequest> ||
+         std::is_same_v<Request, v1::UniqueRequest> ||
+         std::is_same_v<Request, v1::RunLengthEncodeRequest> ||
+         std::is_same_v<Request, v1::ReduceByKeyRequest> ||
+         std::is_same_v<Request, v1::AggregateByKeyRequest>;
 }
 
 // The field of `message` whose type is `type` (a Multiplex oneof's member).
@@ -1211,6 +1301,16 @@ void Start(v1::Primitives::Stub& stub, grpc::ClientContext* context,
            const v1::SortRequest* request, v1::SortResponse* response,
            std::function<void(grpc::Status)> done) {
   stub.async()->Sort(context, request, response, std::move(done));
+}
+void Start(v1::Primitives::Stub& stub, grpc::ClientContext* context,
+           const v1::GatherRequest* request, v1::GatherResponse* response,
+           std::function<void(grpc::Status)> done) {
+  stub.async()->Gather(context, request, response, std::move(done));
+}
+void Start(v1::Primitives::Stub& stub, grpc::ClientContext* context,
+           const v1::PipelineRequest* request, v1::PipelineResponse* response,
+           std::function<void(grpc::Status)> done) {
+  stub.async()->Pipeline(context, request, response, std::move(done));
 }
 
 constexpr int kNumCodes = 17;  // gRPC's status codes, 0..16

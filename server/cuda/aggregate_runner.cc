@@ -37,7 +37,9 @@ absl::StatusOr<Result> RunAggregateByKey(Lane& lane, const AggregateByKeyOperati
       run.device(temp), &temp_bytes, run.device(keys), op.keys.dtype, run.device(values),
       op.values.dtype, n, op.op, op.num_keys, run.device(out), run.device<int64_t>(bad),
       lane.stream())));
+  // The answer comes back with the check, in one wait: a bad key discards it.
   PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(bad, sizeof(int64_t)));
+  PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(out, op.num_keys * value_size));
   PRIMSERVE_RETURN_IF_ERROR(run.Finish());
   // The first key outside [0, num_keys), or -1.
   const int64_t bad_position = *run.staged_as<int64_t>(bad);
@@ -53,8 +55,6 @@ absl::StatusOr<Result> RunAggregateByKey(Lane& lane, const AggregateByKeyOperati
           KeyOutOfRangeMessage(static_cast<uint64_t>(bad_position), key, op.num_keys));
     });
   }
-  PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(out, op.num_keys * value_size));
-  PRIMSERVE_RETURN_IF_ERROR(run.Finish());
   return AggregateByKeyResult{run.Answer(out, op.values.dtype, op.num_keys * value_size)};
 }
 

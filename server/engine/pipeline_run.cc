@@ -43,7 +43,9 @@ absl::StatusOr<Result> RunPipeline(const PipelineOperation& pipeline, StepRunner
     if (absl::Status bound = CheckBoundInputs(operation); !bound.ok()) return InStep(k, bound);
     const StepOutputSpecs outputs = OutputsOf(operation);
     for (int output = 0; output < kNumStepOutputKinds; ++output) {
-      if (!step.read_later[output] || !outputs[output]) continue;
+      // A step not returned keeps every output where the runner keeps them,
+      // so that none it makes travels to the host for nothing.
+      if (!outputs[output] || (step.returned && !step.read_later[output])) continue;
       const size_t bytes = outputs[output]->max_elements * DTypeSize(outputs[output]->dtype);
       absl::StatusOr<char*> memory = runner.KeepOutput(bytes);
       if (!memory.ok()) return InStep(k, memory.status());

@@ -1,7 +1,8 @@
 // Runs a Pipeline's steps in order on one backend: binds each step's inputs
-// to the outputs of the steps before it, keeps the outputs later steps read
-// where the backend keeps them (device memory on a GPU: they never come to
-// the host), and gives the returned steps' results once every step has run.
+// to the outputs of the steps before it, keeps the outputs later steps read,
+// and every output of a step not returned, where the backend keeps them
+// (device memory on a GPU: they never come to the host), and gives the
+// returned steps' results once every step has run.
 // A step that fails ends the run with its status, its message naming the
 // step ("step 2: ..."), and no result: nothing of the pipeline is delivered.
 #ifndef PRIMSERVE_SERVER_ENGINE_PIPELINE_RUN_H_

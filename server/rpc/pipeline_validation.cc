@@ -169,9 +169,13 @@ absl::StatusOr<Operation> ToOperation(const v1::PipelineRequest& request,
   }
   for (uint32_t k = 0; k < count; ++k) {
     const PipelineStep& step = pipeline.steps[k];
+    // What RunPipeline keeps: the outputs later steps read, and every output
+    // of a step not returned.
     for (int output = 0; output < kNumStepOutputKinds; ++output) {
-      if (!step.read_later[output]) continue;
-      const StepOutputSpec& spec = *earlier.Output(k, static_cast<StepOutputKind>(output));
+      const std::optional<StepOutputSpec>& made =
+          earlier.Output(k, static_cast<StepOutputKind>(output));
+      if (!made || (step.returned && !step.read_later[output])) continue;
+      const StepOutputSpec& spec = *made;
       intermediate_bytes =
           SaturatingAdd(intermediate_bytes, spec.max_elements * DTypeSize(spec.dtype));
     }
