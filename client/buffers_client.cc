@@ -32,23 +32,33 @@ absl::Status OnEach(size_t n, F f) {
 
 }  // namespace
 
-v1::BufferRef BufferRef(const std::string& name, uint64_t offset, uint64_t length) {
-  v1::BufferRef ref;
-  ref.set_name(name);
-  ref.set_offset(offset);
-  ref.set_length(length);
-  return ref;
-}
-
 BuffersClient::BuffersClient(std::vector<std::shared_ptr<grpc::Channel>> channels,
                              absl::Duration timeout)
-    : timeout_(timeout) {
-  for (const auto& channel : channels) stubs_.push_back(v1::Buffers::NewStub(channel));
-}
+    : BuffersClient(std::move(channels), nullptr, timeout) {}
+
+BuffersClient::BuffersClient(std::vector<std::shared_ptr<grpc::Channel>> channels,
+                             std::shared_ptr<BufferRoutes> routes, absl::Duration timeout)
+    : channels_(std::move(channels)), routes_(std::move(routes)), timeout_(timeout) {}
 
 size_t BuffersClient::StripesOf(size_t asked, uint64_t elements) const {
-  size_t stripes = asked == 0 ? stubs_.size() : std::min(asked, stubs_.size());
+  size_t stripes = asked == 0 ? channels_.size() : std::min(asked, channels_.size());
   return std::max<size_t>(1, std::min<uint64_t>(stripes, elements));
+}
+
+absl::StatusOr<std::string> BuffersClient::Locate(const std::string& name) {
+  if (routes_ == nullptr) return std::string();
+  return routes_->Find(name);
+}
+
+std::unique_ptr<v1::Buffers::Stub> BuffersClient::StubTo(const std::string& location, size_t i) {
+  return v1::Buffers::NewStub(location.empty() ? channels_[i]
+                                               : routes_->ChannelTo(location, static_cast<int>(i)));
+}
+
+absl::Status BuffersClient::Routed(const grpc::Status& status, const std::string& name,
+                                   const std::string& location) {
+  if (location.empty()) return ToAbsl(status);
+  return BufferRoutes::Routed(ToAbsl(status), name, location);
 }
 
 absl::StatusOr<v1::BufferInfo> BuffersClient::Create(const std::string& name, DType dtype,
@@ -60,16 +70,19 @@ absl::StatusOr<v1::BufferInfo> BuffersClient::Create(const std::string& name, DT
   v1::BufferInfo info;
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
-  if (grpc::Status s = stubs_[0]->Create(&context, request, &info); !s.ok()) return ToAbsl(s);
+  if (grpc::Status s = StubTo("", 0)->Create(&context, request, &info); !s.ok()) return ToAbsl(s);
+  if (routes_ != nullptr) routes_->Remember(name, info.location());
   return info;
 }
 
-absl::Status BuffersClient::Write(const std::string& name, uint64_t offset,
-                                  absl::string_view bytes, size_t channel) {
+absl::Status BuffersClient::WriteOn(const std::string& location, size_t channel,
+                                    const std::string& name, uint64_t offset,
+                                    absl::string_view bytes) {
   v1::WriteBufferResponse response;
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
-  auto stream = stubs_[channel]->Write(&context, &response);
+  std::unique_ptr<v1::Buffers::Stub> stub = StubTo(location, channel);
+  auto stream = stub->Write(&context, &response);
   v1::WriteBufferRequest message;
   message.set_name(name);
   message.set_offset(offset);
@@ -85,7 +98,14 @@ absl::Status BuffersClient::Write(const std::string& name, uint64_t offset,
     at += n;
   } while (at < bytes.size());
   stream->WritesDone();
-  return ToAbsl(stream->Finish());
+  return Routed(stream->Finish(), name, location);
+}
+
+absl::Status BuffersClient::Write(const std::string& name, uint64_t offset,
+                                  absl::string_view bytes, size_t channel) {
+  absl::StatusOr<std::string> location = Locate(name);
+  if (!location.ok()) return location.status();
+  return WriteOn(*location, channel, name, offset, bytes);
 }
 
 absl::StatusOr<v1::BufferInfo> BuffersClient::PutBytes(const std::string& name, DType dtype,
@@ -98,28 +118,38 @@ absl::StatusOr<v1::BufferInfo> BuffersClient::PutBytes(const std::string& name, 
   const uint64_t elements = bytes.size() / element_size;
   absl::StatusOr<v1::BufferInfo> info = Create(name, dtype, elements);
   if (!info.ok()) return info.status();
+  const std::string location = routes_ != nullptr ? info->location() : "";
   const size_t n = StripesOf(stripes, elements);
   absl::Status wrote = OnEach(n, [&](size_t i) {
     const uint64_t begin = elements * i / n, end = elements * (i + 1) / n;
     if (begin == end) return absl::OkStatus();
-    return Write(name, begin,
-                 bytes.substr(begin * element_size, (end - begin) * element_size), i);
+    return WriteOn(location, i, name, begin,
+                   bytes.substr(begin * element_size, (end - begin) * element_size));
   });
   if (!wrote.ok()) return wrote;
   return info;
 }
 
 absl::StatusOr<v1::BufferInfo> BuffersClient::Info(const std::string& name) {
-  absl::StatusOr<v1::ListBuffersResponse> list = List();
-  if (!list.ok()) return list.status();
-  for (const v1::BufferInfo& info : list->buffers()) {
+  absl::StatusOr<std::string> location = Locate(name);
+  if (!location.ok()) return location.status();
+  v1::ListBuffersResponse list;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  if (grpc::Status s = StubTo(*location, 0)->List(&context, v1::ListBuffersRequest(), &list);
+      !s.ok()) {
+    return Routed(s, name, *location);
+  }
+  for (const v1::BufferInfo& info : list.buffers()) {
     if (info.name() == name) return info;
   }
+  if (routes_ != nullptr) routes_->Forget(name);
   return absl::NotFoundError(absl::StrCat("no buffer named ", name));
 }
 
-absl::Status BuffersClient::ReadRange(size_t channel, const std::string& name, uint64_t begin,
-                                      uint64_t end, size_t element_size, char* out) {
+absl::Status BuffersClient::ReadRange(const std::string& location, size_t channel,
+                                      const std::string& name, uint64_t begin, uint64_t end,
+                                      size_t element_size, char* out) {
   v1::ReadBufferRequest request;
   request.set_name(name);
   request.set_offset(begin);
@@ -127,7 +157,8 @@ absl::Status BuffersClient::ReadRange(size_t channel, const std::string& name, u
   request.set_piece_bytes(kPieceBytes);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
-  auto stream = stubs_[channel]->Read(&context, request);
+  std::unique_ptr<v1::Buffers::Stub> stub = StubTo(location, channel);
+  auto stream = stub->Read(&context, request);
   v1::ReadBufferResponse piece;
   absl::Status pieces_ok;
   while (stream->Read(&piece)) {
@@ -141,18 +172,19 @@ absl::Status BuffersClient::ReadRange(size_t channel, const std::string& name, u
   }
   const grpc::Status status = stream->Finish();
   if (!pieces_ok.ok()) return pieces_ok;
-  return ToAbsl(status);
+  return Routed(status, name, location);
 }
 
 absl::Status BuffersClient::ReadInto(const std::string& name, const v1::BufferInfo& info,
                                      char* out, size_t stripes) {
   const size_t element_size = DTypeSize(static_cast<DType>(info.dtype()));
   const uint64_t elements = info.length();
+  const std::string location = routes_ != nullptr ? info.location() : "";
   const size_t n = StripesOf(stripes, elements);
   return OnEach(n, [&](size_t i) {
     const uint64_t begin = elements * i / n, end = elements * (i + 1) / n;
     if (begin == end) return absl::OkStatus();
-    return ReadRange(i, name, begin, end, element_size, out + begin * element_size);
+    return ReadRange(location, i, name, begin, end, element_size, out + begin * element_size);
   });
 }
 
@@ -166,19 +198,26 @@ absl::StatusOr<std::string> BuffersClient::GetBytes(const std::string& name, siz
 }
 
 absl::Status BuffersClient::Free(const std::string& name) {
+  absl::StatusOr<std::string> location = Locate(name);
+  if (!location.ok()) return location.status();
   v1::FreeBufferRequest request;
   request.set_name(name);
   v1::FreeBufferResponse response;
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
-  return ToAbsl(stubs_[0]->Free(&context, request, &response));
+  const grpc::Status status = StubTo(*location, 0)->Free(&context, request, &response);
+  if (routes_ != nullptr && (status.ok() || status.error_code() == grpc::StatusCode::NOT_FOUND)) {
+    routes_->Forget(name);
+  }
+  return Routed(status, name, *location);
 }
 
 absl::StatusOr<v1::ListBuffersResponse> BuffersClient::List() {
   v1::ListBuffersResponse response;
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
-  if (grpc::Status s = stubs_[0]->List(&context, v1::ListBuffersRequest(), &response); !s.ok()) {
+  if (grpc::Status s = StubTo("", 0)->List(&context, v1::ListBuffersRequest(), &response);
+      !s.ok()) {
     return ToAbsl(s);
   }
   return response;

@@ -4,6 +4,11 @@
 // the array over several channels at once and Get reads them likewise, so
 // that several connections carry more of the same link than one.
 //
+// Given BufferRoutes (a target naming several instances), every call that
+// names a buffer goes to the instance holding it: Put creates the buffer on
+// the instance the target picks, and its stripes, and every later Write,
+// Get and Free, go to that instance's location.
+//
 //   primserve::BuffersClient buffers({PrimitivesClient::Connect(a), ...});
 //   buffers.Put<int32_t>("x", values);            // striped over every channel
 //   v1::ScanRequest scan;
@@ -24,15 +29,12 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "client/buffer_routes.h"
 #include "core/primitives.h"
 #include "grpcpp/channel.h"
 #include "proto/primserve/v1/primitives.grpc.pb.h"
 
 namespace primserve {
-
-// A ref to elements [offset, offset + length) of buffer `name` (length 0:
-// to the end), for v1::Array.buffer.
-v1::BufferRef BufferRef(const std::string& name, uint64_t offset = 0, uint64_t length = 0);
 
 class BuffersClient final {
  public:
@@ -45,8 +47,13 @@ class BuffersClient final {
   // `timeout` as its deadline.
   explicit BuffersClient(std::vector<std::shared_ptr<grpc::Channel>> channels,
                          absl::Duration timeout = absl::Seconds(600));
+  // `channels` to the target as given, and the routes (shared with a
+  // PrimitivesClient's RouteBuffers) to each buffer's instance, reached
+  // over as many channels.
+  BuffersClient(std::vector<std::shared_ptr<grpc::Channel>> channels,
+                std::shared_ptr<BufferRoutes> routes, absl::Duration timeout = absl::Seconds(600));
 
-  size_t channels() const { return stubs_.size(); }
+  size_t channels() const { return channels_.size(); }
 
   absl::StatusOr<v1::BufferInfo> Create(const std::string& name, DType dtype, uint64_t length);
   // Creates buffer `name` holding `bytes` (whole elements of `dtype`) and
@@ -87,6 +94,7 @@ class BuffersClient final {
   }
 
   absl::Status Free(const std::string& name);
+  // The caller's buffers on the instance the target picks.
   absl::StatusOr<v1::ListBuffersResponse> List();
 
  private:
@@ -94,11 +102,23 @@ class BuffersClient final {
   absl::Status ReadInto(const std::string& name, const v1::BufferInfo& info, char* out,
                         size_t stripes);
   // Elements [begin, end) of `name` into `out` (the bytes of element begin).
-  absl::Status ReadRange(size_t channel, const std::string& name, uint64_t begin, uint64_t end,
-                         size_t element_size, char* out);
+  absl::Status ReadRange(const std::string& location, size_t channel, const std::string& name,
+                         uint64_t begin, uint64_t end, size_t element_size, char* out);
+  absl::Status WriteOn(const std::string& location, size_t channel, const std::string& name,
+                       uint64_t offset, absl::string_view bytes);
   size_t StripesOf(size_t asked, uint64_t elements) const;
 
-  std::vector<std::unique_ptr<v1::Buffers::Stub>> stubs_;
+  // Where buffer `name` is: its location when routing, else "" (the
+  // channels as given).
+  absl::StatusOr<std::string> Locate(const std::string& name);
+  // A stub on channel `i` to `location` ("": the channels as given).
+  std::unique_ptr<v1::Buffers::Stub> StubTo(const std::string& location, size_t i);
+  // A call's status, with an instance gone reported as NOT_FOUND.
+  static absl::Status Routed(const grpc::Status& status, const std::string& name,
+                             const std::string& location);
+
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  std::shared_ptr<BufferRoutes> routes_;  // null: one server
   const absl::Duration timeout_;
 };
 

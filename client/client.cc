@@ -116,8 +116,53 @@ std::shared_ptr<grpc::Channel> PrimitivesClient::ConnectTls(const std::string& t
 PrimitivesClient::PrimitivesClient(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout)
     : channel_(std::move(channel)),
       stub_(v1::Primitives::NewStub(channel_)),
-      generic_(std::make_unique<grpc::GenericStub>(channel_)),
       timeout_(timeout) {}
+
+std::shared_ptr<BufferRoutes> PrimitivesClient::Routes(const std::string& target,
+                                                       std::shared_ptr<grpc::Channel> home,
+                                                       const ConnectOptions& options) {
+  return std::make_shared<BufferRoutes>(
+      target, std::move(home), [options](const std::string& location, int index) {
+        ConnectOptions own = options;
+        own.channel_index = index;
+        return Connect(location, own);
+      });
+}
+
+PrimitivesClient PrimitivesClient::Into(const v1::OutputBuffers& outputs) const {
+  PrimitivesClient into(channel_, timeout_);
+  into.routes_ = routes_;
+  into.outputs_ = outputs;
+  into.stream_above_bytes_ = stream_above_bytes_;
+  into.stream_piece_bytes_ = stream_piece_bytes_;
+  into.reproducible_ = reproducible_;
+  return into;
+}
+
+absl::StatusOr<PrimitivesClient::Route> PrimitivesClient::RouteOf(
+    const google::protobuf::Message& request) {
+  Route route{channel_, "", {}};
+  if (routes_ == nullptr) return route;
+  route.buffers = BuffersOf(request);
+  if (route.buffers.empty()) return route;
+  absl::StatusOr<std::string> location = routes_->LocationFor(route.buffers);
+  if (!location.ok()) return location.status();
+  route.location = *location;
+  route.channel = routes_->ChannelTo(route.location);
+  return route;
+}
+
+absl::Status PrimitivesClient::Routed(const Route& route, absl::Status status) {
+  if (route.location.empty()) return status;
+  if (!status.ok()) {
+    const NamedBuffers& named = route.buffers;
+    return BufferRoutes::Routed(
+        std::move(status), named.inputs.empty() ? named.outputs[0] : named.inputs[0],
+        route.location);
+  }
+  for (const std::string& name : route.buffers.outputs) routes_->Remember(name, route.location);
+  return status;
+}
 
 bool PrimitivesClient::Payloads::Lookup(absl::string_view token, absl::string_view* bytes) const {
   uint64_t index;
@@ -150,6 +195,17 @@ absl::Status PrimitivesClient::CallFramed(absl::string_view rpc,
                                           google::protobuf::Message* response,
                                           wire::ReceivedMessage* received) {
   const std::string method = MethodPath(rpc);
+  if (StoresOutputs()) {
+    const google::protobuf::FieldDescriptor* field =
+        request->GetDescriptor()->FindFieldByName("output_buffers");
+    if (field == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(rpc, " takes no output_buffers"));
+    }
+    request->GetReflection()->MutableMessage(request, field)->CopyFrom(outputs_);
+  }
+  absl::StatusOr<Route> route = RouteOf(*request);
+  if (!route.ok()) return route.status();
+  grpc::GenericStub routed(route->channel);
   // Slices over the caller's arrays: valid until this returns, after the
   // call (and any retry of it, which resends these slices) is done.
   const grpc::ByteBuffer sent = payloads.Frame(request);
@@ -158,13 +214,13 @@ absl::Status PrimitivesClient::CallFramed(absl::string_view rpc,
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
   absl::Notification done;
   grpc::Status status;
-  generic_->UnaryCall(&context, method, grpc::StubOptions(), &sent, &answer,
+  routed.UnaryCall(&context, method, grpc::StubOptions(), &sent, &answer,
                       [&](grpc::Status s) {
                         status = std::move(s);
                         done.Notify();
                       });
   done.WaitForNotification();
-  if (!status.ok()) return ToAbsl(status);
+  if (absl::Status s = Routed(*route, ToAbsl(status)); !s.ok()) return s;
   return ParseAnswer(answer, response, received);
 }
 
@@ -205,11 +261,16 @@ bool PrimitivesClient::IsServing() {
 
 #define PRIMSERVE_DEFINE_CALL(Rpc)                                                       \
   absl::StatusOr<v1::Rpc##Response> PrimitivesClient::Call(const v1::Rpc##Request& request) { \
+    absl::StatusOr<Route> route = RouteOf(request);                                      \
+    if (!route.ok()) return route.status();                                              \
+    std::unique_ptr<v1::Primitives::Stub> routed;                                        \
+    if (!route->location.empty()) routed = v1::Primitives::NewStub(route->channel);      \
     grpc::ClientContext context;                                                         \
     context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));                    \
     v1::Rpc##Response response;                                                          \
-    grpc::Status status = stub_->Rpc(&context, request, &response);                      \
-    if (!status.ok()) return ToAbsl(status);                                             \
+    const grpc::Status status =                                                          \
+        (routed != nullptr ? routed : stub_)->Rpc(&context, request, &response);          \
+    if (absl::Status s = Routed(*route, ToAbsl(status)); !s.ok()) return s;              \
     return response;                                                                     \
   }
 

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -36,6 +37,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "client/buffer_routes.h"
 #include "core/primitives.h"
 #include "proto/grpc/health/v1/health.pb.h"
 #include "proto/primserve/v1/primitives.grpc.pb.h"
@@ -43,6 +45,35 @@
 #include "wire/received.h"
 
 namespace primserve {
+
+// An array argument of the typed calls: the caller's elements (sent inline,
+// read in place while the call runs; anything absl::Span<const T> takes) or
+// a range of a resident buffer (BufferRef(...)), which the server reads
+// where it lies. A buffer's dtype must be T (else INVALID_ARGUMENT).
+template <typename T>
+class Input {
+ public:
+  Input() = default;
+  Input(absl::Span<const T> values) : values_(values) {}  // NOLINT: implicit, as a span
+  template <typename C,
+            typename = std::enable_if_t<std::is_convertible_v<const C&, absl::Span<const T>>>>
+  Input(const C& values) : values_(values) {}  // NOLINT: implicit, as a span
+  Input(std::initializer_list<T> values) : values_(values) {}
+  Input(v1::BufferRef buffer) : buffer_(std::move(buffer)), resident_(true) {}  // NOLINT
+
+  bool resident() const { return resident_; }
+  const v1::BufferRef& buffer() const { return buffer_; }
+  // The inline elements (none for a buffer).
+  absl::Span<const T> values() const { return values_; }
+  size_t size() const { return values_.size(); }
+  size_t bytes() const { return values_.size() * sizeof(T); }
+  bool empty() const { return !resident_ && values_.empty(); }
+
+ private:
+  absl::Span<const T> values_;
+  v1::BufferRef buffer_;
+  bool resident_ = false;
+};
 
 // Packs elements into an Array (little-endian, as the wire wants).
 template <typename T>
@@ -184,6 +215,25 @@ class PrimitivesClient final {
   // The channel the calls go on (e.g. to register shared memory on it).
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
+  // Routes for `target`, which spreads calls over several instances
+  // (TargetSpreads), `home` being a channel to it: each location reached
+  // with Connect(location, options), one connection per index. Share them
+  // with a BuffersClient.
+  static std::shared_ptr<BufferRoutes> Routes(const std::string& target,
+                                              std::shared_ptr<grpc::Channel> home,
+                                              const ConnectOptions& options = {});
+  // From now on, every call naming a buffer (Array.buffer, output_buffers)
+  // goes to the instance holding it (see client/buffer_routes.h); outputs
+  // stored on an instance are remembered there. Null: every call goes to
+  // channel() (one server).
+  void RouteBuffers(std::shared_ptr<BufferRoutes> routes) { routes_ = std::move(routes); }
+
+  // A client over the same channel, routes and settings whose typed calls
+  // store the outputs `outputs` names in those buffers (created, or
+  // replaced) instead of answering them: each such output comes back empty,
+  // and BuffersClient::Get reads it. Never streamed.
+  PrimitivesClient Into(const v1::OutputBuffers& outputs) const;
+
   // Raw calls.
   absl::StatusOr<v1::ScanResponse> Call(const v1::ScanRequest& request);
   absl::StatusOr<v1::ReduceResponse> Call(const v1::ReduceRequest& request);
@@ -256,10 +306,10 @@ class PrimitivesClient final {
 
   // Through ScanStream above the streaming threshold (SetStreaming).
   template <typename T>
-  absl::StatusOr<std::vector<T>> Scan(absl::Span<const T> input, Op op, bool exclusive = false,
+  absl::StatusOr<std::vector<T>> Scan(Input<T> input, Op op, bool exclusive = false,
                                       absl::Span<const uint64_t> segment_offsets = {}) {
-    if (Streams(input.size() * sizeof(T))) {
-      return ScanStream(input, op, exclusive, PieceElements(sizeof(T)), segment_offsets);
+    if (Streams(input)) {
+      return ScanStream(input.values(), op, exclusive, PieceElements(sizeof(T)), segment_offsets);
     }
     Payloads payloads;
     v1::ScanRequest request;
@@ -308,7 +358,7 @@ class PrimitivesClient final {
   }
 
   template <typename T>
-  absl::StatusOr<Reduction<T>> Reduce(absl::Span<const T> input, Op op,
+  absl::StatusOr<Reduction<T>> Reduce(Input<T> input, Op op,
                                       absl::Span<const uint64_t> segment_offsets = {}) {
     Payloads payloads;
     v1::ReduceRequest request;
@@ -338,10 +388,10 @@ class PrimitivesClient final {
   // unless `partition` (a stream has none).
   template <typename T>
   absl::StatusOr<Selection<T>> Select(
-      absl::Span<const T> input, const Predicate<T>& predicate,
+      Input<T> input, const Predicate<T>& predicate,
       v1::SelectRequest::Output output = v1::SelectRequest::VALUES, bool partition = false) {
-    if (!partition && Streams(input.size() * sizeof(T))) {
-      return SelectStream(input, predicate, PieceElements(sizeof(T)), output);
+    if (!partition && Streams(input)) {
+      return SelectStream(input.values(), predicate, PieceElements(sizeof(T)), output);
     }
     Payloads payloads;
     v1::SelectRequest request;
@@ -383,7 +433,7 @@ class PrimitivesClient final {
 
   template <typename T, typename F>
   absl::StatusOr<Selection<T>> SelectFlagged(
-      absl::Span<const T> input, absl::Span<const F> flags,
+      Input<T> input, Input<F> flags,
       v1::SelectRequest::Output output = v1::SelectRequest::VALUES, bool partition = false) {
     Payloads payloads;
     v1::SelectRequest request;
@@ -394,9 +444,9 @@ class PrimitivesClient final {
 
   // Through UniqueStream above the streaming threshold (SetStreaming).
   template <typename T>
-  absl::StatusOr<std::vector<T>> Unique(absl::Span<const T> input) {
-    if (Streams(input.size() * sizeof(T))) {
-      return UniqueStream(input, PieceElements(sizeof(T)));
+  absl::StatusOr<std::vector<T>> Unique(Input<T> input) {
+    if (Streams(input)) {
+      return UniqueStream(input.values(), PieceElements(sizeof(T)));
     }
     Payloads payloads;
     v1::UniqueRequest request;
@@ -434,9 +484,9 @@ class PrimitivesClient final {
   // Through RunLengthEncodeStream above the streaming threshold
   // (SetStreaming).
   template <typename T>
-  absl::StatusOr<RunLengths<T>> RunLengthEncode(absl::Span<const T> input) {
-    if (Streams(input.size() * sizeof(T))) {
-      return RunLengthEncodeStream(input, PieceElements(sizeof(T)));
+  absl::StatusOr<RunLengths<T>> RunLengthEncode(Input<T> input) {
+    if (Streams(input)) {
+      return RunLengthEncodeStream(input.values(), PieceElements(sizeof(T)));
     }
     Payloads payloads;
     v1::RunLengthEncodeRequest request;
@@ -484,10 +534,10 @@ class PrimitivesClient final {
   // Through ReduceByKeyStream above the streaming threshold (SetStreaming;
   // keys and values together).
   template <typename K, typename V>
-  absl::StatusOr<KeyedReduction<K, V>> ReduceByKey(absl::Span<const K> keys,
-                                                   absl::Span<const V> values, Op op) {
-    if (keys.size() == values.size() && Streams(keys.size() * (sizeof(K) + sizeof(V)))) {
-      return ReduceByKeyStream(keys, values, op, PieceElements(sizeof(K) + sizeof(V)));
+  absl::StatusOr<KeyedReduction<K, V>> ReduceByKey(Input<K> keys, Input<V> values, Op op) {
+    if (keys.size() == values.size() && Streams(keys, values)) {
+      return ReduceByKeyStream(keys.values(), values.values(), op,
+                               PieceElements(sizeof(K) + sizeof(V)));
     }
     Payloads payloads;
     v1::ReduceByKeyRequest request;
@@ -546,8 +596,7 @@ class PrimitivesClient final {
   }
 
   template <typename K, typename V>
-  absl::StatusOr<std::vector<V>> AggregateByKey(absl::Span<const K> keys,
-                                                absl::Span<const V> values, Op op,
+  absl::StatusOr<std::vector<V>> AggregateByKey(Input<K> keys, Input<V> values, Op op,
                                                 uint64_t num_keys) {
     Payloads payloads;
     v1::AggregateByKeyRequest request;
@@ -573,8 +622,7 @@ class PrimitivesClient final {
   // ties in input order). `values` may be empty (keys only; V is then any
   // dtype); segment_starts as Scan's (empty: one segment).
   template <typename K, typename V = int32_t>
-  absl::StatusOr<Sorted<K, V>> Sort(absl::Span<const K> keys,
-                                        absl::Span<const V> values = {},
+  absl::StatusOr<Sorted<K, V>> Sort(Input<K> keys, Input<V> values = {},
                                         bool descending = false, bool return_indices = false,
                                         absl::Span<const uint64_t> segment_starts = {}) {
     Payloads payloads;
@@ -616,9 +664,14 @@ class PrimitivesClient final {
   class Payloads {
    public:
     template <typename T>
-    void Set(absl::Span<const T> values, v1::Array* array) {
+    void Set(const Input<T>& input, v1::Array* array) {
       array->set_dtype(static_cast<v1::DType>(DTypeOf<T>()));
       array->clear_data();
+      if (input.resident()) {
+        *array->mutable_buffer() = input.buffer();
+        return;
+      }
+      const absl::Span<const T> values = input.values();
       if (values.empty()) return;
       const uint64_t index = bytes_.size();
       bytes_.emplace_back(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
@@ -643,7 +696,13 @@ class PrimitivesClient final {
 
   // Whether an input of `bytes` goes as a stream (SetStreaming), and the
   // elements of a piece for elements of `element_bytes` (all arrays').
-  bool Streams(size_t bytes) const { return bytes > stream_above_bytes_; }
+  // Never with an input in a buffer or outputs into buffers: the *Stream
+  // RPCs take inline arrays only.
+  template <typename... Ts>
+  bool Streams(const Input<Ts>&... inputs) const {
+    if ((inputs.resident() || ...) || StoresOutputs()) return false;
+    return (inputs.bytes() + ...) > stream_above_bytes_;
+  }
   size_t PieceElements(size_t element_bytes) const {
     return std::max<size_t>(1, stream_piece_bytes_ / element_bytes);
   }
@@ -656,7 +715,7 @@ class PrimitivesClient final {
   static ArrayPieces<Request> PieceOf(absl::Span<const T> values,
                                       v1::Array* (Request::*field)()) {
     return [values, field](size_t start, size_t n, Payloads* payloads, Request* request) {
-      payloads->Set(values.subspan(start, n), (request->*field)());
+      payloads->Set(Input<T>(values.subspan(start, n)), (request->*field)());
     };
   }
 
@@ -725,6 +784,7 @@ class PrimitivesClient final {
     if (array.dtype() != static_cast<v1::DType>(DTypeOf<T>())) {
       return absl::InternalError("response array is not of the expected dtype");
     }
+    if (array.has_buffer()) return absl::OkStatus();  // stored on the server
     const wire::Payload* payload = nullptr;
     size_t size = array.data().size();
     if (received.tokens() && !array.data().empty()) {
@@ -772,9 +832,24 @@ class PrimitivesClient final {
     return result;
   }
 
+  bool StoresOutputs() const { return outputs_.ByteSizeLong() != 0; }
+
+  // Where `request` goes: channel() unless it names a buffer and routes are
+  // set. The location is empty for channel().
+  struct Route {
+    std::shared_ptr<grpc::Channel> channel;
+    std::string location;
+    NamedBuffers buffers;
+  };
+  absl::StatusOr<Route> RouteOf(const google::protobuf::Message& request);
+  // A routed call's status (an instance gone is NOT_FOUND); on success its
+  // outputs are remembered at the route's location.
+  absl::Status Routed(const Route& route, absl::Status status);
+
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Primitives::Stub> stub_;
-  std::unique_ptr<grpc::GenericStub> generic_;
+  std::shared_ptr<BufferRoutes> routes_;
+  v1::OutputBuffers outputs_;
   absl::Duration timeout_;
   size_t stream_above_bytes_ = kStreamAboveBytes;
   size_t stream_piece_bytes_ = kStreamPieceBytes;

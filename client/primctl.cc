@@ -43,6 +43,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "client/buffer_routes.h"
 #include "client/buffers_client.h"
 #include "client/array_text.h"
 #include "client/cli_flags.h"
@@ -180,12 +181,13 @@ absl::StatusOr<std::string> ReadOptionalFile(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(file), {});
 }
 
-// The channel --address and the --tls flags describe.
-// A channel to --address; a distinct `index` gives it connections of its own.
-absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(int index = 0) {
+// A channel to `address` (default --address) as the --tls flags say; a
+// distinct `index` gives it connections of its own.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(int index = 0,
+                                                       std::string address = "") {
   ConnectOptions options;
   options.channel_index = index;
-  const std::string address = absl::GetFlag(FLAGS_address);
+  if (address.empty()) address = absl::GetFlag(FLAGS_address);
   const std::string ca = absl::GetFlag(FLAGS_tls_ca);
   const std::string cert = absl::GetFlag(FLAGS_tls_cert);
   const std::string key = absl::GetFlag(FLAGS_tls_key);
@@ -690,6 +692,22 @@ int Sort(PrimitivesClient& client, PrintMode mode) {
   });
 }
 
+// Routes to each buffer's instance when --address names several servers
+// (null otherwise), over channels made as `home` was.
+std::shared_ptr<BufferRoutes> RoutesFrom(std::shared_ptr<grpc::Channel> home) {
+  if (!TargetSpreads(absl::GetFlag(FLAGS_address))) return nullptr;
+  return std::make_shared<BufferRoutes>(
+      absl::GetFlag(FLAGS_address), std::move(home), [](const std::string& location, int index) {
+        // The same flags made the home channel; only TLS files gone since fail.
+        absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(index, location);
+        if (!channel.ok()) {
+          std::cerr << "primctl: connecting to " << location << ": " << channel.status() << "\n";
+          std::exit(2);
+        }
+        return *std::move(channel);
+      });
+}
+
 // The Buffers client over --stripes channels of their own.
 absl::StatusOr<BuffersClient> ConnectBuffers() {
   const int stripes = absl::GetFlag(FLAGS_stripes);
@@ -700,7 +718,9 @@ absl::StatusOr<BuffersClient> ConnectBuffers() {
     if (!channel.ok()) return channel.status();
     channels.push_back(*std::move(channel));
   }
-  return BuffersClient(std::move(channels), absl::Seconds(absl::GetFlag(FLAGS_timeout_seconds)));
+  std::shared_ptr<BufferRoutes> routes = RoutesFrom(channels[0]);
+  return BuffersClient(std::move(channels), std::move(routes),
+                       absl::Seconds(absl::GetFlag(FLAGS_timeout_seconds)));
 }
 
 absl::StatusOr<std::string> BufferName() {
@@ -841,7 +861,8 @@ int Main(const std::vector<char*>& args) {
   if (rpc == "list") return List();
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect();
   if (!channel.ok()) return UsageError(channel.status());
-  PrimitivesClient client(*std::move(channel), absl::Seconds(timeout_seconds));
+  PrimitivesClient client(*channel, absl::Seconds(timeout_seconds));
+  client.RouteBuffers(RoutesFrom(*channel));
   if (rpc == "scan") return Scan(client, *mode);
   if (rpc == "reduce") return Reduce(client, *mode);
   if (rpc == "select") return Select(client, *mode);

@@ -193,6 +193,43 @@ expect_exit 2 "give the buffer's --name" get
 expect_exit 2 "exactly one of --input, --values, --generate, --buffer" scan --values=1 --buffer=x
 expect "" free --name=x
 
+# Two servers as one address: each put lands on one of them, and scan, get
+# and free of a buffer reach the one holding it, whichever the address picks.
+PORT2="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')" ||
+  fail "cannot pick a second free port"
+"$PRIMSERVE" --backend=cpu --host=127.0.0.1 --port="$PORT2" --metrics_port=0 >"$TMP/server2.log" 2>&1 &
+readonly SERVER2_PID=$!
+trap 'kill -KILL "$SERVER_PID" "$SERVER2_PID" 2>/dev/null' EXIT
+for ((i = 0; ; i++)); do
+  "$PRIMCTL" --address="127.0.0.1:$PORT2" health >/dev/null && break
+  ((i < 100)) || fail "second server not SERVING after 10 s"
+  sleep 0.1
+done
+both="ipv4:$ADDRESS,127.0.0.1:$PORT2"
+# Each primctl is a fresh process whose first call goes to whichever server
+# its channel reaches first: put until both hold some.
+count_on() { "$PRIMCTL" --address="$1" list | grep -c '^r[0-9]*:'; }
+for ((n = 0; n < 40; n++)); do
+  "$PRIMCTL" --address="$both" put --name="r$n" --values=1,2,3,$n --print=none || fail "put r$n on both"
+  on1="$(count_on "$ADDRESS")"
+  on2="$(count_on "127.0.0.1:$PORT2")"
+  ((on1 + on2 == n + 1)) || fail "after $((n + 1)) puts the servers hold $on1 and $on2"
+  ((on1 > 0 && on2 > 0)) && break
+done
+((on1 > 0 && on2 > 0)) || fail "every put landed on one server"
+for ((i = 0; i <= n; i++)); do
+  for _ in 1 2; do
+    [[ "$("$PRIMCTL" --address="$both" scan --buffer="r$i" --print=all)" == "1,3,6,$((6 + i))" ]] ||
+      fail "scan of r$i through both servers"
+    [[ "$("$PRIMCTL" --address="$both" get --name="r$i" --print=all)" == "1,2,3,$i" ]] ||
+      fail "get of r$i through both servers"
+  done
+  "$PRIMCTL" --address="$both" free --name="r$i" || fail "free of r$i through both servers"
+done
+(($(count_on "$ADDRESS") + $(count_on "127.0.0.1:$PORT2") == 0)) || fail "buffers left after the frees"
+kill -TERM "$SERVER2_PID"
+wait "$SERVER2_PID"
+
 # pipeline: a PipelineRequest in JSON (RLE of 7,7,1, then the runs' offsets)
 cat >"$TMP/pipeline.json" <<'JSON'
 {"steps": [{"run_length_encode": {"input": {"dtype": "INT32", "data": "BwAAAAcAAAABAAAA"}}, "returned": true},

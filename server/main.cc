@@ -151,7 +151,8 @@ ABSL_FLAG(double, buffer_idle_seconds, 3600,
           "A resident buffer no request has named for this long is dropped; 0: never.");
 ABSL_FLAG(std::string, advertise_address, "",
           "Where clients reach this instance, given in BufferInfo.location so that calls "
-          "naming a buffer go to the instance holding it; empty: this host's name and --port.");
+          "naming a buffer go to the instance holding it; empty: --host and the port it "
+          "listens on (this host's name when --host is every address).");
 ABSL_FLAG(bool, verbose, false,
           "Also log gRPC's own INFO lines (transport setup, pollers) and shutdown details; "
           "without it, primserve logs its start, its address and its stop, and gRPC only errors.");

@@ -87,20 +87,25 @@ HostPoolGauges HostPoolOf(Metrics* metrics, const std::string& pool) {
   return metrics != nullptr ? metrics->PinnedHostPool(pool) : HostPoolGauges{};
 }
 
-// The buffer limits with their defaults filled in: the share of the
-// backend's memory, and where this instance is reached (host name and port
-// of the listening address; port 0 is only known once listening, so such a
-// test server advertises its host name and the requested port).
+// Where clients reach this instance unless --advertise_address says: the
+// host it listens on, or this host's name when it listens on every address;
+// and the port it got.
+std::string DefaultLocation(const std::string& address, int port) {
+  const size_t colon = address.rfind(':');
+  std::string host = colon == std::string::npos ? "" : address.substr(0, colon);
+  if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") {
+    char name[256] = {};
+    if (gethostname(name, sizeof(name) - 1) != 0) std::snprintf(name, sizeof(name), "localhost");
+    host = name;
+  }
+  return absl::StrCat(host, ":", port);
+}
+
+// The buffer limits with the default share of the backend's memory filled
+// in (the default location is set once the port is known: see Start).
 buffers::Limits BufferLimitsOf(const ServerOptions& options, const ExecutionBackend& backend) {
   buffers::Limits limits = options.buffer_limits;
   if (limits.max_bytes == 0) limits.max_bytes = buffers::DefaultMaxBytes(backend);
-  if (limits.location.empty()) {
-    char host[256] = {};
-    if (gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "localhost");
-    const size_t colon = options.address.rfind(':');
-    limits.location = absl::StrCat(
-        host, colon == std::string::npos ? "" : options.address.substr(colon));
-  }
   return limits;
 }
 
@@ -188,6 +193,10 @@ absl::StatusOr<std::unique_ptr<PrimServer>> PrimServer::Start(
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options.address,
                      options.unix_socket.empty() ? "" : " and unix:", options.unix_socket));
+  }
+  // Port 0 picks a port only now; no caller can have reached it before.
+  if (options.buffer_limits.location.empty()) {
+    server->buffers_->SetLocation(DefaultLocation(options.address, server->port_));
   }
   server->server_->GetHealthCheckService()->SetServingStatus(true);
   PrimServer* watched = server.get();

@@ -8,6 +8,9 @@
 //   connection cut): afterwards the server's own gauges (requests in flight,
 //   queue depth, GPU pool in use) are back at their baseline, it still
 //   answers correctly, and memory did not grow.
+// - Resident buffers: callers put, name, store into, read back, replace and
+//   free buffers asking far more than the quota; answers are checked, the
+//   quota is the only refusal and bounds the buffers' bytes and the RSS.
 // --backend=cuda runs both on the CUDA backend: copy the (statically linked)
 // binary to a GPU machine. CI runs --backend=cpu.
 #include <arpa/inet.h>
@@ -25,6 +28,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -47,6 +51,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/buffers_client.h"
 #include "client/client.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/create_channel_posix.h"
@@ -1034,6 +1039,207 @@ TEST(SoakTest, MixedLoadIsAnsweredCorrectlyAndMemoryStaysFlat) {
   EXPECT_LE(end.pinned_mib,
             (defaults.pinned_payload_bytes + defaults.pinned_answer_bytes) / double{1 << 20})
       << "the pinned pools outgrew their bounds";
+}
+
+// Resident buffers under load: callers Put arrays into buffers (far more
+// names than the quota holds), run Scans and Reduces naming them (whole and
+// sub-ranges, some stored into other buffers or in place), Get them back,
+// replace and free them; every answer is checked, the only refusals allowed
+// are the quota's RESOURCE_EXHAUSTED, the buffers' bytes never pass the
+// quota, and resident memory stays within the quota plus the calls' own.
+constexpr uint64_t kBufferQuotaBytes = uint64_t{32} << 20;
+constexpr size_t kBufferNamesPerCaller = 16;
+constexpr size_t kMostBufferElements = size_t{1} << 19;  // 4 MiB of int64
+
+// What one of a caller's buffers holds, kept as how to make it so that the
+// caller's own memory stays small: `length` values from `seed`, scanned
+// (inclusive sums) `scans` times.
+struct Held {
+  uint64_t seed = 0;
+  size_t length = 0;
+  int scans = 0;
+};
+
+std::vector<int64_t> ContentsOf(const Held& held) {
+  std::mt19937_64 rng(held.seed);
+  std::vector<int64_t> values(held.length);
+  for (int64_t& x : values) x = static_cast<int64_t>(rng() % 2001) - 1000;
+  for (int s = 0; s < held.scans; ++s) std::partial_sum(values.begin(), values.end(), values.begin());
+  return values;
+}
+
+struct BufferTally {
+  std::atomic<int64_t> puts{0}, calls{0}, stored{0}, gets{0}, frees{0}, refused{0};
+  Failures wrong, errors;
+
+  // True for OK; counts a quota refusal, else records the error.
+  bool Ok(const absl::Status& status, const std::string& what) {
+    if (status.ok()) return true;
+    if (status.code() == absl::StatusCode::kResourceExhausted) {
+      ++refused;
+    } else {
+      errors.Add(what, status.ToString());
+    }
+    return false;
+  }
+};
+
+void BufferCaller(int port, int caller, uint64_t seed, absl::Time end, BufferTally* tally) {
+  const std::vector<std::shared_ptr<grpc::Channel>> channels = {OwnChannel(port), OwnChannel(port)};
+  PrimitivesClient client(channels[0], kCallTimeout);
+  BuffersClient buffers(channels, kCallTimeout);
+  std::mt19937_64 rng(seed);
+  std::map<std::string, Held> held;
+  const auto name_of = [caller](size_t j) { return absl::StrCat("soak-", caller, "-", j); };
+  while (absl::Now() < end) {
+    const std::string name = name_of(rng() % kBufferNamesPerCaller);
+    const auto it = held.find(name);
+    const uint64_t action = rng() % 6;
+    if (it == held.end() || action == 0) {  // put, replacing what the name held
+      if (it != held.end()) {
+        if (!tally->Ok(buffers.Free(name), "free before put")) continue;
+        held.erase(it);
+        ++tally->frees;
+      }
+      const Held fresh{rng(), 1 + rng() % kMostBufferElements, 0};
+      const std::vector<int64_t> values = ContentsOf(fresh);
+      absl::StatusOr<v1::BufferInfo> put = buffers.Put<int64_t>(name, values);
+      if (!put.ok() && put.status().code() != absl::StatusCode::kResourceExhausted) {
+        tally->errors.Add("put", put.status().ToString());
+        continue;
+      }
+      if (!put.ok()) {
+        ++tally->refused;
+        continue;
+      }
+      held[name] = fresh;
+      ++tally->puts;
+      continue;
+    }
+    const Held& have = it->second;
+    if (action == 1) {  // a Scan and a Reduce of a sub-range, answered inline
+      const uint64_t offset = rng() % have.length;
+      const uint64_t length = 1 + rng() % (have.length - offset);
+      const std::vector<int64_t> contents = ContentsOf(have);
+      std::vector<int64_t> expected(contents.begin() + offset,
+                                    contents.begin() + offset + length);
+      const int64_t min = *std::min_element(expected.begin(), expected.end());
+      std::partial_sum(expected.begin(), expected.end(), expected.begin());
+      absl::StatusOr<std::vector<int64_t>> scan =
+          client.Scan<int64_t>(BufferRef(name, offset, length), Op::kSum);
+      absl::StatusOr<Reduction<int64_t>> reduce =
+          client.Reduce<int64_t>(BufferRef(name, offset, length), Op::kMin);
+      if (!tally->Ok(scan.status(), "scan") || !tally->Ok(reduce.status(), "reduce")) continue;
+      if (*scan != expected) tally->wrong.Add("scan of a buffer", name);
+      if (reduce->values != std::vector<int64_t>{min}) tally->wrong.Add("reduce", name);
+      tally->calls += 2;
+    } else if (action == 2 || action == 3) {  // scanned into another buffer, or in place
+      const std::string into = action == 2 ? name_of(rng() % kBufferNamesPerCaller) : name;
+      v1::OutputBuffers outputs;
+      outputs.set_values(into);
+      const Held scanned{have.seed, have.length, have.scans + 1};
+      absl::StatusOr<std::vector<int64_t>> stored =
+          client.Into(outputs).Scan<int64_t>(BufferRef(name), Op::kSum);
+      if (!tally->Ok(stored.status(), "scan into a buffer")) continue;
+      held[into] = scanned;
+      ++tally->stored;
+    } else if (action == 4) {  // read back
+      absl::StatusOr<std::vector<int64_t>> got = buffers.Get<int64_t>(name);
+      if (!tally->Ok(got.status(), "get")) continue;
+      if (*got != ContentsOf(have)) tally->wrong.Add("get", name);
+      ++tally->gets;
+    } else {
+      if (!tally->Ok(buffers.Free(name), "free")) continue;
+      held.erase(it);
+      ++tally->frees;
+    }
+  }
+  for (const auto& [name, unused] : held) {
+    if (tally->Ok(buffers.Free(name), "free at the end")) ++tally->frees;
+  }
+}
+
+TEST(SoakTest, ResidentBuffersStayWithinTheQuota) {
+  const absl::Duration duration = absl::Seconds(absl::GetFlag(FLAGS_soak_seconds)) / 3;
+  const int callers = 4;
+  absl::StatusOr<std::unique_ptr<ExecutionBackend>> backend = MakeBackend(nullptr);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  ServerOptions options;
+  options.address = "127.0.0.1:0";
+  options.admission.max_peer_queued_bytes = uint64_t{16} << 30;
+  options.buffer_limits.max_bytes = kBufferQuotaBytes;
+  options.buffer_limits.max_bytes_per_caller = kBufferQuotaBytes;
+  absl::StatusOr<std::unique_ptr<PrimServer>> server =
+      PrimServer::Start(options, *std::move(backend));
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  const uint64_t seed = std::random_device{}();
+  std::printf("buffer soak: seed %llu\n", static_cast<unsigned long long>(seed));
+  const double before_mib = SettledRssMib();
+
+  // Sampled as the load runs: resident memory, and the buffers' bytes as
+  // List tells them (all callers share one namespace without a caller
+  // header, so these are all of them).
+  std::vector<double> rss_samples;
+  uint64_t most_bytes_used = 0, bytes_limit = 0;
+  absl::Notification stop_sampling;
+  std::thread sampler([&] {
+    BuffersClient lister({OwnChannel(port)}, kCallTimeout);
+    do {
+      rss_samples.push_back(RssMib());
+      absl::StatusOr<v1::ListBuffersResponse> list = lister.List();
+      if (list.ok()) {
+        most_bytes_used = std::max<uint64_t>(most_bytes_used, list->bytes_used());
+        bytes_limit = list->bytes_limit();
+      }
+    } while (!stop_sampling.WaitForNotificationWithTimeout(absl::Milliseconds(100)));
+  });
+  BufferTally tally;
+  const absl::Time end = absl::Now() + duration;
+  std::vector<std::thread> threads;
+  for (int c = 0; c < callers; ++c) threads.emplace_back(BufferCaller, port, c, seed + c, end, &tally);
+  for (std::thread& thread : threads) thread.join();
+  stop_sampling.Notify();
+  sampler.join();
+  const double after_mib = SettledRssMib();
+  absl::StatusOr<v1::ListBuffersResponse> left = BuffersClient({OwnChannel(port)}).List();
+  ASSERT_TRUE(left.ok()) << left.status();
+
+  const double peak_mib = *std::max_element(rss_samples.begin(), rss_samples.end());
+  // Each caller's own memory at once: an array it puts or checks, a copy of
+  // it in flight and the answer's, on both sides of the loopback.
+  const double calls_mib = callers * 6.0 * kMostBufferElements * sizeof(int64_t) / (1 << 20);
+  const double quota_mib = kBufferQuotaBytes / double{1 << 20};
+  std::printf(
+      "buffer soak: %s backend, %d callers x %zu names of up to %.0f MiB, %.1f s: %lld puts, "
+      "%lld calls answered inline, %lld stored into buffers, %lld gets, %lld frees, %lld quota "
+      "refusals; wrong=%d errors=%d; buffer bytes at most %.1f MiB of the %.0f MiB quota; RSS MiB "
+      "before %.0f, peak %.0f (bound %.0f), after %.0f\n",
+      absl::GetFlag(FLAGS_backend).c_str(), callers, kBufferNamesPerCaller,
+      kMostBufferElements * sizeof(int64_t) / double{1 << 20}, absl::ToDoubleSeconds(duration),
+      static_cast<long long>(tally.puts.load()), static_cast<long long>(tally.calls.load()),
+      static_cast<long long>(tally.stored.load()), static_cast<long long>(tally.gets.load()),
+      static_cast<long long>(tally.frees.load()), static_cast<long long>(tally.refused.load()),
+      tally.wrong.count(), tally.errors.count(), most_bytes_used / double{1 << 20}, quota_mib,
+      before_mib, peak_mib, before_mib + quota_mib + calls_mib + kRssGrowthMib, after_mib);
+
+  EXPECT_EQ(tally.wrong.count(), 0) << tally.wrong.Described();
+  EXPECT_EQ(tally.errors.count(), 0) << tally.errors.Described();
+  EXPECT_GT(tally.puts.load(), 0);
+  EXPECT_GT(tally.calls.load(), 0);
+  EXPECT_GT(tally.stored.load(), 0);
+  EXPECT_GT(tally.gets.load(), 0);
+  // The callers ask for far more than the quota: it is what bounds them.
+  EXPECT_GT(tally.refused.load(), 0) << "the quota was never reached";
+  EXPECT_EQ(bytes_limit, kBufferQuotaBytes);
+  EXPECT_LE(most_bytes_used, kBufferQuotaBytes);
+  EXPECT_EQ(left->buffers_size(), 0);
+  EXPECT_EQ(left->bytes_used(), 0u);
+  if (!UsesCuda()) {
+    EXPECT_LE(peak_mib - before_mib, quota_mib + calls_mib + kRssGrowthMib)
+        << "resident memory outgrew the buffer quota and the calls' own";
+  }
+  EXPECT_LE(after_mib - before_mib, kRssGrowthMib) << "freed buffers' memory was kept";
 }
 
 // How a caller leaves its call.

@@ -200,7 +200,7 @@ grpc::ServerUnaryReactor* BuffersService::Create(grpc::CallbackServerContext* co
   absl::StatusOr<Info> info =
       registry_->Create(OwnerOf(*context, caller_header_), request->name(),
                         static_cast<DType>(request->dtype()), request->length());
-  if (info.ok()) Fill(*info, registry_->limits().location, response);
+  if (info.ok()) Fill(*info, registry_->location(), response);
   return Answer(context, info.status());
 }
 
@@ -227,9 +227,9 @@ grpc::ServerUnaryReactor* BuffersService::List(grpc::CallbackServerContext* cont
                                                const v1::ListBuffersRequest*,
                                                v1::ListBuffersResponse* response) {
   const std::string owner = OwnerOf(*context, caller_header_);
-  for (const Info& info : registry_->List(owner)) {
-    Fill(info, registry_->limits().location, response->add_buffers());
-  }
+  const std::string location = registry_->location();
+  for (const Info& info : registry_->List(owner)) Fill(info, location, response->add_buffers());
+  response->set_location(location);
   response->set_bytes_used(registry_->BytesUsed(owner));
   response->set_bytes_limit(registry_->BytesLimit());
   return Answer(context, absl::OkStatus());

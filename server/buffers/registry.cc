@@ -151,7 +151,8 @@ Registry::Registry(const Limits& limits, ExecutionBackend* backend, Metrics* met
     : limits_(limits),
       backend_(backend),
       metrics_(metrics),
-      usage_(std::make_shared<Usage>(limits, metrics)) {
+      usage_(std::make_shared<Usage>(limits, metrics)),
+      location_(limits.location) {
   if (limits_.idle == absl::InfiniteDuration()) return;
   // Idle buffers are refused as soon as they expire (Get checks); this
   // thread gives their memory back when no request comes to find them.
@@ -220,6 +221,16 @@ absl::StatusOr<std::shared_ptr<Storage>> Registry::Allocate(const std::string& o
   }
   usage_->MoveDevice(bytes, kDeviceUnknown, device);
   return std::make_shared<Storage>(backend_, *data, bytes, device, usage_, owner);
+}
+
+std::string Registry::location() const {
+  absl::MutexLock lock(&location_mu_);
+  return location_;
+}
+
+void Registry::SetLocation(std::string location) {
+  absl::MutexLock lock(&location_mu_);
+  location_ = std::move(location);
 }
 
 absl::StatusOr<Info> Registry::Create(const std::string& owner, const std::string& name,

@@ -109,6 +109,10 @@ class Registry final {
   Registry& operator=(const Registry&) = delete;
 
   const Limits& limits() const { return limits_; }
+  // BufferInfo.location: limits().location until SetLocation (a server
+  // listening on port 0 learns its port only once it listens).
+  std::string location() const;
+  void SetLocation(std::string location);
 
   // A new buffer of `length` zeroed elements. ALREADY_EXISTS for a name
   // `owner` holds, RESOURCE_EXHAUSTED past a quota (nothing allocated),
@@ -162,6 +166,9 @@ class Registry final {
   ExecutionBackend* const backend_;
   Metrics* const metrics_;
   const std::shared_ptr<Usage> usage_;
+
+  mutable absl::Mutex location_mu_;
+  std::string location_ ABSL_GUARDED_BY(location_mu_);
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Owned> owners_ ABSL_GUARDED_BY(mu_);

@@ -353,17 +353,13 @@ void CudaBackend::FreeResident(char* data, uint64_t bytes) {
 }
 
 absl::Status CudaBackend::WriteResident(char* to, const char* from, size_t bytes) {
-  if (bytes == 0) return absl::OkStatus();
-  absl::Status copied = cuda::CudaStatus(cudaMemcpy(to, from, bytes, cudaMemcpyHostToDevice),
-                                         "cudaMemcpy to a buffer");
+  absl::Status copied = bounce_.ToDevice(std::max(0, cuda::DeviceOf(to, bytes)), to, from, bytes);
   if (!copied.ok()) cudaGetLastError();
   return copied;
 }
 
 absl::Status CudaBackend::ReadResident(char* to, const char* from, size_t bytes) {
-  if (bytes == 0) return absl::OkStatus();
-  absl::Status copied = cuda::CudaStatus(cudaMemcpy(to, from, bytes, cudaMemcpyDeviceToHost),
-                                         "cudaMemcpy from a buffer");
+  absl::Status copied = bounce_.ToHost(std::max(0, cuda::DeviceOf(from, bytes)), to, from, bytes);
   if (!copied.ok()) cudaGetLastError();
   return copied;
 }

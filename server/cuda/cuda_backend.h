@@ -24,6 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/cuda/bounce.h"
 #include "server/cuda/device_picker.h"
 #include "server/cuda/fault_hooks.h"
 #include "server/engine/backend.h"
@@ -98,6 +99,8 @@ class CudaBackend final : public ExecutionBackend {
   // AddDeviceRange) so that requests naming it read and write it in place.
   absl::StatusOr<char*> AllocateResident(uint64_t bytes, int* device) override;
   void FreeResident(char* data, uint64_t bytes) override;
+  // Through pinned bounce chunks on a stream of the buffer's device
+  // (cuda/bounce.h), or a plain cudaMemcpy when all are in use.
   absl::Status WriteResident(char* to, const char* from, size_t bytes) override;
   absl::Status ReadResident(char* to, const char* from, size_t bytes) override;
   // The served devices' budgets together.
@@ -138,6 +141,9 @@ class CudaBackend final : public ExecutionBackend {
   const std::unique_ptr<MemoryBudget> budget_;
   // Each served device's lanes.
   const std::map<int, std::unique_ptr<cuda::LanePool>> pools_;
+  // Buffers' Write and Read: 8 at once (4 striped Puts or Gets and more)
+  // through 2 x 2 MiB of pinned memory each.
+  cuda::BouncePool bounce_{8, size_t{2} << 20};
 };
 
 }  // namespace primserve

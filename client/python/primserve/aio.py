@@ -19,7 +19,8 @@ import grpc
 import grpc.aio
 import numpy as np
 
-from primserve import _arrays, _buffers, _calls, _channel, _cuda, _methods, _multiplex, _shm, _streams, _wire
+from primserve import (_arrays, _buffers, _calls, _channel, _cuda, _methods, _multiplex, _routes, _shm, _streams,
+                       _wire)
 from primserve.errors import ServerError
 from primserve.results import KeyedReduction, Partition, Runs, Selection
 from primserve.v1 import primitives_pb2 as pb
@@ -95,6 +96,7 @@ class Client(_Methods):
         self._address, self._credentials = address, creds
         self._buffers = _BufferMethods(self._channel)
         self._stripes: List[Tuple[grpc.aio.Channel, _BufferMethods]] = []  # extra channels, made on first use
+        self._routes = _routes.Routes(address, self._connect) if _routes.spreads(address) else None
         self.timeout = timeout
         self.stream_bytes = stream_bytes
         self.piece_bytes = piece_bytes
@@ -104,6 +106,48 @@ class Client(_Methods):
         await self._channel.close()
         for channel, _ in self._stripes:
             await channel.close()
+        for instance in self._routes.close() if self._routes is not None else []:
+            await instance.channel.close()
+
+    def _connect(self, location: str, index: int) -> "_Instance":
+        """Connection `index` to the instance at `location` (a buffer's)."""
+        options = _channel.stripe_options(index) if index else _channel.OPTIONS
+        channel = (grpc.aio.insecure_channel(location, options=options) if self._credentials is None
+                   else grpc.aio.secure_channel(location, self._credentials, options=options))
+        return _Instance(channel)
+
+    async def _listings(self) -> List[Any]:
+        """primserve.Client._listings: those that answer."""
+        methods = [self._buffers] + [instance.buffers for instance in self._routes.instances()]
+        listed = await asyncio.gather(*(method.list(pb.ListBuffersRequest(), timeout=self.timeout)
+                                        for method in methods), return_exceptions=True)
+        return [response for response in listed if not isinstance(response, BaseException)]
+
+    async def _find(self, name: str) -> str:
+        """primserve.Client._find, awaited."""
+        location = self._routes.location_of(name) or self._routes.find_in(name, await self._listings())
+        if location is None:
+            raise _routes.not_found(name)
+        return location
+
+    async def _location_for(self, call: _calls.Call) -> Tuple[str, str, List[str]]:
+        """primserve.Client._location_for, awaited."""
+        inputs, outputs = _routes.named(call)
+        location = first = None
+        for name in inputs:
+            at = await self._find(name)
+            if location is None:
+                location, first = at, name
+            elif at != location:
+                raise _routes.different(first, location, name, at)
+        if location is None:
+            location = next(filter(None, map(self._routes.location_of, outputs)), None)
+        if location is None:
+            try:
+                location = (await self._buffers.list(pb.ListBuffersRequest(), timeout=self.timeout)).location
+            except grpc.RpcError as error:
+                raise ServerError.from_rpc_error(error) from error
+        return location, (inputs + outputs)[0], outputs
 
     async def __aenter__(self) -> "Client":
         return self
@@ -112,16 +156,23 @@ class Client(_Methods):
         await self.close()
 
     async def _invoke(self, call: _calls.Call, out: Optional[np.ndarray]) -> Any:
+        rpcs, where = self._rpcs, None
         if _buffers.wants_buffers(call, out):
             call = _buffers.place(call, out)
             out = None
+            if self._routes is not None:
+                where = await self._location_for(call)
+                rpcs = self._routes.instance(where[0]).methods.rpcs
         call, placed = _shm.place(call, self._regions, out)
         if _streams.wanted(call, self.stream_bytes):
             return await self._stream(call)
         try:
-            response = await self._rpcs[call.rpc](call.request, timeout=self.timeout)
+            response = await rpcs[call.rpc](call.request, timeout=self.timeout)
         except grpc.RpcError as error:
-            raise ServerError.from_rpc_error(error) from error
+            failure = ServerError.from_rpc_error(error)
+            raise (failure if where is None else _routes.gone(failure, where[1], where[0])) from error
+        if where is not None:
+            self._routes.remember(where[2], where[0])
         return call.parse(_wire.parse(response, call.response, placed=placed))
 
     async def _stream(self, call: _calls.Call) -> Any:
@@ -153,7 +204,11 @@ class Client(_Methods):
             info = await self._buffers.create(pb.CreateBufferRequest(name=name, dtype=_arrays.DTYPES[a.dtype],
                                                                      length=a.size), timeout=self.timeout)
             ranges = _buffers.stripes(a.size, stripes)
-            methods = self._stripe_methods(len(ranges))
+            if self._routes is not None:
+                self._routes.remember([name], info.location)
+                methods = [self._routes.instance(info.location, i).buffers for i in range(len(ranges))]
+            else:
+                methods = self._stripe_methods(len(ranges))
             data = memoryview(a).cast("B")
             await asyncio.gather(*(
                 methods[i].write(_buffers.write_messages(name, data[begin * a.itemsize:end * a.itemsize], begin,
@@ -170,7 +225,12 @@ class Client(_Methods):
             buffer = await self.buffer(buffer)
         out = np.empty(len(buffer), dtype=buffer.dtype)
         ranges = _buffers.stripes(len(buffer), stripes)
-        methods = self._stripe_methods(len(ranges))
+        location = None
+        if self._routes is not None:
+            location = self._routes.location_of(buffer.name) or buffer.location or await self._find(buffer.name)
+            methods = [self._routes.instance(location, i).buffers for i in range(len(ranges))]
+        else:
+            methods = self._stripe_methods(len(ranges))
 
         async def read(i: int, begin: int, end: int) -> None:
             request = _buffers.read_request(buffer.name, buffer.offset + begin, buffer.offset + end)
@@ -181,18 +241,33 @@ class Client(_Methods):
             await asyncio.gather(*(read(i, begin, end) for i, (begin, end) in enumerate(ranges)
                                    if begin != end or not len(buffer)))
         except grpc.RpcError as error:
-            raise ServerError.from_rpc_error(error) from error
+            failure = ServerError.from_rpc_error(error)
+            raise (failure if location is None else _routes.gone(failure, buffer.name, location)) from error
         return out
 
     async def buffer(self, name: str) -> _buffers.Buffer:
         """primserve.Client.buffer, awaited."""
-        for buffer in await self.buffers():
-            if buffer.name == name:
-                return buffer
+        methods, location = self._buffers, None
+        if self._routes is not None:
+            location = await self._find(name)
+            methods = self._routes.instance(location).buffers
+        try:
+            listed = await methods.list(pb.ListBuffersRequest(), timeout=self.timeout)
+        except grpc.RpcError as error:
+            failure = ServerError.from_rpc_error(error)
+            raise (failure if location is None else _routes.gone(failure, name, location)) from error
+        for info in listed.buffers:
+            if info.name == name:
+                return _buffers.info_of(info, self.free)
+        if self._routes is not None:
+            self._routes.forget(name)
         raise ServerError(grpc.StatusCode.NOT_FOUND, f"no buffer named {name}")
 
     async def buffers(self) -> List[_buffers.Buffer]:
         """primserve.Client.buffers, awaited."""
+        if self._routes is not None:
+            found = {(info.name, info.location): info for listed in await self._listings() for info in listed.buffers}
+            return [_buffers.info_of(info, self.free) for info in found.values()]
         try:
             listed = await self._buffers.list(pb.ListBuffersRequest(), timeout=self.timeout)
         except grpc.RpcError as error:
@@ -202,10 +277,19 @@ class Client(_Methods):
     async def free(self, buffer: Union[_buffers.Buffer, str]) -> None:
         """primserve.Client.free, awaited."""
         name = buffer.name if isinstance(buffer, _buffers.Buffer) else buffer
+        methods, location = self._buffers, None
+        if self._routes is not None:
+            location = await self._find(name)
+            methods = self._routes.instance(location).buffers
         try:
-            await self._buffers.free(pb.FreeBufferRequest(name=name), timeout=self.timeout)
+            await methods.free(pb.FreeBufferRequest(name=name), timeout=self.timeout)
         except grpc.RpcError as error:
-            raise ServerError.from_rpc_error(error) from error
+            failure = ServerError.from_rpc_error(error)
+            if location is not None and failure.code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE):
+                self._routes.forget(name)
+            raise (failure if location is None else _routes.gone(failure, name, location)) from error
+        if location is not None:
+            self._routes.forget(name)
 
     async def shared_memory(self, size: int, name: Optional[str] = None) -> "Region":
         """primserve.Client.shared_memory, awaited; the region closes with ``await region.close()``
@@ -294,6 +378,15 @@ class Client(_Methods):
         except grpc.RpcError as error:
             raise ServerError.from_rpc_error(error) from error
         return _channel.health_status(response)
+
+
+class _Instance:
+    """One connection to a buffer's instance, with the methods called on it."""
+
+    def __init__(self, channel: grpc.aio.Channel):
+        self.channel = channel
+        self.methods = _methods.bind(channel)
+        self.buffers = _BufferMethods(channel)
 
 
 class _BufferMethods:

@@ -9,7 +9,8 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 import grpc
 import numpy as np
 
-from primserve import _arrays, _buffers, _calls, _channel, _cuda, _methods, _multiplex, _pipeline, _shm, _streams, _wire
+from primserve import (_arrays, _buffers, _calls, _channel, _cuda, _methods, _multiplex, _pipeline, _routes, _shm,
+                       _streams, _wire)
 from primserve.errors import ServerError
 from primserve.results import KeyedReduction, Partition, Runs, Selection
 from primserve.v1 import primitives_pb2 as pb
@@ -54,6 +55,14 @@ class Client:
     are stored in that buffer on the server and the method returns its
     Buffer; and every array argument takes a Buffer from put(). See put().
 
+    Given several servers (``"ipv4:10.0.0.1:50051,10.0.0.2:50051"``) or a
+    ``dns:///`` name, calls spread over them, and every call that names a
+    buffer (an input, ``out=``, get, free) goes to the instance holding it,
+    at its Buffer's ``location`` (Arrow Flight's model): put creates a buffer
+    on the instance the address picks. A buffer whose instance went away is
+    ServerError NOT_FOUND saying so. Multiplex streams go to the address as
+    given, so with several servers they take buffers of that one only.
+
     >>> import numpy as np, primserve
     >>> with primserve.Client("localhost:50051") as client:
     ...     client.scan(np.array([3, 1, 4, 1, 5], dtype=np.int32))
@@ -73,6 +82,7 @@ class Client:
         self._address, self._credentials = address, creds
         self._buffers = _BufferMethods(self._channel)
         self._stripes: List[Tuple[grpc.Channel, _BufferMethods]] = []  # extra channels, made on first use
+        self._routes = _routes.Routes(address, self._connect) if _routes.spreads(address) else None
         self.timeout = timeout
         self.stream_bytes = stream_bytes
         self.piece_bytes = piece_bytes
@@ -82,6 +92,51 @@ class Client:
         self._channel.close()
         for channel, _ in self._stripes:
             channel.close()
+        for instance in self._routes.close() if self._routes is not None else []:
+            instance.channel.close()
+
+    def _connect(self, location: str, index: int) -> "_Instance":
+        """Connection `index` to the instance at `location` (a buffer's)."""
+        options = _channel.stripe_options(index) if index else _channel.OPTIONS
+        channel = (grpc.insecure_channel(location, options=options) if self._credentials is None
+                   else grpc.secure_channel(location, self._credentials, options=options))
+        return _Instance(channel)
+
+    def _listings(self) -> Any:
+        """The caller's buffers on the address as given, then on each instance
+        known; one that does not answer is passed over."""
+        methods = [self._buffers] + [instance.buffers for instance in self._routes.instances()]
+        for method in methods:
+            try:
+                yield method.list(pb.ListBuffersRequest(), timeout=self.timeout)
+            except grpc.RpcError:
+                continue
+
+    def _find(self, name: str) -> str:
+        """The location of buffer `name` (routing only)."""
+        location = self._routes.location_of(name) or self._routes.find_in(name, self._listings())
+        if location is None:
+            raise _routes.not_found(name)
+        return location
+
+    def _location_for(self, call: _calls.Call) -> Tuple[str, str, List[str]]:
+        """Where a call naming buffers goes: (location, a buffer it names, its outputs)."""
+        inputs, outputs = _routes.named(call)
+        location = first = None
+        for name in inputs:
+            at = self._find(name)
+            if location is None:
+                location, first = at, name
+            elif at != location:
+                raise _routes.different(first, location, name, at)
+        if location is None:
+            location = next(filter(None, map(self._routes.location_of, outputs)), None)
+        if location is None:
+            try:
+                location = self._buffers.list(pb.ListBuffersRequest(), timeout=self.timeout).location
+            except grpc.RpcError as error:
+                raise ServerError.from_rpc_error(error) from error
+        return location, (inputs + outputs)[0], outputs
 
     def __enter__(self) -> "Client":
         return self
@@ -90,16 +145,23 @@ class Client:
         self.close()
 
     def _invoke(self, call: _calls.Call, out: Optional[np.ndarray] = None) -> Any:
+        rpcs, where = self._rpcs, None
         if _buffers.wants_buffers(call, out):
             call = _buffers.place(call, out)
             out = None
+            if self._routes is not None:
+                where = self._location_for(call)
+                rpcs = self._routes.instance(where[0]).methods.rpcs
         call, placed = _shm.place(call, self._regions, out)
         if _streams.wanted(call, self.stream_bytes):
             return self._stream(call)
         try:
-            response = self._rpcs[call.rpc](call.request, timeout=self.timeout)
+            response = rpcs[call.rpc](call.request, timeout=self.timeout)
         except grpc.RpcError as error:
-            raise ServerError.from_rpc_error(error) from error
+            failure = ServerError.from_rpc_error(error)
+            raise (failure if where is None else _routes.gone(failure, where[1], where[0])) from error
+        if where is not None:
+            self._routes.remember(where[2], where[0])
         return call.parse(_wire.parse(response, call.response, placed=placed))
 
     def _stream(self, call: _calls.Call) -> Any:
@@ -363,7 +425,11 @@ class Client:
         except grpc.RpcError as error:
             raise ServerError.from_rpc_error(error) from error
         ranges = _buffers.stripes(a.size, stripes)
-        methods = self._stripe_methods(len(ranges))
+        if self._routes is not None:
+            self._routes.remember([name], info.location)
+            methods = [self._routes.instance(info.location, i).buffers for i in range(len(ranges))]
+        else:
+            methods = self._stripe_methods(len(ranges))
         data = memoryview(a).cast("B")
 
         def write(i: int) -> None:
@@ -383,7 +449,12 @@ class Client:
             buffer = self.buffer(buffer)
         out = np.empty(len(buffer), dtype=buffer.dtype)
         ranges = _buffers.stripes(len(buffer), stripes)
-        methods = self._stripe_methods(len(ranges))
+        location = None
+        if self._routes is not None:
+            location = self._routes.location_of(buffer.name) or buffer.location or self._find(buffer.name)
+            methods = [self._routes.instance(location, i).buffers for i in range(len(ranges))]
+        else:
+            methods = self._stripe_methods(len(ranges))
 
         def read(i: int) -> None:
             begin, end = ranges[i]
@@ -394,18 +465,36 @@ class Client:
             for piece in pieces:
                 _buffers.take_piece(piece, out, buffer.offset)
 
-        _run_each(len(ranges), read)
+        try:
+            _run_each(len(ranges), read)
+        except ServerError as error:
+            raise (error if location is None else _routes.gone(error, buffer.name, location)) from None
         return out
 
     def buffer(self, name: str) -> _buffers.Buffer:
         """The Buffer of the caller's resident buffer `name` (ServerError NOT_FOUND if none)."""
-        for buffer in self.buffers():
-            if buffer.name == name:
-                return buffer
+        methods, location = self._buffers, None
+        if self._routes is not None:
+            location = self._find(name)
+            methods = self._routes.instance(location).buffers
+        try:
+            listed = methods.list(pb.ListBuffersRequest(), timeout=self.timeout)
+        except grpc.RpcError as error:
+            failure = ServerError.from_rpc_error(error)
+            raise (failure if location is None else _routes.gone(failure, name, location)) from error
+        for info in listed.buffers:
+            if info.name == name:
+                return _buffers.info_of(info, self.free)
+        if self._routes is not None:
+            self._routes.forget(name)
         raise ServerError(grpc.StatusCode.NOT_FOUND, f"no buffer named {name}")
 
     def buffers(self) -> List[_buffers.Buffer]:
-        """The caller's resident buffers, by name."""
+        """The caller's resident buffers, by name (with several servers: on
+        the one the address picks and on every instance this client used)."""
+        if self._routes is not None:
+            found = {(info.name, info.location): info for listed in self._listings() for info in listed.buffers}
+            return [_buffers.info_of(info, self.free) for info in found.values()]
         try:
             listed = self._buffers.list(pb.ListBuffersRequest(), timeout=self.timeout)
         except grpc.RpcError as error:
@@ -415,10 +504,19 @@ class Client:
     def free(self, buffer: Union[_buffers.Buffer, str]) -> None:
         """Frees a resident buffer; requests using it finish with the data they started with."""
         name = buffer.name if isinstance(buffer, _buffers.Buffer) else buffer
+        methods, location = self._buffers, None
+        if self._routes is not None:
+            location = self._find(name)
+            methods = self._routes.instance(location).buffers
         try:
-            self._buffers.free(pb.FreeBufferRequest(name=name), timeout=self.timeout)
+            methods.free(pb.FreeBufferRequest(name=name), timeout=self.timeout)
         except grpc.RpcError as error:
-            raise ServerError.from_rpc_error(error) from error
+            failure = ServerError.from_rpc_error(error)
+            if location is not None and failure.code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE):
+                self._routes.forget(name)
+            raise (failure if location is None else _routes.gone(failure, name, location)) from error
+        if location is not None:
+            self._routes.forget(name)
 
     def sort(self, keys: np.ndarray, values: Optional[np.ndarray] = None, descending: bool = False,
              return_indices: bool = False, segment_offsets: _calls.Segments = None,
@@ -614,6 +712,15 @@ class Client:
         except grpc.RpcError as error:
             raise ServerError.from_rpc_error(error) from error
         return _channel.health_status(response)
+
+
+class _Instance:
+    """One connection to a buffer's instance, with the methods called on it."""
+
+    def __init__(self, channel: grpc.Channel):
+        self.channel = channel
+        self.methods = _methods.bind(channel)
+        self.buffers = _BufferMethods(channel)
 
 
 class _BufferMethods:
