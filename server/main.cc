@@ -155,8 +155,9 @@ ABSL_FLAG(std::string, advertise_address, "",
 ABSL_FLAG(bool, verbose, false,
           "Also log gRPC's own INFO lines (transport setup, pollers) and shutdown details; "
           "without it, primserve logs its start, its address and its stop, and gRPC only errors.");
-ABSL_FLAG(std::string, metrics_host, "0.0.0.0",
-          "Address to serve Prometheus metrics on (HTTP, path /metrics).");
+ABSL_FLAG(std::string, metrics_host, "127.0.0.1",
+          "Address to serve Prometheus metrics on (HTTP, path /metrics); loopback by "
+          "default, for the edge (deploy/haproxy.cfg) to serve to Prometheus.");
 ABSL_FLAG(int, metrics_port, 9464,
           "Port to serve Prometheus metrics on; 0 picks a free one, -1 serves none.");
 
