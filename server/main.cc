@@ -90,6 +90,9 @@ ABSL_FLAG(uint64_t, max_peer_in_flight_bytes, uint64_t{96} << 20,
 ABSL_FLAG(uint64_t, max_peer_queued_bytes, uint64_t{256} << 20,
           "Admission: bytes of requests one caller may have waiting (unary, streamed and "
           "multiplexed together); a request past it gets RESOURCE_EXHAUSTED.");
+ABSL_FLAG(uint64_t, max_queued_bytes, uint64_t{1} << 30,
+          "Admission: bytes of everyone's requests waiting (streams and Multiplex calls "
+          "read a few ahead each); a request that would wait past it gets RESOURCE_EXHAUSTED.");
 ABSL_FLAG(uint64_t, max_peer_unsent_bytes, uint64_t{512} << 20,
           "Admission: cost of one caller's answers not yet sent (it does not read them); "
           "while over, its new requests get RESOURCE_EXHAUSTED before they run.");
@@ -272,6 +275,7 @@ int Main() {
   options.admission.max_peer_in_flight_bytes = absl::GetFlag(FLAGS_max_peer_in_flight_bytes);
   options.admission.max_peer_queued_tasks = absl::GetFlag(FLAGS_max_peer_queued_tasks);
   options.admission.max_peer_queued_bytes = absl::GetFlag(FLAGS_max_peer_queued_bytes);
+  options.admission.max_queued_bytes = absl::GetFlag(FLAGS_max_queued_bytes);
   options.admission.max_peer_unsent_bytes = absl::GetFlag(FLAGS_max_peer_unsent_bytes);
   options.admission.max_unsent_bytes = absl::GetFlag(FLAGS_max_unsent_bytes);
   options.caller_header = absl::GetFlag(FLAGS_caller_header);
