@@ -50,6 +50,9 @@ ABSL_FLAG(std::string, grpc_channel_args, "",
 ABSL_FLAG(uint64_t, multiplex_window, 1024,
           "Requests one Multiplex stream may have sent and not yet had answered; the server "
           "reads no further on that stream until its answers are read.");
+ABSL_FLAG(uint64_t, multiplex_window_bytes, uint64_t{64} << 20,
+          "Bytes of those requests (as received); the stream reads no further at whichever "
+          "bound comes first (one request is read whatever its size).");
 ABSL_FLAG(bool, reproducible_floats, false,
           "Every request reproducible: float SUM/PROD give bit-identical answers for the same "
           "request alone, batched with others or streamed in any pieces (same GPU model and "
@@ -267,6 +270,7 @@ int Main() {
   options.limits.max_elements = absl::GetFlag(FLAGS_max_request_elements);
   options.limits.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   options.limits.multiplex_window = absl::GetFlag(FLAGS_multiplex_window);
+  options.limits.multiplex_window_bytes = absl::GetFlag(FLAGS_multiplex_window_bytes);
   options.limits.reproducible_floats = absl::GetFlag(FLAGS_reproducible_floats);
   options.limits.max_pipeline_steps = absl::GetFlag(FLAGS_max_pipeline_steps);
   options.limits.max_pipeline_intermediate_bytes =
