@@ -171,9 +171,9 @@ absl::Status FairAdmission::UnsentRefusal(const Peer& peer) const {
 
 absl::Status FairAdmission::QueueRefusal(const Peer& peer, uint64_t bytes) const {
   if (peer.queue.size() >= options_.max_peer_queued_tasks) {
-    return absl::ResourceExhaustedError(absl::StrCat("this caller already has ",
-                                                     options_.max_peer_queued_tasks,
-                                                     " requests waiting for their turn; retry later"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this caller already has ", options_.max_peer_queued_tasks,
+                     " requests waiting for their turn; retry later"));
   }
   // One request may wait whatever its size, of a caller and of everyone.
   if (!peer.queue.empty() && peer.queued_bytes + bytes > options_.max_peer_queued_bytes) {

@@ -186,8 +186,8 @@ void MultiplexReactor::Schedule(std::unique_ptr<Received> holder, const Request&
   task->sent = std::make_shared<AnswerSent>();
   // The operation views `holder` (its payloads) and the shared memory
   // `memory` leases, which the task keeps until it is answered.
-  task->done = [this, id, bytes_in, holder = std::move(holder), memory = std::move(memory), answer_field,
-                call, elements, sent = task->sent](absl::StatusOr<Result> result) {
+  task->done = [this, id, bytes_in, holder = std::move(holder), memory = std::move(memory),
+                answer_field, call, elements, sent = task->sent](absl::StatusOr<Result> result) {
     v1::MultiplexResponse answer;
     answer.set_id(id);
     Response* response = (answer.*answer_field)();
