@@ -5,6 +5,7 @@
 //   primctl reduce --generate=random --n=1000000 --dtype=float32 --op=argmax
 //   primctl select --input=data.txt --predicate=in_range --operand=0 --upper=10
 //   primctl aggregate_by_key --generate=random --n=1000000 --generate_keys=random --num_keys=64
+//   primctl sort --values=3,1,2 --sort_values=sequence --return_indices --print=all
 //   primctl --shm scan --generate=random --n=1000000   # inputs and output in shared memory
 //   primctl put --name=x --generate=random --n=1000000  # a resident buffer, 4 stripes
 //   primctl scan --buffer=x --output_buffer=y           # no array travels
@@ -26,6 +27,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -78,7 +80,7 @@ ABSL_FLAG(std::string, op, "sum",
           "scan, reduce, reduce_by_key, aggregate_by_key: sum, prod, min, max, argmin or argmax.");
 ABSL_FLAG(bool, exclusive, false, "scan: exclusive instead of inclusive.");
 ABSL_FLAG(std::string, segments, "",
-          "scan, reduce: segment start offsets, comma-separated (e.g. 0,10,20).");
+          "scan, reduce, sort: segment start offsets, comma-separated (e.g. 0,10,20).");
 ABSL_FLAG(std::string, predicate, "",
           "select: keep the elements x passing nonzero, eq, ne, lt, le, gt, ge (x op --operand) "
           "or in_range (--operand <= x < --upper).");
@@ -105,6 +107,15 @@ ABSL_FLAG(std::string, generate_keys, "",
 ABSL_FLAG(std::string, key_dtype, "int32", "Element type of the keys.");
 ABSL_FLAG(double, run_length, 4, "Mean run length of --generate_keys=runs (at least 1).");
 ABSL_FLAG(uint64_t, num_keys, 16, "aggregate_by_key: number of groups; keys lie in [0, num_keys).");
+ABSL_FLAG(bool, descending, false,
+          "sort: the distinct keys in descending order (NaN still last, equal keys still in "
+          "input order).");
+ABSL_FLAG(bool, return_indices, false,
+          "sort: also return the permutation (output position -> input position, INT64).");
+ABSL_FLAG(std::string, sort_values, "",
+          "sort: values moved with their keys, one per key: a file of --value_dtype elements "
+          "(see --input_format), or sequence (0, 1, 2, ...) or random generated.");
+ABSL_FLAG(std::string, value_dtype, "int32", "sort: element type of --sort_values.");
 ABSL_FLAG(bool, shm, false,
           "Put the request's arrays in POSIX shared memory instead of the message: primctl "
           "creates a region (/dev/shm/primserve-client-*), registers it with the server "
@@ -136,7 +147,8 @@ namespace {
 
 constexpr char kUsage[] =
     "primctl [--address=host:port] <rpc> [flags]: sends one primserve RPC.\n"
-    "rpc: scan | reduce | select | unique | rle | reduce_by_key | aggregate_by_key | health\n"
+    "rpc: scan | reduce | select | unique | rle | reduce_by_key | aggregate_by_key | sort | "
+    "health\n"
     "buffers: put | get | free | list (resident buffers, --name)\n"
     "pipeline: the steps in --request (JSON) in one call\n"
     "Exit status: 0 success, 1 RPC error (or not SERVING), 2 bad command line.";
@@ -426,7 +438,12 @@ int Send(PrimitivesClient& client, PrintMode mode, const Request& inline_request
   Request with_output;
   if (const std::string output = absl::GetFlag(FLAGS_output_buffer); !output.empty()) {
     with_output = *to_send;
-    with_output.mutable_output_buffers()->set_values(output);
+    // The main output: a Sort's keys, every other RPC's values.
+    if constexpr (std::is_same_v<Request, v1::SortRequest>) {
+      with_output.mutable_output_buffers()->set_keys(output);
+    } else {
+      with_output.mutable_output_buffers()->set_values(output);
+    }
     to_send = &with_output;
   }
   const Request& request = *to_send;
@@ -621,6 +638,55 @@ int AggregateByKey(PrimitivesClient& client, PrintMode mode) {
   });
 }
 
+// A sort's values for `n` keys from --sort_values (a file, sequence or
+// random); nullopt when it is not given.
+absl::StatusOr<std::optional<v1::Array>> SortValuesInput(size_t n) {
+  const std::string source = absl::GetFlag(FLAGS_sort_values);
+  if (source.empty()) return std::nullopt;
+  absl::StatusOr<DType> dtype = ParseDType("value_dtype", absl::GetFlag(FLAGS_value_dtype));
+  if (!dtype.ok()) return dtype.status();
+  if (source == "random") {
+    std::mt19937_64 rng = Rng(3);
+    return VisitDType(*dtype, [&](auto zero) {
+      using T = decltype(zero);
+      return PackArray<T>(RandomValues<T>(n, rng));
+    });
+  }
+  if (source == "sequence") {
+    std::vector<int64_t> sequence(n);
+    for (size_t i = 0; i < n; ++i) sequence[i] = static_cast<int64_t>(i);
+    return PackAs(*dtype, sequence);
+  }
+  return ReadInputFile(*dtype, source);
+}
+
+int Sort(PrimitivesClient& client, PrintMode mode) {
+  absl::StatusOr<v1::Array> keys = MainInput();
+  if (!keys.ok()) return UsageError(keys.status());
+  if (keys->has_buffer() && !absl::GetFlag(FLAGS_sort_values).empty()) {
+    return UsageError(absl::InvalidArgumentError(
+        "--sort_values needs the keys' count: give the keys with --input, --values or "
+        "--generate"));
+  }
+  absl::StatusOr<std::optional<v1::Array>> values = SortValuesInput(ElementCount(*keys));
+  absl::StatusOr<std::vector<uint64_t>> segments = ParseSegments();
+  if (absl::Status s = FirstError({values.status(), segments.status()}); !s.ok()) {
+    return UsageError(s);
+  }
+  v1::SortRequest request;
+  *request.mutable_keys() = *std::move(keys);
+  if (values->has_value()) *request.mutable_values() = **std::move(values);
+  request.set_descending(absl::GetFlag(FLAGS_descending));
+  request.set_return_indices(absl::GetFlag(FLAGS_return_indices));
+  request.mutable_segment_offsets()->Add(segments->begin(), segments->end());
+  return Send(client, mode, request, [](const v1::SortResponse& response) {
+    Result result{{{"keys", &response.keys()}}};
+    if (response.has_values()) result.arrays.emplace_back("values", &response.values());
+    if (response.has_indices()) result.arrays.emplace_back("indices", &response.indices());
+    return result;
+  });
+}
+
 // The Buffers client over --stripes channels of their own.
 absl::StatusOr<BuffersClient> ConnectBuffers() {
   const int stripes = absl::GetFlag(FLAGS_stripes);
@@ -779,6 +845,7 @@ int Main(const std::vector<char*>& args) {
   if (rpc == "rle") return RunLengthEncode(client, *mode);
   if (rpc == "reduce_by_key") return ReduceByKey(client, *mode);
   if (rpc == "aggregate_by_key") return AggregateByKey(client, *mode);
+  if (rpc == "sort") return Sort(client, *mode);
   if (rpc == "pipeline") return Pipeline(client, *mode);
   if (rpc == "health") return Health(client);
   return UsageError(absl::InvalidArgumentError(absl::StrCat("unknown rpc '", rpc, "'")));

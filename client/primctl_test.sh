@@ -112,6 +112,17 @@ printf '1,2,3,4 5\n' >"$TMP/values.txt"
 expect "-inf,-inf,-inf,-inf,-inf,-inf,-inf,2,5" aggregate_by_key --keys="$TMP/keys.txt" \
   --key_dtype=uint32 --input="$TMP/values.txt" --dtype=float32 --num_keys=9 --op=max --print=all
 
+# sort: keys alone, with values and indices (stable), descending with NaN and
+# zeros, segments
+expect "1,2,3" sort --values=3,1,2 --print=all
+expect $'1,1,2,3\n1,3,2,0\n1,3,2,0' sort --values=3,1,2,1 --sort_values=sequence --return_indices \
+  --print=all
+expect $'3,2,1,1\n0,2,1,3' sort --values=3,1,2,1 --segments=0,1,3 --descending \
+  --sort_values=sequence --value_dtype=uint64 --print=all
+expect "2,1,-0,0,nan" sort --dtype=float32 --values=1,nan,-0,2,0 --descending --print=all
+expect "-1,0,nan" sort --dtype=float64 --values=nan,0,-1 --print=all
+expect "1,2,3,8,9" sort --values=3,1,2,9,8 --segments=0,3 --print=all
+
 # generated data: seeded, so two runs agree
 first="$(primctl aggregate_by_key --generate=random --n=5000 --generate_keys=random --num_keys=8 \
   --seed=3 --print=all)" || fail "aggregate_by_key with generated data failed"
@@ -149,6 +160,11 @@ expect_exit 2 "exactly one of --input, --values, --generate" scan --values=1 --g
 expect_exit 2 "--predicate=lt needs --operand" select --values=1 --predicate=lt
 expect_exit 2 "exactly one of --predicate, --flags, --generate_flags" select --values=1
 expect_exit 2 "Unknown command line flag" scan --values=1 --segment=0
+expect_exit 1 "error: INVALID_ARGUMENT: " sort --values=1,2 --segments=0,5
+echo "7 8 9" >"$TMP/sort_values.txt"
+expect_exit 1 "error: INVALID_ARGUMENT: " sort --values=1,2 --sort_values="$TMP/sort_values.txt"
+expect_exit 2 "--value_dtype=int8 is not one of" sort --values=1 --sort_values=random \
+  --value_dtype=int8
 
 # Resident buffers: put (striped), inputs from a buffer (whole and a range),
 # an output into a buffer, get, list, free, and their errors.
@@ -158,6 +174,9 @@ expect "2,5" scan --buffer=x --buffer_offset=1 --buffer_length=2 --print=all
 expect "output: in buffer y, 4 x INT32" scan --buffer=x --output_buffer=y --print=all
 expect "1,3,6,10" get --name=y --print=all
 expect "1,3,6,10" get --name=y --stripes=1 --print=all
+expect "keys: in buffer z, 4 x INT32" sort --buffer=y --descending --output_buffer=z --print=all
+expect "10,6,3,1" get --name=z --print=all
+expect "" free --name=z
 listed="$(primctl list)" || fail "primctl list exited $?"
 [[ "$listed" == *"x: 4 x INT32 on the host at "* && "$listed" == *"y: 4 x INT32 on the host at "* &&
   "$listed" == *"32 bytes used of "* ]] || fail "primctl list printed: $listed"

@@ -131,6 +131,12 @@ OutputRoom RoomFor(const v1::ReduceByKeyRequest& r) {
 OutputRoom RoomFor(const v1::AggregateByKeyRequest& r) {
   return {{"values", r.num_keys() * ElementBytes(r.values())}};
 }
+OutputRoom RoomFor(const v1::SortRequest& r) {
+  OutputRoom room = {{"keys", Bytes(r.keys())}};
+  if (r.has_values()) room["values"] = Bytes(r.values());
+  if (r.return_indices()) room["indices"] = Elements(r.keys()) * sizeof(int64_t);
+  return room;
+}
 
 
 uint64_t PlacedBytes(const Message& request, const OutputRoom& room, bool in_place) {

@@ -65,6 +65,7 @@ OutputRoom RoomFor(const v1::UniqueRequest& request);
 OutputRoom RoomFor(const v1::RunLengthEncodeRequest& request);
 OutputRoom RoomFor(const v1::ReduceByKeyRequest& request);
 OutputRoom RoomFor(const v1::AggregateByKeyRequest& request);
+OutputRoom RoomFor(const v1::SortRequest& request);
 
 // The region bytes PlaceRequest takes for `request` with `room` (inputs'
 // data and outputs, each aligned; an in-place scan's output takes none).

@@ -1,4 +1,5 @@
-// LSD radix sort: small inputs and segments by one block in shared memory
+// LSD radix sort: short segments by one warp in shared memory
+// (radix_warp_sort.cuh), small inputs and segments by one block there
 // (radix_block_sort.cuh), larger ones by a histogram pass over all digits
 // (radix_histogram.cuh) and one onesweep pass per digit (radix_onesweep.cuh),
 // ping-ponging between the output and a temporary copy. Tuning in

@@ -52,9 +52,10 @@ int RadixSort(void* temp_storage, size_t* temp_bytes, const void* d_keys_in, voi
 // launches are planned by segment size), num_segments starts validated by the
 // caller as in reference/reference.h: the first is 0, non-decreasing, <= n;
 // empty segments are allowed; num_segments == 0 means one segment. Segments
-// of up to kSortBlockItems keys are sorted by one block each in shared
-// memory (one launch for all of them); longer ones by the global passes of
-// RadixSort, one after another. Both phases must get the same starts.
+// of up to kWarpSortItems keys are sorted by one warp each and those of up to
+// kSortBlockItems by one block each, in shared memory (one launch for each
+// kind); longer ones by the global passes of RadixSort, one after another.
+// Both phases must get the same starts.
 int SegmentedRadixSort(void* temp_storage, size_t* temp_bytes, const void* d_keys_in,
                        void* d_keys_out, uint64_t n, DType key_dtype,
                        const uint64_t* h_segment_starts, uint64_t num_segments,

@@ -273,7 +273,9 @@ void SegmentedAllCases() {
     for (Pattern pattern : {Pattern::kRandom, Pattern::kSpecial, Pattern::kFewDistinct}) {
       for (bool descending : {false, true}) {
         for (Moves moves : {Moves::kKeys, Moves::kValues4, Moves::kValuesAndIndices}) {
-          CheckAgainstReference<K>(MakeKeys<K>(n, pattern, ++salt), RandomStarts(n, ++salt),
+          const uint64_t key_salt = ++salt;
+          const uint64_t starts_salt = ++salt;
+          CheckAgainstReference<K>(MakeKeys<K>(n, pattern, key_salt), RandomStarts(n, starts_salt),
                                    descending, moves, PatternName(pattern));
         }
       }

@@ -213,7 +213,7 @@ class PipelineTest : public ::testing::Test {
     *keys.mutable_indices() = p.Output(rows, v1::StepOutput::INDICES);
     const uint32_t k = p.Add(keys, all_returned);
     v1::GatherRequest values;
-    *values.mutable_values() = Random<int64_t>(rng_, n, -1 << 20, 1 << 20);
+    *values.mutable_values() = Random<int64_t>(rng_, n, -(1 << 20), 1 << 20);
     *values.mutable_indices() = p.Output(rows, v1::StepOutput::INDICES);
     const uint32_t v = p.Add(values, all_returned);
     v1::AggregateByKeyRequest group;

@@ -20,6 +20,9 @@
 #   tools/gpu_engine_bench.sh OUT_DIR [--only=NAME,...]         (--engine)
 #   tools/shm_ipc_bench.sh OUT_DIR [--only=PART,...]           (--engine)
 #   tools/huge_stream_check.sh OUT_DIR [--n=N] [--piece_bytes=B] (--engine)
+#   tools/sort_gpu_round.sh OUT_DIR [--bench] [--service] ...   the sort's round
+#                                      (--only=sort_gpu_test,sort_bench,sort_variants,
+#                                      with --server for --service)
 #   tools/perf_rerun_rows.sh OUT_DIR   one row of each table of perf/README.md
 #                                      (--engine; from the repository root only)
 # The device code is built for Hopper (sm_90) only, the GPU machines' chips:
@@ -27,7 +30,9 @@
 # carries at most 64 MiB with the repository (about 5 MB), and everything
 # with --engine is about 90 MB: pack the engine tools (--engine) for engine
 # runs only, and name what a run needs with --only.
-# Usage: tools/pack_gpu.sh [--engine] [--only=NAME,...] [extra bazel build flags]
+# --server packs primserve and py/ alone of the engine tools (the sort's
+# service row: tools/sort_gpu_round.sh --service; about 30 MB).
+# Usage: tools/pack_gpu.sh [--engine | --server] [--only=NAME,...] [extra bazel build flags]
 # (--only=NAME,...: only these tests and benchmarks, e.g. --only=primitives_bench;
 # the engine tools still come with --engine).
 set -euo pipefail
@@ -37,10 +42,11 @@ tests=$(bazel query --noshow_progress 'attr(tags, gpu, tests(//...))')
 benchmarks=$(bazel query --noshow_progress 'kind(cc_binary, attr(tags, gpu, //kernels/...))')
 engine=()
 only=""
-while [[ ${1:-} == --engine || ${1:-} == --only=* ]]; do
+while [[ ${1:-} == --engine || ${1:-} == --server || ${1:-} == --only=* ]]; do
   case "$1" in
     --engine) engine=(//server:primserve //client:primctl //client:primload //client:primload_cuda
       //tests:soak_test) ;;
+    --server) engine=(//server:primserve) ;;
     --only=*) only="${1#--only=}" ;;
   esac
   shift
@@ -77,7 +83,7 @@ for target in "${engine[@]+"${engine[@]}"}"; do copy "$target"; done
 cp tools/gpu_run_all.sh "$out/run_all.sh"
 cp tools/kernel_bench.sh tools/gpu_checks.sh tools/gpu_engine_bench.sh tools/huge_stream_check.sh \
   tools/shm_ipc_bench.sh tools/shm_bench.py tools/gpu_buffers_bench.sh tools/gpu_pipeline_bench.sh \
-  tools/pipeline_bench.py "$out/"
+  tools/pipeline_bench.py tools/sort_gpu_round.sh tools/sort_service_bench.py "$out/"
 echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!gpu_bundle' || echo '+changes')" \
   >"$out/commit.txt"
 if [[ ${#engine[@]} -gt 0 ]]; then

@@ -28,12 +28,15 @@ struct BlockSortSmem {
 // Segments [starts[s], starts[s + 1] or n) for s in [0, num_segments), a
 // grid-stride loop of blocks over them (num_segments == 0: one segment
 // [0, n)); segments longer than kThreads * kItems are left to the global
-// passes. iota (8-byte P): the payload is each key's index in the array.
+// passes, those of at most `shorter_elsewhere` keys to the warp sort
+// (radix_warp_sort.cuh). iota (8-byte P): the payload is each key's index in
+// the array.
 template <int kThreads, int kItems, typename U, typename P>
 __global__ void __launch_bounds__(kThreads)
     BlockSortKernel(const U* __restrict__ keys_in, U* keys_out, const P* payload_in,
                     P* payload_out, bool iota, const uint64_t* __restrict__ starts,
-                    uint64_t num_segments, uint64_t n, RadixCodec<U> codec) {
+                    uint64_t num_segments, uint64_t n, RadixCodec<U> codec,
+                    uint32_t shorter_elsewhere) {
   using Smem = BlockSortSmem<kThreads, kItems, U, P>;
   using Rank = typename Smem::Rank;
   constexpr int kTileItems = Smem::kTileItems;
@@ -45,7 +48,7 @@ __global__ void __launch_bounds__(kThreads)
   for (uint64_t s = blockIdx.x; s < segments; s += gridDim.x) {
     const uint64_t begin = num_segments == 0 ? 0 : starts[s];
     const uint64_t end = s + 1 < num_segments ? starts[s + 1] : n;
-    if (end - begin > kTileItems || end == begin) continue;
+    if (end - begin > kTileItems || end - begin <= shorter_elsewhere) continue;
     const uint32_t count = static_cast<uint32_t>(end - begin);
     U key[kItems];
     uint32_t digit[kItems];
@@ -64,12 +67,14 @@ __global__ void __launch_bounds__(kThreads)
     for (int pass = 0; pass < RadixCodec<U>::kPasses; ++pass) {
 #pragma unroll
       for (int j = 0; j < kItems; ++j) {
-        digit[j] = StripedPosition<kItems>(j) < count ? codec.Digit(key[j], pass) : kRadixDigits;
+        // Keys past the end: the last digit (radix_rank.cuh), never staged.
+        digit[j] = StripedPosition<kItems>(j) < count ? codec.Digit(key[j], pass)
+                                                     : kRadixDigits - 1;
       }
       rank.Rank(digit, r);
 #pragma unroll
       for (int j = 0; j < kItems; ++j) {
-        if (digit[j] < kRadixDigits) {
+        if (StripedPosition<kItems>(j) < count) {
           staged_keys[r[j]] = key[j];
           if constexpr (Smem::kHasPayload) staged_payload[r[j]] = payload[j];
         }

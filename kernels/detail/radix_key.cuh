@@ -25,21 +25,24 @@ struct RadixCodec {
 
   KeyKind kind;
   bool descending;
+  // Integers: the whole transform is one xor (the sign bit for signed keys,
+  // every bit when descending), computed once here rather than per digit.
+  U flip;
+
+  __host__ __device__ RadixCodec(KeyKind kind_, bool descending_)
+      : kind(kind_), descending(descending_),
+        flip((kind_ == KeyKind::kSigned ? kSign : U{0}) ^ (descending_ ? ~U{0} : U{0})) {}
 
   // Unsigned bits in sort order: signed keys with the sign flipped, floats
   // sign-magnitude to two's-complement order with -0.0 folded onto +0.0;
   // descending complements the bits. NaN maps to all ones (last) either way:
   // no other float does (+inf and -inf map to 0xFF80.. / 0x007F..).
   __host__ __device__ __forceinline__ U Ordered(U bits) const {
-    U ordered;
-    if (kind == KeyKind::kFloat) {
-      const U magnitude = bits & ~kSign;
-      if (magnitude > kInfBits) return ~U{0};
-      if (magnitude == 0) bits = 0;
-      ordered = (bits & kSign) ? ~bits : (bits ^ kSign);
-    } else {
-      ordered = kind == KeyKind::kSigned ? (bits ^ kSign) : bits;
-    }
+    if (kind != KeyKind::kFloat) return bits ^ flip;
+    const U magnitude = bits & ~kSign;
+    if (magnitude > kInfBits) return ~U{0};
+    if (magnitude == 0) bits = 0;
+    const U ordered = (bits & kSign) ? ~bits : (bits ^ kSign);
     return descending ? ~ordered : ordered;
   }
 

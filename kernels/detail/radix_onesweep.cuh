@@ -45,22 +45,23 @@ __host__ __device__ constexpr size_t AlignUp(size_t bytes, size_t to) {
   return (bytes + to - 1) / to * to;
 }
 
-// Shared memory of a tile: rank counters, each digit's output base, the
-// tile's digit counts, the tile index, and the staging of keys and values in
-// sorted order.
+// Shared memory of a tile: each digit's output base, the tile index, and a
+// region the rank counters use first and the staging of keys and values in
+// sorted order after them (a barrier between), as CUB's onesweep does: a
+// smaller block leaves room for more resident tiles.
 template <typename Policy, typename U, typename P>
 struct OnesweepSmem {
   using Rank = BlockRadixRank<Policy::kThreads, Policy::kItems>;
   static constexpr bool kHasPayload = !std::is_same_v<P, NoPayload>;
-  static constexpr size_t kRankBytes = AlignUp(sizeof(typename Rank::Storage), 16);
-  static constexpr size_t kBaseOffset = kRankBytes;
-  static constexpr size_t kCountsOffset = kBaseOffset + kRadixDigits * sizeof(int64_t);
-  static constexpr size_t kTileOffset = kCountsOffset + kRadixDigits * sizeof(uint32_t);
-  static constexpr size_t kKeysOffset = kTileOffset + 16;
+  static constexpr size_t kBaseOffset = 0;
+  static constexpr size_t kTileOffset = kBaseOffset + kRadixDigits * sizeof(int64_t);
+  static constexpr size_t kSharedOffset = kTileOffset + 16;
   static constexpr size_t kPayloadOffset =
-      kKeysOffset + AlignUp(Policy::kTileItems * sizeof(U), 16);
-  static constexpr size_t kBytes =
+      kSharedOffset + AlignUp(Policy::kTileItems * sizeof(U), 16);
+  static constexpr size_t kStagingEnd =
       kPayloadOffset + (kHasPayload ? Policy::kTileItems * sizeof(P) : 0);
+  static constexpr size_t kRankEnd = kSharedOffset + sizeof(typename Rank::Storage);
+  static constexpr size_t kBytes = kStagingEnd > kRankEnd ? kStagingEnd : kRankEnd;
 };
 
 // One portion of one pass. keys_in / payload_in point at the portion's first
@@ -88,15 +89,13 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
   constexpr int kThreads = Policy::kThreads;
   constexpr int kTileItems = Policy::kTileItems;
   extern __shared__ __align__(16) unsigned char smem[];
-  auto& rank_storage = *reinterpret_cast<typename Rank::Storage*>(smem);
+  auto& rank_storage = *reinterpret_cast<typename Rank::Storage*>(smem + Smem::kSharedOffset);
   int64_t* dest_base = reinterpret_cast<int64_t*>(smem + Smem::kBaseOffset);
-  uint32_t* digit_counts = reinterpret_cast<uint32_t*>(smem + Smem::kCountsOffset);
   uint32_t* tile_slot = reinterpret_cast<uint32_t*>(smem + Smem::kTileOffset);
-  U* staged_keys = reinterpret_cast<U*>(smem + Smem::kKeysOffset);
+  U* staged_keys = reinterpret_cast<U*>(smem + Smem::kSharedOffset);
   P* staged_payload = reinterpret_cast<P*>(smem + Smem::kPayloadOffset);
 
   if (threadIdx.x == 0) *tile_slot = atomicAdd(counter, 1u);
-  if (threadIdx.x < kRadixDigits) digit_counts[threadIdx.x] = 0;
   __syncthreads();
   const uint32_t tile = *tile_slot;
   const uint64_t tile_begin = static_cast<uint64_t>(tile) * kTileItems;
@@ -116,7 +115,7 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
     for (int j = 0; j < kItems; ++j) {
       const uint32_t p = StripedPosition<kItems>(j);
       key[j] = p < valid ? keys_in[tile_begin + p] : U{0};
-      digit[j] = p < valid ? codec.Digit(key[j], pass) : kRadixDigits;
+      digit[j] = p < valid ? codec.Digit(key[j], pass) : kRadixDigits - 1;  // radix_rank.cuh
     }
   }
   if constexpr (Smem::kHasPayload) {
@@ -131,26 +130,32 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
     }
   }
 
-  // Early counts (CUB's onesweep does the same): the tile's digit counts by
-  // shared atomics, published before the slower stable ranking, so that
-  // later tiles' look-backs find this tile's counts as early as possible.
-#pragma unroll
-  for (int j = 0; j < kItems; ++j) {
-    if (digit[j] < kRadixDigits) atomicAdd(&digit_counts[digit[j]], 1u);
-  }
-  __syncthreads();
+  // Early counts (as CUB): the tile's digit counts come out of the warps'
+  // histograms and are published before the ranking, so that later tiles'
+  // look-backs find them as early as possible.
+  Rank rank{rank_storage};
+  rank.CountWarps(digit);
   const int d = threadIdx.x;
-  uint32_t tile_count = 0;
+  // The keys past the end were counted under the last digit.
+  const uint32_t tile_count =
+      rank.ScanWarps() - (d == kRadixDigits - 1 ? kTileItems - valid : 0);
   uint32_t* my_status = status + static_cast<uint64_t>(tile) * kRadixDigits + d;
   if (d < kRadixDigits) {
-    tile_count = digit_counts[d];
     StoreStatus(my_status, (tile == 0 ? kPrefixFlag : kAggregateFlag) | tile_count);
   }
-  Rank rank{rank_storage};
-  uint32_t r[kItems];
-  rank.CountWarps(digit, r);
-  rank.ScanWarps();
   const uint32_t digit_start = rank.ScanDigits(tile_count);
+  uint32_t r[kItems];
+  rank.RankKeys(digit, r);
+  __syncthreads();  // the staging below overwrites the rank counters
+#pragma unroll
+  for (int j = 0; j < kItems; ++j) {
+    if (valid == kTileItems || StripedPosition<kItems>(j) < valid) {
+      staged_keys[r[j]] = key[j];
+      if constexpr (Smem::kHasPayload) staged_payload[r[j]] = payload[j];
+    }
+  }
+  // The look-back last (as CUB): the earlier tiles had the ranking's time to
+  // publish.
   if (d < kRadixDigits) {
     uint32_t before = 0;
     if (tile > 0) {
@@ -169,14 +174,6 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
     dest_base[d] = static_cast<int64_t>(offsets[d] + before) - static_cast<int64_t>(digit_start);
     if (offsets_next != nullptr && tile + 1 == gridDim.x) {
       offsets_next[d] = offsets[d] + before + tile_count;
-    }
-  }
-  rank.FinishRanks(digit, r);
-#pragma unroll
-  for (int j = 0; j < kItems; ++j) {
-    if (digit[j] < kRadixDigits) {
-      staged_keys[r[j]] = key[j];
-      if constexpr (Smem::kHasPayload) staged_payload[r[j]] = payload[j];
     }
   }
   __syncthreads();

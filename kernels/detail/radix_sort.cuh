@@ -19,6 +19,7 @@
 #include "kernels/detail/radix_histogram.cuh"
 #include "kernels/detail/radix_key.cuh"
 #include "kernels/detail/radix_onesweep.cuh"
+#include "kernels/detail/radix_warp_sort.cuh"
 #include "kernels/detail/tuning_sort.cuh"
 
 namespace primserve::gpu::detail {
@@ -50,7 +51,8 @@ inline int SetSharedBytes(Kernel kernel) {
 
 // The sort of one key type and payload width, planned from the segment
 // sizes: which segments the global passes take, and their temp storage.
-template <typename U, typename P, typename Policy = SortPolicy<sizeof(U)>>
+template <typename U, typename P,
+          typename Policy = SortPolicy<sizeof(U), std::is_same_v<P, NoPayload> ? 0 : sizeof(P)>>
 class RadixSorter {
  public:
   using Codec = RadixCodec<U>;
@@ -59,13 +61,15 @@ class RadixSorter {
   static constexpr uint64_t kPortionItems =
       kPortionMaxItems / Policy::kTileItems * Policy::kTileItems;
   using BlockSmem = BlockSortSmem<kSortBlockThreads, kSortBlockKeysPerThread, U, P>;
+  using WarpSmem = WarpSortSmem<kWarpSortKeysPerLane, U, P>;
   using OnesweepShared = OnesweepSmem<Policy, U, P>;
 
   RadixSorter(const U* keys_in, U* keys_out, const P* payload_in, P* payload_out, bool iota,
               uint64_t n, Codec codec, const uint64_t* h_starts, uint64_t num_segments)
       : keys_in_(keys_in), keys_out_(keys_out), payload_in_(payload_in),
         payload_out_(payload_out), iota_(iota), n_(n), codec_(codec), h_starts_(h_starts),
-        num_segments_(num_segments) {
+        num_segments_(num_segments),
+        warp_items_(num_segments > 0 ? kWarpSortItems : 0) {
     const uint64_t segments = num_segments == 0 ? 1 : num_segments;
     for (uint64_t s = 0; s < segments; ++s) {
       const uint64_t begin = num_segments == 0 ? 0 : h_starts[s];
@@ -73,8 +77,10 @@ class RadixSorter {
       if (end - begin > static_cast<uint64_t>(kSortBlockItems)) {
         large_.push_back({begin, end - begin});
         largest_ = std::max(largest_, end - begin);
-      } else if (end - begin > 0) {
+      } else if (end - begin > static_cast<uint64_t>(warp_items_)) {
         any_small_ = true;
+      } else if (end - begin > 0) {
+        any_short_ = true;
       }
     }
   }
@@ -82,7 +88,9 @@ class RadixSorter {
   // Lays out the temp storage (base == nullptr: sizes only); returns its bytes.
   size_t Carve(void* base) {
     TempCarver carve(base);
-    if (num_segments_ > 0 && any_small_) d_starts_ = carve.Take<uint64_t>(num_segments_);
+    if (num_segments_ > 0 && (any_small_ || any_short_)) {
+      d_starts_ = carve.Take<uint64_t>(num_segments_);
+    }
     if (largest_ > 0) {
       alt_keys_ = carve.Take<U>(largest_);
       if constexpr (kHasPayload) alt_payload_ = carve.Take<P>(largest_);
@@ -99,13 +107,16 @@ class RadixSorter {
   }
 
   int Run(cudaStream_t stream) {
-    if (any_small_) {
-      if (num_segments_ > 0) {
-        if (cudaError_t e = cudaMemcpyAsync(d_starts_, h_starts_, num_segments_ * sizeof(uint64_t),
-                                            cudaMemcpyHostToDevice, stream)) {
-          return e;
-        }
+    if ((any_small_ || any_short_) && num_segments_ > 0) {
+      if (cudaError_t e = cudaMemcpyAsync(d_starts_, h_starts_, num_segments_ * sizeof(uint64_t),
+                                          cudaMemcpyHostToDevice, stream)) {
+        return e;
       }
+    }
+    if (any_short_) {
+      if (int e = LaunchWarpSort(stream)) return e;
+    }
+    if (any_small_) {
       if (int e = LaunchBlockSort(stream)) return e;
     }
     for (const Segment& segment : large_) {
@@ -120,6 +131,23 @@ class RadixSorter {
     uint64_t count;
   };
 
+  int LaunchWarpSort(cudaStream_t stream) {
+    auto kernel = WarpSortKernel<kWarpSortThreads, kWarpSortKeysPerLane, U, P>;
+    constexpr int kWarps = kWarpSortThreads / kWarpThreads;
+    constexpr size_t kBytes = kWarps * WarpSmem::kWarpBytes;
+    if (int e = static_cast<int>(cudaFuncSetAttribute(
+            kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBytes)))) {
+      return e;
+    }
+    const uint64_t segments = num_segments_ == 0 ? 1 : num_segments_;
+    const unsigned grid =
+        static_cast<unsigned>(std::min<uint64_t>(CeilDiv(segments, kWarps), 1u << 20));
+    kernel<<<grid, kWarpSortThreads, kBytes, stream>>>(keys_in_, keys_out_, payload_in_,
+                                                       payload_out_, iota_, d_starts_,
+                                                       num_segments_, n_, codec_);
+    return static_cast<int>(cudaGetLastError());
+  }
+
   int LaunchBlockSort(cudaStream_t stream) {
     auto kernel = BlockSortKernel<kSortBlockThreads, kSortBlockKeysPerThread, U, P>;
     if (int e = SetSharedBytes<BlockSmem>(kernel)) return e;
@@ -127,7 +155,7 @@ class RadixSorter {
     const unsigned grid = static_cast<unsigned>(std::min<uint64_t>(segments, 1u << 20));
     kernel<<<grid, kSortBlockThreads, BlockSmem::kBytes, stream>>>(
         keys_in_, keys_out_, payload_in_, payload_out_, iota_, d_starts_, num_segments_, n_,
-        codec_);
+        codec_, static_cast<uint32_t>(warp_items_));
     return static_cast<int>(cudaGetLastError());
   }
 
@@ -197,7 +225,11 @@ class RadixSorter {
   uint64_t num_segments_;
   std::vector<Segment> large_;
   uint64_t largest_ = 0;
+  // Segments of at most warp_items_ keys go to the warp sort: only a
+  // segmented sort's (a lone array that short is the block sort's, one launch).
+  uint64_t warp_items_ = 0;
   bool any_small_ = false;
+  bool any_short_ = false;
   uint64_t* d_starts_ = nullptr;
   U* alt_keys_ = nullptr;
   P* alt_payload_ = nullptr;

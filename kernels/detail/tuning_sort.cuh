@@ -1,6 +1,6 @@
 // Tuning constants of the radix sort (sort.cu, radix_*.cuh), apart from the
 // other kernels' (tuning.cuh). Numbers for Hopper (sm_90); see the reasons
-// beside each and the measurements in perf/runs/2026-11-28-h200-kernels-sort/table.md.
+// beside each and the measurements in perf/runs/2026-11-28-h200-sort/.
 #ifndef PRIMSERVE_KERNELS_DETAIL_TUNING_SORT_CUH_
 #define PRIMSERVE_KERNELS_DETAIL_TUNING_SORT_CUH_
 
@@ -29,16 +29,41 @@ struct OnesweepPolicy {
                 "one thread per digit in the look-back");
 };
 
-// 4-byte keys: 256 threads x 16 keys (4096-key tiles) and 3 blocks per SM
-// asked of the compiler (an 85-register cap); 8-byte keys: 256 x 8 (2048-key
-// tiles), 3 blocks. The ranking and the look-back are latency-bound, so
-// resident tiles matter most: measured on an H200 (perf/NOTES.md,
-// 2026-11-28), before early counts, 256x16 with 2 blocks per SM sorted 2^28
-// uint32 keys in 16.9 ms, with 3 in 12.7 ms; 256x20 (2 blocks) 13.6,
-// 384x16 and 512x12 (1 block) 14.9 and 14.5; uint64 keys 256x8 (3 blocks)
-// 32.2 ms, 256x12 (2) 33.0, 256x16 (1) 34.1.
-template <int kKeyBytes>
-using SortPolicy = OnesweepPolicy<256, kKeyBytes == 4 ? 16 : 8, 3>;
+// Tiles by key and payload bytes (payload 0: keys only; 8: 8-byte values or
+// the argsort's indices). The ranking and the look-back are latency-bound,
+// so resident warps matter most, then tile size (the per-tile scans and the
+// look-back amortized over more keys). Measured on an H200 at 2^28
+// (perf/NOTES.md, 2026-11-28, after the ballot match; ours/CUB time):
+// uint32 keys 256x16 with 4 blocks per SM (a 64-register cap) 0.89x, with 3
+// 0.79x, 384x20 (2) 0.88x, 512x12 (2) 0.80x; uint32 pairs 384x20 (2) 0.88x,
+// 256x16 (3 or 4) 0.79-0.80x; uint64 keys 384x12 (1) 0.84x, 256x12 (2)
+// 0.82x, 256x8 (3) 0.74x; uint64 pairs 256x16 (2) 0.81x, 384x12 (1) 0.60x.
+// 8-byte payloads under 4-byte keys take the 8-byte keys' pairs tile
+// (the same registers per key).
+template <int kKeyBytes, int kPayloadBytes>
+struct SortPolicyFor;
+template <>
+struct SortPolicyFor<4, 0> {
+  using type = OnesweepPolicy<256, 16, 4>;
+};
+template <>
+struct SortPolicyFor<4, 4> {
+  using type = OnesweepPolicy<384, 20, 2>;
+};
+template <>
+struct SortPolicyFor<4, 8> {
+  using type = OnesweepPolicy<256, 16, 2>;
+};
+template <>
+struct SortPolicyFor<8, 0> {
+  using type = OnesweepPolicy<384, 12, 1>;
+};
+template <int kPayloadBytes>
+struct SortPolicyFor<8, kPayloadBytes> {
+  using type = OnesweepPolicy<256, 16, 2>;
+};
+template <int kKeyBytes, int kPayloadBytes>
+using SortPolicy = typename SortPolicyFor<kKeyBytes, kPayloadBytes>::type;
 
 // The histogram pass: threads per block, and blocks per SM in its grid
 // (enough loads in flight to stream the keys at full bandwidth).
@@ -50,6 +75,12 @@ inline constexpr int kHistogramBlocksPerSm = 4;
 inline constexpr int kSortBlockThreads = 256;
 inline constexpr int kSortBlockKeysPerThread = 16;
 inline constexpr int kSortBlockItems = kSortBlockThreads * kSortBlockKeysPerThread;
+
+// The warp sort (small segments): one warp sorts a segment of up to
+// kWarpSortItems keys in shared memory; kWarpSortThreads / 32 warps a block.
+inline constexpr int kWarpSortKeysPerLane = 8;
+inline constexpr int kWarpSortItems = 32 * kWarpSortKeysPerLane;
+inline constexpr int kWarpSortThreads = 256;
 
 // Keys per portion: the look-back's 32-bit status words keep 30 bits of
 // count, so larger inputs go through the passes in portions of fewer keys,

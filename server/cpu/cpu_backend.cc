@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/messages.h"
 #include "reference/gpu_order.h"
 #include "reference/reference.h"
-#include "reference/sort.h"
-#include "core/messages.h"
 #include "server/cpu/cpu_kernels.h"
+#include "server/cpu/cpu_sort.h"
 #include "server/engine/pipeline_run.h"
 
 namespace primserve {
@@ -223,11 +223,11 @@ HostArray Permuted(const ArrayView& array, const std::vector<int64_t>& permutati
   return out;
 }
 
-absl::StatusOr<Result> Run(const SortOperation& o, const CpuContext&) {
+absl::StatusOr<Result> Run(const SortOperation& o, const CpuContext& context) {
   return VisitDType(o.keys.dtype, [&](auto key_zero) -> absl::StatusOr<Result> {
     using K = decltype(key_zero);
-    const std::vector<int64_t> permutation =
-        reference::SortPermutation<K>(o.keys.as<K>(), o.descending, o.segment_offsets);
+    const std::vector<int64_t> permutation = cpu::SortPermutation<K>(
+        o.keys.as<K>(), o.descending, o.segment_offsets, context.parallelism);
     SortResult r{Permuted(o.keys, permutation)};
     if (o.values) r.values = Permuted(*o.values, permutation);
     if (o.return_indices) r.indices = ToHostIndices(permutation);

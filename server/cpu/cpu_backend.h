@@ -1,7 +1,7 @@
-// The CPU backend: the backend of machines without a GPU. Scans and reduces
-// run on its own loops (cpu_kernels.h, split over threads for large arrays);
-// everything else on reference/reference.h, the oracle the GPU backend is
-// tested against.
+// The CPU backend: the backend of machines without a GPU. Scans, reduces and
+// sorts run on its own loops (cpu_kernels.h, cpu_sort.h, split over threads
+// for large arrays); everything else on reference/reference.h, the oracle the
+// GPU backend is tested against.
 #ifndef PRIMSERVE_SERVER_CPU_CPU_BACKEND_H_
 #define PRIMSERVE_SERVER_CPU_CPU_BACKEND_H_
 
@@ -21,14 +21,15 @@ struct CpuContext {
   Metrics* metrics = nullptr;
 };
 
-// Runs one validated operation: scans and reduces with the CPU backend's own
-// loops (cpu_kernels.h), the rest with the reference implementation.
+// Runs one validated operation: scans, reduces and sorts with the CPU
+// backend's own loops (cpu_kernels.h, cpu_sort.h), the rest with the
+// reference implementation.
 absl::StatusOr<Result> RunOnCpu(const Operation& operation, const CpuContext& context = {});
 
 class CpuBackend final : public ExecutionBackend {
  public:
   // Records each task's run time as stage "compute" into `metrics` unless it
-  // is null. A large scan or reduce is split over up to `threads` threads
+  // is null. A large scan, reduce or sort is split over up to `threads` threads
   // (0: one per core).
   explicit CpuBackend(Metrics* metrics = nullptr, int threads = 0);
 
