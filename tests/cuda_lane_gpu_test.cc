@@ -1,7 +1,8 @@
 // A lane and its device blocks on a real device: a lane given back has
-// nothing of its batch in flight, pinned staging stays within its limit, and
-// a block's memory returns to the budget only once its free has run on the
-// stream. Needs a GPU (tagged "gpu").
+// nothing of its batch in flight, pinned staging stays within its limit, a
+// block's memory returns to the budget only once its free has run on the
+// stream, small batches reuse the lane's kept memory, and only some are
+// timed. Needs a GPU (tagged "gpu").
 #include <cuda_runtime_api.h>
 
 #include <cstring>
@@ -115,6 +116,69 @@ TEST(LaneTest, BudgetComesBackWhenTheFreeHasRun) {
   absl::StatusOr<DeviceBlock> after =
       DeviceBlock::Allocate(*lane, uint64_t{32} << 20, absl::Now() + absl::Milliseconds(20));
   EXPECT_TRUE(after.ok()) << after.status();
+}
+
+// Small batches take the lane's kept batch memory: the second allocates
+// nothing and the budget counts the kept bytes once, until the lane goes.
+TEST(LaneTest, SmallBatchesReuseTheKeptBatchMemory) {
+  MemoryBudget budget(std::map<int, uint64_t>{{0, uint64_t{1} << 30}});
+  {
+    std::unique_ptr<Lane> lane = MakeLane(budget);
+    ASSERT_NE(lane, nullptr);
+    absl::StatusOr<void*> first = lane->BatchMemory(4096, absl::InfiniteFuture());
+    ASSERT_TRUE(first.ok()) << first.status();
+    ASSERT_NE(*first, nullptr);
+    const uint64_t kept = budget.in_use(0);
+    EXPECT_GE(kept, 4096u);
+    EXPECT_EQ(kept, lane->batch_memory_bytes());
+    absl::StatusOr<void*> second = lane->BatchMemory(8192, absl::InfiniteFuture());
+    ASSERT_TRUE(second.ok()) << second.status();
+    EXPECT_EQ(*second, *first) << "a small batch allocated again";
+    EXPECT_EQ(budget.in_use(0), kept);
+    // It is device memory the stream can use.
+    ASSERT_EQ(cudaMemsetAsync(*second, 0x5A, 8192, lane->stream()), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(lane->stream()), cudaSuccess);
+    // Growing replaces it, and the budget counts the new size alone.
+    absl::StatusOr<void*> grown = lane->BatchMemory(2 * kept, absl::InfiniteFuture());
+    ASSERT_TRUE(grown.ok()) << grown.status();
+    ASSERT_NE(*grown, nullptr);
+    EXPECT_EQ(budget.in_use(0), lane->batch_memory_bytes());
+    EXPECT_GE(lane->batch_memory_bytes(), 2 * kept);
+    // Beyond the limit: not kept (the batch takes a DeviceBlock).
+    absl::StatusOr<void*> large =
+        lane->BatchMemory(Lane::kBatchMemoryLimit + 1, absl::InfiniteFuture());
+    ASSERT_TRUE(large.ok()) << large.status();
+    EXPECT_EQ(*large, nullptr);
+  }
+  EXPECT_EQ(budget.in_use(0), 0u) << "the lane kept its batch memory counted after it went";
+}
+
+// Small batches are timed once in a period, large ones always; an untimed
+// batch's later marks record nothing.
+TEST(LaneTest, SmallBatchesAreTimedOnceInAPeriod) {
+  MemoryBudget budget(std::map<int, uint64_t>{{0, uint64_t{1} << 30}});
+  std::unique_ptr<Lane> lane = MakeLane(budget);
+  ASSERT_NE(lane, nullptr);
+  int timed = 0;
+  for (uint64_t i = 0; i < 2 * Lane::kTimingPeriod; ++i) {
+    ASSERT_TRUE(lane->MarkSampledStart(4096).ok());
+    ASSERT_TRUE(lane->Mark(Lane::kInputsIn).ok());
+    timed += lane->timed();
+  }
+  EXPECT_EQ(timed, 2);
+  ASSERT_TRUE(lane->MarkSampledStart(Lane::kAlwaysTimedBytes).ok());
+  EXPECT_TRUE(lane->timed());
+  ASSERT_TRUE(lane->Mark(Lane::kInputsIn).ok());
+  ASSERT_TRUE(lane->Mark(Lane::kKernelDone).ok());
+  ASSERT_TRUE(lane->Mark(Lane::kOutputsOut).ok());
+  ASSERT_TRUE(lane->Drain().ok());
+  EXPECT_GE(lane->Between(Lane::kStart, Lane::kOutputsOut), absl::ZeroDuration());
+  // A plain kStart (a runner that does not sample) is always timed.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(lane->MarkSampledStart(4096).ok());
+    ASSERT_TRUE(lane->Mark(Lane::kStart).ok());
+    EXPECT_TRUE(lane->timed());
+  }
 }
 
 }  // namespace

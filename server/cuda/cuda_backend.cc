@@ -457,13 +457,16 @@ std::vector<absl::StatusOr<Result>> CudaBackend::Run(Lane& lane, absl::Span<Task
 }
 
 void CudaBackend::Record(const Lane& lane, Rpc rpc, size_t requests) {
-  const absl::Duration h2d = lane.Between(Lane::kStart, Lane::kInputsIn);
-  const absl::Duration kernel = lane.Between(Lane::kInputsIn, Lane::kKernelDone);
-  const absl::Duration d2h = lane.Between(Lane::kKernelDone, Lane::kOutputsOut);
-  for (size_t i = 0; i < requests; ++i) {
-    metrics_->ObserveStage(rpc, Stage::kH2D, h2d);
-    metrics_->ObserveStage(rpc, Stage::kKernel, kernel);
-    metrics_->ObserveStage(rpc, Stage::kD2H, d2h);
+  // Stage times come from timed batches only (Lane::MarkSampledStart).
+  if (lane.timed()) {
+    const absl::Duration h2d = lane.Between(Lane::kStart, Lane::kInputsIn);
+    const absl::Duration kernel = lane.Between(Lane::kInputsIn, Lane::kKernelDone);
+    const absl::Duration d2h = lane.Between(Lane::kKernelDone, Lane::kOutputsOut);
+    for (size_t i = 0; i < requests; ++i) {
+      metrics_->ObserveStage(rpc, Stage::kH2D, h2d);
+      metrics_->ObserveStage(rpc, Stage::kKernel, kernel);
+      metrics_->ObserveStage(rpc, Stage::kD2H, d2h);
+    }
   }
   cudaMemPool_t pool;
   GpuMemory memory;

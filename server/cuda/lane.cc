@@ -38,17 +38,23 @@ Lane::~Lane() {
     }
   }
   if (pinned_ != nullptr) cudaFreeHost(pinned_);
-  if (temp_ != nullptr) {
-    cudaFree(temp_);
-    budget_->Release(device_, temp_bytes_);
-  }
   for (cudaStream_t s : {stream_, pipeline_.copy_in, pipeline_.copy_out}) {
     if (s != nullptr) cudaStreamDestroy(s);
   }
 }
 
 absl::Status Lane::Mark(Boundary boundary, cudaStream_t on) {
+  if (boundary == kStart) timed_ = true;
+  if (!timed_) return absl::OkStatus();
   PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaEventRecord(marks_[boundary], on));
+  return absl::OkStatus();
+}
+
+absl::Status Lane::MarkSampledStart(size_t bytes) {
+  if (bytes >= kAlwaysTimedBytes || sampled_starts_++ % kTimingPeriod == 0) {
+    return Mark(kStart, stream_);
+  }
+  timed_ = false;
   return absl::OkStatus();
 }
 
@@ -78,29 +84,15 @@ absl::StatusOr<char*> Lane::Staging(size_t bytes) {
 }
 
 absl::StatusOr<void*> Lane::TempStorage(size_t bytes, absl::Time deadline) {
-  if (bytes > kTempStorageLimit) return nullptr;
-  if (temp_ != nullptr && bytes <= temp_bytes_) return temp_;
-  const size_t grown = std::min(kTempStorageLimit, AlignUp(std::max(bytes, temp_bytes_ * 2)));
-  if (temp_ != nullptr) {
-    // Kernels of this batch queued earlier may still use it.
-    PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_));
-    const cudaError_t freed = cudaFree(temp_);
-    budget_->Release(device_, temp_bytes_);
-    temp_ = nullptr;
-    temp_bytes_ = 0;
-    PRIMSERVE_RETURN_IF_CUDA_ERROR(freed);
+  return temp_.Get(bytes, stream_, deadline, faults_);
+}
+
+absl::StatusOr<void*> Lane::BatchMemory(size_t bytes, absl::Time deadline) {
+  if (bytes > kBatchMemoryLimit) return nullptr;
+  if (faults_ != nullptr && faults_->FailAllocation()) {
+    return CudaStatus(cudaErrorMemoryAllocation, "cudaMalloc");
   }
-  if (absl::Status s = budget_->Acquire(device_, grown, deadline); !s.ok()) return s;
-  const cudaError_t allocated = faults_ != nullptr && faults_->FailAllocation()
-                                    ? cudaErrorMemoryAllocation
-                                    : cudaMalloc(&temp_, grown);
-  if (absl::Status s = CudaStatus(allocated, "cudaMalloc"); !s.ok()) {
-    temp_ = nullptr;
-    budget_->Release(device_, grown);
-    return s;
-  }
-  temp_bytes_ = grown;
-  return temp_;
+  return batch_.Get(bytes, stream_, deadline, nullptr);
 }
 
 absl::Status Lane::Drain() {

@@ -1,13 +1,15 @@
 // A lane: one batch at a time on one device, with its streams, timing events
-// and pinned staging, and the device memory a batch holds (DeviceBlock). The
-// pool hands lanes out and takes them back only once nothing of the last
-// batch is still in flight.
+// and pinned staging, the device memory it keeps for small batches and the
+// device memory a larger batch holds (DeviceBlock). The pool hands lanes out
+// and takes them back only once nothing of the last batch is still in
+// flight.
 #ifndef PRIMSERVE_SERVER_CUDA_LANE_H_
 #define PRIMSERVE_SERVER_CUDA_LANE_H_
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <thread>
@@ -18,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/cuda/device_arena.h"
 #include "server/cuda/fault_hooks.h"
 #include "server/engine/memory_budget.h"
 
@@ -27,6 +30,11 @@ class Lane final {
  public:
   // Stage boundaries of the last batch, timed on the stream.
   enum Boundary { kStart, kInputsIn, kKernelDone, kOutputsOut, kNumBoundaries };
+  // A small batch is timed once in this many (timing events cost microseconds
+  // of host time per batch); one whose device memory is at least
+  // kAlwaysTimedBytes always is (beside its copies they cost nothing).
+  static constexpr uint64_t kTimingPeriod = 64;
+  static constexpr size_t kAlwaysTimedBytes = size_t{4} << 20;
   // Large inputs run as a pipeline of chunks: copies in, kernels and copies
   // out on three streams, each chunk in one of kPipelineSlots staging slots.
   static constexpr int kPipelineSlots = 3;
@@ -52,9 +60,16 @@ class Lane final {
   MemoryBudget& budget() const { return *budget_; }
   FaultHooks* faults() const { return faults_; }
 
-  // Records `boundary` on `on` (the lane's stream by default).
+  // Records `boundary` on `on` (the lane's stream by default). kStart begins
+  // a batch that is timed; later boundaries are recorded only in a timed
+  // batch.
   absl::Status Mark(Boundary boundary, cudaStream_t on);
   absl::Status Mark(Boundary boundary) { return Mark(boundary, stream_); }
+  // kStart on the lane's stream for a batch holding `bytes` of device
+  // memory, timed only as kTimingPeriod and kAlwaysTimedBytes say.
+  absl::Status MarkSampledStart(size_t bytes);
+  // Whether the last batch was timed: only then do its marks say anything.
+  bool timed() const { return timed_; }
   // Time between two boundaries of the finished batch; zero where a mark
   // was not recorded.
   absl::Duration Between(Boundary from, Boundary to) const;
@@ -75,7 +90,15 @@ class Lane final {
   // `deadline`. Valid until the next call; only for work on stream().
   static constexpr size_t kTempStorageLimit = size_t{32} << 20;
   absl::StatusOr<void*> TempStorage(size_t bytes, absl::Time deadline);
-  size_t temp_storage_bytes() const { return temp_bytes_; }
+  size_t temp_storage_bytes() const { return temp_.bytes(); }
+
+  // Device memory for a whole batch (StagedRun's block), kept the same way:
+  // `bytes` up to kBatchMemoryLimit, else null (the caller takes a
+  // DeviceBlock). Each call is a device allocation for FaultHooks, as the
+  // batch's DeviceBlock would be. Valid until the next call.
+  static constexpr size_t kBatchMemoryLimit = size_t{16} << 20;
+  absl::StatusOr<void*> BatchMemory(size_t bytes, absl::Time deadline);
+  size_t batch_memory_bytes() const { return batch_.bytes(); }
 
   // Waits until every copy and kernel queued on the lane's streams has
   // finished (and with them the stream-ordered frees), then gives back
@@ -83,8 +106,17 @@ class Lane final {
   absl::Status Drain();
 
  private:
+  // Small batches start the batch memory at this size, so that it grows
+  // (a device-wide wait in cudaFree) a few times at most.
+  static constexpr size_t kBatchMemoryFloor = size_t{1} << 20;
+
   Lane(int device, size_t pinned_limit, MemoryBudget* budget, FaultHooks* faults)
-      : device_(device), pinned_limit_(pinned_limit), budget_(budget), faults_(faults) {}
+      : device_(device),
+        pinned_limit_(pinned_limit),
+        budget_(budget),
+        faults_(faults),
+        temp_(device, 0, kTempStorageLimit, budget),
+        batch_(device, kBatchMemoryFloor, kBatchMemoryLimit, budget) {}
 
   const int device_;
   const size_t pinned_limit_;
@@ -93,11 +125,14 @@ class Lane final {
   cudaStream_t stream_ = nullptr;
   Pipeline pipeline_;
   cudaEvent_t marks_[kNumBoundaries] = {};
+  bool timed_ = false;
+  uint64_t sampled_starts_ = 0;
   char* pinned_ = nullptr;
   size_t pinned_bytes_ = 0;
   std::unique_ptr<char[]> beyond_limit_;
-  void* temp_ = nullptr;
-  size_t temp_bytes_ = 0;
+  // Freed after the destructor's drain.
+  DeviceArena temp_;
+  DeviceArena batch_;
 };
 
 // Lanes handed out one batch at a time.

@@ -1,6 +1,7 @@
 #include "server/cuda/staged_run.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "absl/strings/str_format.h"
 
@@ -34,16 +35,27 @@ StagedRun::Slice StagedRun::Input(const InputSource& source) {
     slice.at = const_cast<char*>(at);  // read only
     return slice;
   }
-  const Slice slice{device_layout_.Add(source.size()), staged_inputs_.Add(source.size())};
+  Slice slice;
+  slice.area = Slice::kStagedInputs;
+  slice.staged = staged_inputs_.Add(source.size());
+  slice.device = slice.staged;
   inputs_.emplace_back(&source, slice);
+  return slice;
+}
+
+StagedRun::Slice StagedRun::StagedOutput(size_t max_bytes) {
+  Slice slice;
+  slice.area = Slice::kStagedOutputs;
+  slice.staged = staged_outputs_.Add(max_bytes);
+  slice.device = slice.staged;
   return slice;
 }
 
 StagedRun::Slice StagedRun::Output(size_t max_bytes) {
   Slice slice;
-  slice.device = device_layout_.Add(max_bytes);
   slice.held = Hold(max_bytes);
-  if (slice.held < 0) slice.staged = staged_outputs_.Add(max_bytes);
+  if (slice.held < 0) return StagedOutput(max_bytes);
+  slice.device = device_layout_.Add(max_bytes);
   return slice;
 }
 
@@ -52,7 +64,7 @@ StagedRun::Slice StagedRun::Output(size_t max_bytes, const OutputPlace& place,
   const int device = place.data != nullptr ? DeviceOf(place.data, place.room) : -1;
   if (place.data == nullptr) return Output(max_bytes);
   // A place in host memory: the service writes the answer there from staging.
-  if (device < 0) return Slice{device_layout_.Add(max_bytes), staged_outputs_.Add(max_bytes)};
+  if (device < 0) return StagedOutput(max_bytes);
   bool overlaps = false;
   for (const auto& [at, bytes] : read_in_place_) {
     overlaps |= place.data < at + bytes && at < place.data + place.room;
@@ -69,30 +81,64 @@ StagedRun::Slice StagedRun::Output(size_t max_bytes, const OutputPlace& place,
   return slice;
 }
 
-StagedRun::Slice StagedRun::Scratch(size_t bytes) { return Slice{device_layout_.Add(bytes), 0}; }
+StagedRun::Slice StagedRun::Scratch(size_t bytes) {
+  Slice slice;
+  slice.device = device_layout_.Add(bytes);
+  return slice;
+}
 
 absl::Status StagedRun::Start() {
   absl::StatusOr<char*> staging =
       lane_.Staging(std::max(staged_inputs_.size(), staged_outputs_.size()));
   if (!staging.ok()) return staging.status();
   staging_ = *staging;
-  absl::StatusOr<DeviceBlock> block =
-      DeviceBlock::Allocate(lane_, device_layout_.size(), deadline_);
-  if (!block.ok()) return block.status();
-  block_.emplace(*std::move(block));
-  PRIMSERVE_RETURN_IF_ERROR(lane_.Mark(Lane::kStart));
-  for (const auto& [source, slice] : inputs_) {
+  outputs_at_ = staged_inputs_.size();
+  rest_at_ = outputs_at_ + staged_outputs_.size();
+  const size_t bytes = rest_at_ + device_layout_.size();
+  absl::StatusOr<void*> kept = lane_.BatchMemory(bytes, deadline_);
+  if (!kept.ok()) return kept.status();
+  base_ = static_cast<char*>(*kept);
+  if (base_ == nullptr) {
+    absl::StatusOr<DeviceBlock> block = DeviceBlock::Allocate(lane_, bytes, deadline_);
+    if (!block.ok()) return block.status();
+    block_.emplace(*std::move(block));
+    base_ = block_->at<char>(0);
+  }
+  PRIMSERVE_RETURN_IF_ERROR(lane_.MarkSampledStart(bytes));
+  // Host bytes go up first, each run of inputs staged side by side in one
+  // copy (the whole batch, usually); then inputs in pinned memory straight
+  // from where they are. Bytes in CUDA IPC memory are copied on the device
+  // last: where host pieces sit beside them, the whole range went up first
+  // and the device pieces then overwrite their places (stream order).
+  std::vector<const char*> pinned(inputs_.size(), nullptr);
+  size_t run_begin = 0, run_end = 0;
+  auto copy_run = [&]() -> absl::Status {
+    if (run_end > run_begin) {
+      PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(base_ + run_begin, staging_ + run_begin,
+                                                     run_end - run_begin,
+                                                     cudaMemcpyHostToDevice, lane_.stream()));
+    }
+    run_begin = run_end = 0;
+    return absl::OkStatus();
+  };
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const auto& [source, slice] = inputs_[i];
     if (source->size() == 0) continue;
-    // Bytes in CUDA IPC memory are copied on the device; where host pieces
-    // sit beside them, the whole range goes up first and the device pieces
-    // then overwrite their places (stream order).
-    if (!source->AllOnDevice()) {
-      const char* from = source->Pinned();
-      if (from == nullptr) {
-        source->StageTo(staging_ + slice.staged);
-        from = staging_ + slice.staged;
-      }
-      PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(device(slice), from, source->size(),
+    pinned[i] = source->AllOnDevice() ? nullptr : source->Pinned();
+    if (source->AllOnDevice() || pinned[i] != nullptr) {
+      PRIMSERVE_RETURN_IF_ERROR(copy_run());
+      continue;
+    }
+    source->StageTo(staging_ + slice.staged);
+    if (run_end == run_begin) run_begin = slice.staged;
+    run_end = slice.staged + source->size();
+  }
+  PRIMSERVE_RETURN_IF_ERROR(copy_run());
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const auto& [source, slice] = inputs_[i];
+    if (source->size() == 0) continue;
+    if (pinned[i] != nullptr) {
+      PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(device(slice), pinned[i], source->size(),
                                                      cudaMemcpyHostToDevice, lane_.stream()));
     }
     if (source->AnyOnDevice()) {
@@ -130,13 +176,50 @@ absl::Status StagedRun::CopyBack(const Slice& slice, size_t bytes) {
     RegionCopyCounters().output_bytes += bytes;
     return absl::OkStatus();
   }
-  char* to = staging_ + slice.staged;
-  if (slice.held >= 0) {
-    to = held_[slice.held].get();
-    held_copies_pending_ = true;
+  const bool staged = slice.held < 0;
+  copies_out_.push_back(CopyOut{staged ? staging_ + slice.staged : held_[slice.held].get(),
+                                device<const char>(slice), bytes, staged});
+  return absl::OkStatus();
+}
+
+absl::Status StagedRun::QueueCopiesOut() {
+  // Device bytes between two copies into staging are copied with them up to
+  // this many: a copy's fixed cost is worth more.
+  constexpr size_t kMergeGap = size_t{64} << 10;
+  std::stable_sort(copies_out_.begin(), copies_out_.end(),
+            [](const CopyOut& a, const CopyOut& b) { return std::less<>()(a.from, b.from); });
+  // Whether [to, to + bytes) meets the destination of a copy outside
+  // [first, last): the merged copy's gaps must land on no other answer.
+  auto meets_another = [&](const char* to, size_t bytes, size_t first, size_t last) {
+    for (size_t k = 0; k < copies_out_.size(); ++k) {
+      const CopyOut& other = copies_out_[k];
+      if ((k < first || k >= last) && other.to < to + bytes && to < other.to + other.bytes) {
+        return true;
+      }
+    }
+    return false;
+  };
+  for (size_t i = 0; i < copies_out_.size();) {
+    CopyOut merged = copies_out_[i];
+    size_t next = i + 1;
+    for (; merged.staged && next < copies_out_.size(); ++next) {
+      const CopyOut& c = copies_out_[next];
+      const char* const merged_end = merged.from + merged.bytes;
+      const size_t bytes =
+          std::max<size_t>(merged.bytes, static_cast<size_t>(c.from + c.bytes - merged.from));
+      if (!c.staged || c.to - merged.to != c.from - merged.from ||
+          (c.from > merged_end && static_cast<size_t>(c.from - merged_end) > kMergeGap) ||
+          meets_another(merged.to, bytes, i, next + 1)) {
+        break;
+      }
+      merged.bytes = bytes;
+    }
+    held_copies_pending_ |= !merged.staged;
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(merged.to, merged.from, merged.bytes,
+                                                   cudaMemcpyDeviceToHost, lane_.stream()));
+    i = next;
   }
-  PRIMSERVE_RETURN_IF_CUDA_ERROR(
-      cudaMemcpyAsync(to, device(slice), bytes, cudaMemcpyDeviceToHost, lane_.stream()));
+  copies_out_.clear();
   return absl::OkStatus();
 }
 
@@ -151,6 +234,7 @@ HostArray StagedRun::Answer(const Slice& slice, DType dtype, size_t bytes, size_
 }
 
 absl::Status StagedRun::Finish() {
+  PRIMSERVE_RETURN_IF_ERROR(QueueCopiesOut());
   PRIMSERVE_RETURN_IF_ERROR(lane_.Mark(Lane::kOutputsOut));
   PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(lane_.stream()));
   held_copies_pending_ = false;

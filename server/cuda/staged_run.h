@@ -4,6 +4,14 @@
 // both sized by the Layouts that place their slices, so no slice can lie
 // outside its allocation.
 //
+// A small batch's device memory is the lane's kept batch memory
+// (Lane::BatchMemory): no allocation, free or host callback per batch. Inputs
+// and outputs that go through staging lie at the same offsets on the device
+// as in staging, so the staged inputs go up in one copy and the answers
+// copied back to staging come down in one (CopyBack queues, Finish merges);
+// only a small batch's stage boundaries are timed, one in
+// Lane::kTimingPeriod (Lane::MarkSampledStart).
+//
 // Memory of CUDA regions (device memory from CUDA IPC handles) takes no room
 // in either: an input that lies wholly in one on the lane's device is read
 // by the kernels where it lies, and an output placed in one is written there
@@ -52,6 +60,10 @@ class StagedRun final {
     // An answer buffer that CopyBack copies the answer into instead of
     // staging (an index into held_), or -1.
     int held = -1;
+    // Where `device` counts from: the block's part that mirrors staged
+    // inputs, staged outputs, or the rest.
+    enum Area { kRest, kStagedInputs, kStagedOutputs };
+    Area area = kRest;
   };
 
   // A batch on `lane`; a wait for device memory ends at `deadline`. With
@@ -90,20 +102,25 @@ class StagedRun final {
   template <typename T = void>
   T* device(const Slice& slice) const {
     if (slice.at != nullptr) return reinterpret_cast<T*>(slice.at);
-    return block_->at<T>(slice.device);
+    const size_t area = slice.area == Slice::kStagedInputs    ? 0
+                        : slice.area == Slice::kStagedOutputs ? outputs_at_
+                                                              : rest_at_;
+    return reinterpret_cast<T*>(base_ + area + slice.device);
   }
   // Checks a launch's result and marks the end of the kernels.
   absl::Status Launched(int cuda_error);
   // Queues the first `bytes` of `slice` back into its staging (an input's
-  // own staging for a kernel that works in place); for an output in a CUDA
-  // region's place, nothing (written in place) or the copy into the place
-  // on the device (after CheckRoom).
+  // own staging for a kernel that works in place; the copy itself is queued
+  // by Finish, merged with its neighbours); for an output in a CUDA region's
+  // place, nothing (written in place) or the copy into the place on the
+  // device (after CheckRoom).
   absl::Status CopyBack(const Slice& slice, size_t bytes);
   // INVALID_ARGUMENT, naming the field, where `bytes` of answer do not fit
   // the slice's place in a CUDA region. A runner checks every output first,
   // so that nothing is written where one does not fit.
   absl::Status CheckRoom(const Slice& slice, size_t bytes) const;
-  // Waits for everything queued; then staged() holds what was copied back.
+  // Queues the copies back, then waits for everything queued; then staged()
+  // holds what was copied back.
   absl::Status Finish();
 
   const char* staged(const Slice& slice) const { return staging_ + slice.staged; }
@@ -117,8 +134,20 @@ class StagedRun final {
   }
 
  private:
+  // A copy from the device to the host that CopyBack asked for.
+  struct CopyOut {
+    char* to;
+    const char* from;
+    size_t bytes;
+    bool staged;  // else into an answer buffer
+  };
   // An answer buffer for up to `bytes`, as slice.held, or -1.
   int Hold(size_t bytes);
+  // Room for an output that comes back through staging.
+  Slice StagedOutput(size_t max_bytes);
+  // Queues copies_out_, those into staging merged where they lie side by
+  // side on the device as in staging.
+  absl::Status QueueCopiesOut();
 
   Lane& lane_;
   const absl::Time deadline_;
@@ -126,16 +155,23 @@ class StagedRun final {
   std::vector<std::shared_ptr<char>> held_;
   // Copies into answer buffers queued and not yet waited for.
   bool held_copies_pending_ = false;
+  // The block: staged inputs' area, staged outputs' area (each laid out as
+  // in staging), then the rest.
   Layout device_layout_;
   // Inputs and outputs share staging: stream order puts every copy out after
   // every copy in.
   Layout staged_inputs_;
   Layout staged_outputs_;
+  size_t outputs_at_ = 0;
+  size_t rest_at_ = 0;
   std::vector<std::pair<const InputSource*, Slice>> inputs_;
+  std::vector<CopyOut> copies_out_;
   // Inputs read in place: an output place overlapping one is not written in
   // place (a kernel would overwrite elements it has still to read).
   std::vector<std::pair<const char*, size_t>> read_in_place_;
+  // A batch over the lane's batch memory holds a block of its own.
   std::optional<DeviceBlock> block_;
+  char* base_ = nullptr;
   char* staging_ = nullptr;
 };
 
