@@ -207,6 +207,7 @@ def check_edge(edge, primserve_flags, pod_spec, haproxy_cfg):
     if str(edge_ports.get("grpc")) != bind_port:
         problem(f"Deployment: the edge's port 'grpc' ({edge_ports.get('grpc')}) is not where it "
                 f"binds ({bind_port})")
+    check_metrics_behind_edge(env, edge_ports, primserve_flags, haproxy_cfg)
     mounted = {m.get("name") for m in edge.get("volumeMounts", [])}
     config_maps = [v for v in pod_spec.get("volumes", [])
                    if v.get("name") in mounted and "configMap" in v]
@@ -214,6 +215,29 @@ def check_edge(edge, primserve_flags, pod_spec, haproxy_cfg):
         problem("Deployment: the edge mounts no ConfigMap for its haproxy.cfg")
     edge_stop = edge.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds", 0)
     return edge_stop
+
+
+def check_metrics_behind_edge(env, edge_ports, primserve_flags, haproxy_cfg):
+    """primserve serves /metrics on loopback only, and the edge's metrics
+    frontend, with its source ACL, is the pod's 'metrics' port in front of it."""
+    for name in ("PRIMSERVE_METRICS_BIND", "PRIMSERVE_METRICS_UPSTREAM", "PRIMSERVE_METRICS_ALLOW"):
+        if f"${{{name}" not in haproxy_cfg:
+            problem(f"deploy/haproxy.cfg does not use {name}")
+        if not env.get(name):
+            problem(f"Deployment: the edge sets no {name}")
+    # Unset, --metrics_host is loopback (deploy_test checks the default).
+    if primserve_flags.get("metrics_host", "127.0.0.1") != "127.0.0.1":
+        problem(f"Deployment: primserve serves metrics on --metrics_host="
+                f"{primserve_flags.get('metrics_host')}; behind the edge it must be loopback only "
+                "(127.0.0.1)")
+    upstream = f"127.0.0.1:{primserve_flags.get('metrics_port')}"
+    if env.get("PRIMSERVE_METRICS_UPSTREAM") != upstream:
+        problem(f"Deployment: the edge passes scrapes to {env.get('PRIMSERVE_METRICS_UPSTREAM')}, "
+                f"not primserve's metrics at {upstream}")
+    bind_port = (env.get("PRIMSERVE_METRICS_BIND") or ":").rsplit(":", 1)[1]
+    if str(edge_ports.get("metrics")) != bind_port:
+        problem(f"Deployment: the edge's port 'metrics' ({edge_ports.get('metrics')}) is not where "
+                f"its metrics frontend binds ({bind_port})")
 
 
 def check_kubernetes(k8s_dir, server_flags, queryable, image, haproxy_cfg):
@@ -256,12 +280,12 @@ def check_kubernetes(k8s_dir, server_flags, queryable, image, haproxy_cfg):
     check_flags("Deployment args", args, server_flags)
     flags = flag_values(args)
     edge_stop = check_edge(containers["edge"], flags, pod["spec"], haproxy_cfg)
-    # Clients and probes reach gRPC through the edge's port.
+    # Clients, probes and Prometheus reach primserve through the edge's ports.
     ports = {p.get("name"): p.get("containerPort")
              for c in containers.values() for p in c.get("ports", [])}
-    if str(ports.get("metrics")) != flags.get("metrics_port"):
-        problem(f"Deployment: port 'metrics' ({ports.get('metrics')}) is not --metrics_port "
-                f"({flags.get('metrics_port')})")
+    if container.get("ports"):
+        problem("Deployment: the primserve container declares ports; it listens on loopback only, "
+                "behind the edge's")
     limits = container.get("resources", {}).get("limits", {})
     if str(limits.get("nvidia.com/gpu")) != "1":
         problem("Deployment: the container must limit nvidia.com/gpu to 1 (one replica per GPU)")

@@ -50,6 +50,9 @@ ABSL_FLAG(std::string, grpc_channel_args, "",
 ABSL_FLAG(uint64_t, multiplex_window, 1024,
           "Requests one Multiplex stream may have sent and not yet had answered; the server "
           "reads no further on that stream until its answers are read.");
+ABSL_FLAG(uint64_t, multiplex_window_bytes, uint64_t{64} << 20,
+          "Bytes of those requests (as received); the stream reads no further at whichever "
+          "bound comes first (one request is read whatever its size).");
 ABSL_FLAG(bool, reproducible_floats, false,
           "Every request reproducible: float SUM/PROD give bit-identical answers for the same "
           "request alone, batched with others or streamed in any pieces (same GPU model and "
@@ -90,6 +93,9 @@ ABSL_FLAG(uint64_t, max_peer_in_flight_bytes, uint64_t{96} << 20,
 ABSL_FLAG(uint64_t, max_peer_queued_bytes, uint64_t{256} << 20,
           "Admission: bytes of requests one caller may have waiting (unary, streamed and "
           "multiplexed together); a request past it gets RESOURCE_EXHAUSTED.");
+ABSL_FLAG(uint64_t, max_queued_bytes, uint64_t{1} << 30,
+          "Admission: bytes of everyone's requests waiting (streams and Multiplex calls "
+          "read a few ahead each); a request that would wait past it gets RESOURCE_EXHAUSTED.");
 ABSL_FLAG(uint64_t, max_peer_unsent_bytes, uint64_t{512} << 20,
           "Admission: cost of one caller's answers not yet sent (it does not read them); "
           "while over, its new requests get RESOURCE_EXHAUSTED before they run.");
@@ -156,8 +162,9 @@ ABSL_FLAG(std::string, advertise_address, "",
 ABSL_FLAG(bool, verbose, false,
           "Also log gRPC's own INFO lines (transport setup, pollers) and shutdown details; "
           "without it, primserve logs its start, its address and its stop, and gRPC only errors.");
-ABSL_FLAG(std::string, metrics_host, "0.0.0.0",
-          "Address to serve Prometheus metrics on (HTTP, path /metrics).");
+ABSL_FLAG(std::string, metrics_host, "127.0.0.1",
+          "Address to serve Prometheus metrics on (HTTP, path /metrics); loopback by "
+          "default, for the edge (deploy/haproxy.cfg) to serve to Prometheus.");
 ABSL_FLAG(int, metrics_port, 9464,
           "Port to serve Prometheus metrics on; 0 picks a free one, -1 serves none.");
 
@@ -264,6 +271,7 @@ int Main() {
   options.limits.max_elements = absl::GetFlag(FLAGS_max_request_elements);
   options.limits.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   options.limits.multiplex_window = absl::GetFlag(FLAGS_multiplex_window);
+  options.limits.multiplex_window_bytes = absl::GetFlag(FLAGS_multiplex_window_bytes);
   options.limits.reproducible_floats = absl::GetFlag(FLAGS_reproducible_floats);
   options.limits.max_pipeline_steps = absl::GetFlag(FLAGS_max_pipeline_steps);
   options.limits.max_pipeline_intermediate_bytes =
@@ -272,6 +280,7 @@ int Main() {
   options.admission.max_peer_in_flight_bytes = absl::GetFlag(FLAGS_max_peer_in_flight_bytes);
   options.admission.max_peer_queued_tasks = absl::GetFlag(FLAGS_max_peer_queued_tasks);
   options.admission.max_peer_queued_bytes = absl::GetFlag(FLAGS_max_peer_queued_bytes);
+  options.admission.max_queued_bytes = absl::GetFlag(FLAGS_max_queued_bytes);
   options.admission.max_peer_unsent_bytes = absl::GetFlag(FLAGS_max_peer_unsent_bytes);
   options.admission.max_unsent_bytes = absl::GetFlag(FLAGS_max_unsent_bytes);
   options.caller_header = absl::GetFlag(FLAGS_caller_header);

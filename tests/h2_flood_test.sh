@@ -50,7 +50,10 @@ start() {
   if [[ "$1" == 1 ]]; then
     local edge
     edge="$(free_port)"
+    # primserve serves no metrics here: the edge's metrics frontend (see
+    # deploy/deploy_test.sh) only needs somewhere to bind.
     PRIMSERVE_EDGE_BIND="127.0.0.1:$edge" PRIMSERVE_UPSTREAM="$ADDRESS" \
+      PRIMSERVE_METRICS_BIND="127.0.0.1:$(free_port)" PRIMSERVE_METRICS_UPSTREAM=127.0.0.1:9 \
       haproxy -db -f "$CONFIG" >"$TMP/haproxy.log" 2>&1 &
     EDGE_PID=$!
     pids+=("$EDGE_PID")

@@ -147,19 +147,29 @@ v1::AggregateByKeyRequest HeavyRequest(int log2_keys = 22) {
 
 struct LightFigures {
   absl::Duration p50, p99, max;
+  // The p99 a caller sending one request a millisecond would see: a call
+  // that took L also counts L - 1 ms, L - 2 ms, ... for the calls that would
+  // have waited behind it (coordinated omission corrected), so that one
+  // long stall weighs by its length rather than as one call among many.
+  absl::Duration paced_p99;
   int calls = 0;
+  int failed = 0;
   int heavy_done = 0;
 };
 
-// One expensive call of the heavy caller; true if it was answered.
-using HeavyCall = std::function<bool(v1::Primitives::Stub&)>;
+// One expensive call of the heavy caller, ended at `deadline`; true if it
+// was answered.
+using HeavyCall = std::function<bool(v1::Primitives::Stub&, absl::Time deadline)>;
 
-bool HeavyAggregate(v1::Primitives::Stub& stub) {
-  static const v1::AggregateByKeyRequest* const request =
-      new v1::AggregateByKeyRequest(HeavyRequest());
-  v1::AggregateByKeyResponse response;
-  grpc::ClientContext context;
-  return stub.AggregateByKey(&context, *request, &response).ok();
+// AggregateByKeys of HeavyRequest(log2_keys).
+HeavyCall HeavyAggregate(int log2_keys) {
+  auto request = std::make_shared<const v1::AggregateByKeyRequest>(HeavyRequest(log2_keys));
+  return [request](v1::Primitives::Stub& stub, absl::Time deadline) {
+    v1::AggregateByKeyResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(deadline));
+    return stub.AggregateByKey(&context, *request, &response).ok();
+  };
 }
 
 // A heavy caller keeps `heavy_calls` expensive requests outstanding from
@@ -183,17 +193,21 @@ LightFigures LightBesideHeavy(ServerOptions options, int heavy_calls,
   auto light_stub = v1::Primitives::NewStub(grpc::CreateChannel(
       absl::StrCat("[::1]:", port), grpc::InsecureChannelCredentials()));
 
-  std::atomic<bool> stop{false};
+  // The heavy calls end with the light caller's window, so that what the
+  // flood left queued does not outlast the measurement.
+  const absl::Time light_start =
+      absl::Now() + (heavy_calls > 0 ? absl::Seconds(1) : absl::ZeroDuration());
+  const absl::Time end = light_start + absl::Seconds(3);
   std::atomic<int> heavy_done{0};
   std::vector<std::thread> heavy;
   for (int i = 0; i < heavy_calls; ++i) {
     heavy.emplace_back([&] {
-      while (!stop.load()) {
-        if (heavy_call(*heavy_stub)) heavy_done.fetch_add(1);
+      while (absl::Now() < end) {
+        if (heavy_call(*heavy_stub, end)) heavy_done.fetch_add(1);
       }
     });
   }
-  if (heavy_calls > 0) absl::SleepFor(absl::Milliseconds(300));  // the flood is queued
+  absl::SleepFor(light_start - absl::Now());  // the flood is queued
 
   v1::ReduceRequest light;
   light.set_op(v1::SUM);
@@ -204,31 +218,47 @@ LightFigures LightBesideHeavy(ServerOptions options, int heavy_calls,
   light.mutable_input()->set_dtype(v1::INT32);
   light.mutable_input()->set_data(
       std::string(reinterpret_cast<const char*>(values.data()), values.size() * 4));
-  std::vector<absl::Duration> latencies;
-  const absl::Time end = absl::Now() + absl::Seconds(2);
+  constexpr absl::Duration kPace = absl::Milliseconds(1);
+  std::vector<absl::Duration> latencies, paced;
+  LightFigures figures;
   while (absl::Now() < end) {
     v1::ReduceResponse response;
     grpc::ClientContext context;
+    // A light call stuck behind the flood fails here rather than holding
+    // the test.
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
     const absl::Time start = absl::Now();
     const grpc::Status status = light_stub->Reduce(&context, light, &response);
-    latencies.push_back(absl::Now() - start);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    if (status.ok()) {
-      int32_t got = 0;
-      std::memcpy(&got, response.values().data().data(), 4);
-      EXPECT_EQ(got, sum);
+    const absl::Duration latency = absl::Now() - start;
+    latencies.push_back(latency);
+    for (absl::Duration d = latency; d > absl::ZeroDuration(); d -= kPace) paced.push_back(d);
+    if (!status.ok()) {
+      ++figures.failed;
+      continue;
     }
+    int32_t got = 0;
+    std::memcpy(&got, response.values().data().data(), 4);
+    EXPECT_EQ(got, sum);
   }
-  stop.store(true);
   for (std::thread& t : heavy) t.join();
   std::sort(latencies.begin(), latencies.end());
-  LightFigures figures;
+  std::sort(paced.begin(), paced.end());
   figures.calls = static_cast<int>(latencies.size());
   figures.p50 = latencies[latencies.size() / 2];
   figures.p99 = latencies[latencies.size() * 99 / 100];
   figures.max = latencies.back();
+  figures.paced_p99 = paced[paced.size() * 99 / 100];
   figures.heavy_done = heavy_done.load();
   return figures;
+}
+
+void Print(const char* name, const LightFigures& f) {
+  std::printf(
+      "%s: light p50 %s p99 %s max %s, paced p99 %s, over %d calls (%d failed); heavy "
+      "answered %d\n",
+      name, absl::FormatDuration(f.p50).c_str(), absl::FormatDuration(f.p99).c_str(),
+      absl::FormatDuration(f.max).c_str(), absl::FormatDuration(f.paced_p99).c_str(), f.calls,
+      f.failed, f.heavy_done);
 }
 
 // The light caller's p99 stays under 50 ms while the heavy one has 16 requests
@@ -247,41 +277,39 @@ TEST(HostileTest, ALightCallerStaysFastBesideAHeavyOne) {
   ServerOptions options;
   options.batcher.num_threads = 4;
   options.admission = unbounded;
-  const LightFigures before = LightBesideHeavy(options, 16, HeavyAggregate);
+  const LightFigures before = LightBesideHeavy(options, 16, HeavyAggregate(22));
   options.admission = fair;
-  const LightFigures after = LightBesideHeavy(options, 16, HeavyAggregate);
-  for (const auto& [name, f] : {std::pair{"no per-caller bound", before}, {"fair admission", after}}) {
-    std::printf("%s: light p50 %s p99 %s max %s over %d calls; heavy answered %d\n", name,
-                absl::FormatDuration(f.p50).c_str(), absl::FormatDuration(f.p99).c_str(),
-                absl::FormatDuration(f.max).c_str(), f.calls, f.heavy_done);
-  }
+  const LightFigures after = LightBesideHeavy(options, 16, HeavyAggregate(22));
+  Print("no per-caller bound", before);
+  Print("fair admission", after);
   EXPECT_LT(after.p99, absl::Milliseconds(50));
   EXPECT_GT(after.heavy_done, 0);
 }
 
 // Fair by default (issue 27): with every option at its default, another
-// caller's 16 concurrent AggregateByKeys of 32 MiB answers keep the light
-// caller's p99 within 10x its p99 alone, or 100 ms on a loaded 2-core
-// machine. The old per-caller default (1 GiB: the flood filled every batch
-// thread) is printed beside it. (The issue's 16 MiB Scans no longer starve
-// anyone since the CPU backend scans on every core: it gets through them too
-// fast for a queue to form.)
+// caller's 16 concurrent AggregateByKeys of 64 MiB answers keep the light
+// caller's paced p99 (LightFigures) within 10x its paced p99 alone, or 100 ms
+// on this loaded 2-core machine. The old per-caller default (1 GiB: all 16
+// in flight, their answers made and sent at once) is printed beside it; on
+// the 2-core CI machine it fails the same bound (perf/runs/2026-11-28-cpu-
+// hostile/README.md has the figures of both). The issue's 16 MiB
+// Scans no longer starve anyone since the CPU backend scans on every core,
+// and a light caller's plain p99 hides a stall of half a second among
+// thousands of fast calls: hence the larger answers and the paced p99.
 TEST(HostileTest, TheDefaultsKeepALightCallerFast) {
   if (!Ipv6LoopbackWorks()) GTEST_SKIP() << "two loopback peers need ::1";
   const ServerOptions defaults;
-  const LightFigures idle = LightBesideHeavy(defaults, 0, HeavyAggregate);
+  const HeavyCall heavy = HeavyAggregate(23);
+  const LightFigures idle = LightBesideHeavy(defaults, 0, heavy);
   ServerOptions old_defaults;
   old_defaults.admission.max_peer_in_flight_bytes = uint64_t{1} << 30;
-  const LightFigures before = LightBesideHeavy(old_defaults, 16, HeavyAggregate);
-  const LightFigures after = LightBesideHeavy(defaults, 16, HeavyAggregate);
-  for (const auto& [name, f] : {std::pair{"alone", idle},
-                                {"old defaults (1 GiB per caller)", before},
-                                {"defaults", after}}) {
-    std::printf("%s: light p50 %s p99 %s max %s over %d calls; heavy answered %d\n", name,
-                absl::FormatDuration(f.p50).c_str(), absl::FormatDuration(f.p99).c_str(),
-                absl::FormatDuration(f.max).c_str(), f.calls, f.heavy_done);
-  }
-  EXPECT_LT(after.p99, std::max(10 * idle.p99, absl::Milliseconds(100)));
+  const LightFigures before = LightBesideHeavy(old_defaults, 16, heavy);
+  const LightFigures after = LightBesideHeavy(defaults, 16, heavy);
+  Print("alone", idle);
+  Print("old defaults (1 GiB per caller)", before);
+  Print("defaults", after);
+  EXPECT_LT(after.paced_p99, std::max(10 * idle.paced_p99, absl::Milliseconds(100)));
+  EXPECT_EQ(after.failed, 0);
   EXPECT_GT(after.heavy_done, 0);
 }
 

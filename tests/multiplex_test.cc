@@ -105,10 +105,12 @@ v1::MultiplexRequest RandomRequest(std::mt19937& rng, uint64_t id) {
 
 class MultiplexTest : public ::testing::Test {
  protected:
-  void Start(std::unique_ptr<ExecutionBackend> backend, uint64_t window = 1024) {
+  void Start(std::unique_ptr<ExecutionBackend> backend, uint64_t window = 1024,
+             uint64_t window_bytes = uint64_t{64} << 20) {
     ServerOptions options;
     options.address = "127.0.0.1:0";
     options.limits.multiplex_window = window;
+    options.limits.multiplex_window_bytes = window_bytes;
     absl::StatusOr<std::unique_ptr<PrimServer>> server =
         PrimServer::Start(options, std::move(backend));
     ASSERT_TRUE(server.ok()) << server.status();
@@ -334,6 +336,40 @@ TEST_F(MultiplexTest, AClientThatStopsReadingStallsOnlyItsOwnStream) {
   ASSERT_TRUE(sums.ok()) << sums.status();
   EXPECT_EQ(*sums, (std::vector<int32_t>{1, 3, 6}));
   // Reading resumes the stream; every answer arrives.
+  int answered = 0;
+  v1::MultiplexResponse answer;
+  while (stream->Read(&answer)) {
+    EXPECT_EQ(answer.code(), 0) << answer.message();
+    ++answered;
+  }
+  writer.join();
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(answered, kRequests);
+}
+
+// The window counts bytes too: with room for 8192 requests but only 256 KiB
+// of them, a client that stops reading stalls its stream long before its
+// 64 MiB of requests are all read (counting requests alone, every one was).
+TEST_F(MultiplexTest, AClientThatStopsReadingStallsItsStreamByBytes) {
+  Start(std::make_unique<CpuBackend>(), /*window=*/8192, /*window_bytes=*/256 << 10);
+  std::mt19937 rng(6);
+  grpc::ClientContext context;
+  auto stream = stub_->Multiplex(&context);
+  constexpr int kRequests = 4096;
+  v1::MultiplexRequest m;
+  *m.mutable_scan()->mutable_input() = PackArray<int32_t>(Random<int32_t>(rng, 4096));
+  m.mutable_scan()->set_op(v1::SUM);
+  absl::Notification written;
+  std::thread writer([&] {
+    for (int i = 0; i < kRequests; ++i) {
+      m.set_id(i);
+      if (!stream->Write(m)) break;
+    }
+    stream->WritesDone();
+    written.Notify();
+  });
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_FALSE(written.HasBeenNotified()) << "the server read 64 MiB for a client reading nothing";
   int answered = 0;
   v1::MultiplexResponse answer;
   while (stream->Read(&answer)) {

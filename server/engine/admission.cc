@@ -169,6 +169,28 @@ absl::Status FairAdmission::UnsentRefusal(const Peer& peer) const {
   return absl::OkStatus();
 }
 
+absl::Status FairAdmission::QueueRefusal(const Peer& peer, uint64_t bytes) const {
+  if (peer.queue.size() >= options_.max_peer_queued_tasks) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this caller already has ", options_.max_peer_queued_tasks,
+                     " requests waiting for their turn; retry later"));
+  }
+  // One request may wait whatever its size, of a caller and of everyone.
+  if (!peer.queue.empty() && peer.queued_bytes + bytes > options_.max_peer_queued_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this caller already has ", peer.queued_bytes,
+        " bytes of requests waiting for their turn (the bound is ", options_.max_peer_queued_bytes,
+        "); retry later"));
+  }
+  if (queued_bytes_ > 0 && queued_bytes_ + bytes > options_.max_queued_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the server already holds ", queued_bytes_,
+        " bytes of requests waiting for their turn (the bound is ", options_.max_queued_bytes,
+        "); retry later"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status FairAdmission::Enter(std::unique_ptr<Task>* task, bool may_run) {
   const uint64_t cost = AdmissionCost((*task)->operation);
   std::vector<Handoff> admitted;
@@ -191,22 +213,15 @@ absl::Status FairAdmission::Enter(std::unique_ptr<Task>* task, bool may_run) {
       in_flight_ += cost;
     } else {
       const uint64_t bytes = WaitingBytes((*task)->operation);
-      // One request may wait whatever its size.
-      if (peer.queue.size() >= options_.max_peer_queued_tasks ||
-          (!peer.queue.empty() && peer.queued_bytes + bytes > options_.max_peer_queued_bytes)) {
+      if (absl::Status full = QueueRefusal(peer, bytes); !full.ok()) {
         ForgetIfIdle((*task)->peer);
         if (metrics_ != nullptr) metrics_->Rejected(RejectReason::kQueueFull);
-        return absl::ResourceExhaustedError(
-            peer.queue.size() >= options_.max_peer_queued_tasks
-                ? absl::StrCat("this caller already has ", options_.max_peer_queued_tasks,
-                               " requests waiting for their turn; retry later")
-                : absl::StrCat("this caller already has ", peer.queued_bytes,
-                               " bytes of requests waiting for their turn (the bound is ",
-                               options_.max_peer_queued_bytes, "); retry later"));
+        return full;
       }
       if (peer.queue.empty()) turns_.push_back((*task)->peer);
       peer.queue.push_back({std::move(*task), cost, bytes});
       peer.queued_bytes += bytes;
+      queued_bytes_ += bytes;
       ++queued_;
       admitted = TakeAdmitted();
     }
@@ -249,6 +264,7 @@ std::vector<FairAdmission::Handoff> FairAdmission::TakeAdmitted() {
     in_flight_ += cost;
     --queued_;
     peer.queued_bytes -= peer.queue.front().bytes;
+    queued_bytes_ -= peer.queue.front().bytes;
     admitted.push_back({name, std::move(peer.queue.front())});
     peer.queue.pop_front();
     if (!peer.queue.empty()) turns_.push_back(std::move(name));
@@ -326,6 +342,7 @@ void FairAdmission::SweepLoop() {
         if (absl::Status why = Dead(*it->task, now); !why.ok()) {
           dead.emplace_back(std::move(it->task), why);
           peer.queued_bytes -= it->bytes;
+          queued_bytes_ -= it->bytes;
           it = peer.queue.erase(it);
           --queued_;
         } else {
@@ -368,6 +385,7 @@ void FairAdmission::Shutdown() {
     }
     turns_.clear();
     queued_ = 0;
+    queued_bytes_ = 0;
   }
   sweeper_.join();
   for (std::unique_ptr<Task>& task : waiting) {
@@ -378,6 +396,11 @@ void FairAdmission::Shutdown() {
 uint64_t FairAdmission::queued() const {
   absl::MutexLock lock(&mu_);
   return queued_;
+}
+
+uint64_t FairAdmission::queued_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return queued_bytes_;
 }
 
 uint64_t FairAdmission::in_flight_bytes() const {

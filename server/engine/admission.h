@@ -49,6 +49,10 @@ struct AdmissionOptions {
   // gets RESOURCE_EXHAUSTED (one waits whatever its size). Streams and Multiplex calls add up under it:
   // each reads a few requests ahead, but a caller may open many.
   uint64_t max_peer_queued_bytes = uint64_t{256} << 20;
+  // The same for everyone's waiting requests together: each stream and
+  // Multiplex call reads a few requests ahead, and callers may be many (one
+  // waits whatever its size).
+  uint64_t max_queued_bytes = uint64_t{1} << 30;
   // Bytes of one peer's answers handed to the transport (Task::sent) but not
   // yet sent: a client that does not read them (answers written in place
   // count nothing). While over, the peer's new
@@ -91,6 +95,8 @@ class FairAdmission final : public Scheduler {
   void Shutdown();
 
   uint64_t queued() const;
+  // Bytes the waiting requests hold (WaitingBytes), everyone's.
+  uint64_t queued_bytes() const;
   uint64_t in_flight_bytes() const;
   // Cost of answers handed to the transport and not yet sent.
   uint64_t unsent_bytes() const;
@@ -132,6 +138,9 @@ class FairAdmission final : public Scheduler {
   // signalled; then both are released.
   void HoldUntilSent(const std::string& peer, uint64_t cost, uint64_t answer_bytes,
                      AnswerSent& sent);
+  // Why a request of `bytes` (WaitingBytes) from `peer` may not wait, or OK.
+  absl::Status QueueRefusal(const Peer& peer, uint64_t bytes) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why a new request from `peer` is refused for answers not yet sent, or OK.
   absl::Status UnsentRefusal(const Peer& peer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns a handed-on task's cost to its peer and the total.
@@ -150,6 +159,7 @@ class FairAdmission final : public Scheduler {
   uint64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t unsent_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t queued_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // Peer::queued_bytes, summed
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread sweeper_;
 };

@@ -415,6 +415,33 @@ TEST(AdmissionTest, WaitingBytesAreBoundedPerCaller) {
   EXPECT_EQ(admission.queued(), 1u);
 }
 
+// And everyone's together: past max_queued_bytes a request that must wait is
+// refused whoever sends it (many callers, each within its own bound), while
+// one admitted at once still runs; what waited and left frees its bytes.
+TEST(AdmissionTest, WaitingBytesAreBoundedInTotal) {
+  const std::string data = RandomBytes(1 << 20);
+  HoldingScheduler next;
+  AdmissionOptions options;
+  options.max_in_flight_bytes = 1;  // one running in all
+  options.max_queued_bytes = (3 << 20) / 2;  // one waiting request of 1 MiB
+  std::vector<Outcome> outcomes(4);
+  FairAdmission admission(options, &next);
+  auto task = ScanTask("a", data, &outcomes[0]);
+  ASSERT_TRUE(admission.Schedule(&task).ok());  // runs
+  task = ScanTask("b", data, &outcomes[1]);
+  ASSERT_TRUE(admission.Schedule(&task).ok());  // waits
+  EXPECT_EQ(admission.queued_bytes(), data.size() + 4096);
+  task = ScanTask("c", data, &outcomes[2]);
+  const absl::Status status = admission.Schedule(&task);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("the server already holds 1052672 bytes of requests waiting"));
+  ASSERT_TRUE(next.CompleteOldest());  // b is admitted: nothing waits
+  EXPECT_EQ(admission.queued_bytes(), 0u);
+  task = ScanTask("c", data, &outcomes[3]);
+  EXPECT_TRUE(admission.Schedule(&task).ok());
+}
+
 TEST(AdmissionTest, ShutdownAnswersTheWaitingAndRefusesNewRequests) {
   const std::string data = RandomBytes(1024);
   HoldingScheduler next;

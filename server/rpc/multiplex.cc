@@ -60,6 +60,7 @@ std::unique_ptr<MultiplexReactor::Received> MultiplexReactor::Parse() {
   if (parsed.ok()) {
     absl::MutexLock lock(&mu_);
     ++unanswered_;
+    unanswered_bytes_ += received->bytes_in;
     return received;
   }
   RecordRefusal(metrics_, parsed);
@@ -78,13 +79,17 @@ void MultiplexReactor::OnWriteDone(bool ok) {
   Advance([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     writing_ = false;
     take(writes_.front());
+    unanswered_bytes_ -= writes_.front().bytes_in;
     writes_.pop_front();
     --unanswered_;
     if (!ok) {
       // The client is gone: answers still to come are dropped as they arrive.
       broken_ = true;
       unanswered_ -= writes_.size();
-      for (Write& write : writes_) take(write);
+      for (Write& write : writes_) {
+        take(write);
+        unanswered_bytes_ -= write.bytes_in;
+      }
       writes_.clear();
     }
   });
@@ -106,7 +111,8 @@ void MultiplexReactor::Advance(absl::FunctionRef<void()> update) {
       more_writes = writes_.size() > 1;
     }
     if (!reading_ && !reads_done_ && !broken_ && error_.ok() &&
-        unanswered_ < limits_.multiplex_window) {
+        unanswered_ < limits_.multiplex_window &&
+        unanswered_bytes_ < limits_.multiplex_window_bytes) {
       reading_ = true;
       incoming_.Clear();
       read = &incoming_;
@@ -126,8 +132,8 @@ void MultiplexReactor::Advance(absl::FunctionRef<void()> update) {
   if (finish) Finish(*finish);
 }
 
-void MultiplexReactor::Answer(uint64_t id, grpc::ByteBuffer framed, bool releases_id,
-                              std::shared_ptr<AnswerSent> sent) {
+void MultiplexReactor::Answer(uint64_t id, uint64_t bytes_in, grpc::ByteBuffer framed,
+                              bool releases_id, std::shared_ptr<AnswerSent> sent) {
   // The answer is queued in the same critical section that decides what
   // follows: once the lock is let go, another thread may write this answer
   // and finish the stream, deleting the reactor.
@@ -136,26 +142,29 @@ void MultiplexReactor::Answer(uint64_t id, grpc::ByteBuffer framed, bool release
     if (releases_id) ids_in_flight_.erase(id);
     if (broken_) {
       --unanswered_;
+      unanswered_bytes_ -= bytes_in;
       dropped = std::move(sent);
     } else {
-      writes_.push_back(Write{std::move(framed), std::move(sent)});
+      writes_.push_back(Write{std::move(framed), std::move(sent), bytes_in});
     }
   });
   if (dropped != nullptr) dropped->Signal();
 }
 
-void MultiplexReactor::Refuse(uint64_t id, const absl::Status& status, bool releases_id) {
+void MultiplexReactor::Refuse(uint64_t id, uint64_t bytes_in, const absl::Status& status,
+                              bool releases_id) {
   auto answer = std::make_unique<v1::MultiplexResponse>();
   answer->set_id(id);
   answer->set_code(static_cast<int32_t>(status.code()));
   answer->set_message(std::string(status.message()));
-  Answer(id, wire::Frame(answer.get()), releases_id);
+  Answer(id, bytes_in, wire::Frame(answer.get()), releases_id);
 }
 
 template <typename Request, typename Response>
 void MultiplexReactor::Schedule(std::unique_ptr<Received> holder, const Request& request,
                                 Response* (v1::MultiplexResponse::*answer_field)()) {
   const uint64_t id = holder->request.id();
+  const uint64_t bytes_in = holder->bytes_in;
   const CallRecord call = CallRecord::Start(metrics_, LabelsOf(request), holder->bytes_in);
   std::unique_ptr<shm::RequestMemory> memory =
       RequestMemoryOf(shared_memory_, buffers_, buffer_owner_);
@@ -164,7 +173,7 @@ void MultiplexReactor::Schedule(std::unique_ptr<Received> holder, const Request&
   if (!operation.ok()) {
     RecordRefusal(metrics_, operation.status());
     call.Done(operation.status(), nullptr, 0);
-    Refuse(id, operation.status(), /*releases_id=*/true);
+    Refuse(id, bytes_in, operation.status(), /*releases_id=*/true);
     return;
   }
   const uint64_t elements = ItemCount(*operation);
@@ -177,8 +186,8 @@ void MultiplexReactor::Schedule(std::unique_ptr<Received> holder, const Request&
   task->sent = std::make_shared<AnswerSent>();
   // The operation views `holder` (its payloads) and the shared memory
   // `memory` leases, which the task keeps until it is answered.
-  task->done = [this, id, holder = std::move(holder), memory = std::move(memory), answer_field,
-                call, elements, sent = task->sent](absl::StatusOr<Result> result) {
+  task->done = [this, id, bytes_in, holder = std::move(holder), memory = std::move(memory),
+                answer_field, call, elements, sent = task->sent](absl::StatusOr<Result> result) {
     v1::MultiplexResponse answer;
     answer.set_id(id);
     Response* response = (answer.*answer_field)();
@@ -187,26 +196,27 @@ void MultiplexReactor::Schedule(std::unique_ptr<Received> holder, const Request&
                     : absl::StatusOr<grpc::ByteBuffer>(result.status());
     call.Done(framed.status(), framed.ok() ? framed->Length() : 0, elements);
     if (!framed.ok()) {
-      Refuse(id, framed.status(), /*releases_id=*/true);
+      Refuse(id, bytes_in, framed.status(), /*releases_id=*/true);
       return;
     }
-    Answer(id, *std::move(framed), /*releases_id=*/true, sent);
+    Answer(id, bytes_in, *std::move(framed), /*releases_id=*/true, sent);
   };
   if (absl::Status scheduled = scheduler_->Schedule(&task); !scheduled.ok()) {
     call.Done(scheduled, nullptr, 0);
-    Refuse(id, scheduled, /*releases_id=*/true);
+    Refuse(id, bytes_in, scheduled, /*releases_id=*/true);
   }
 }
 
 void MultiplexReactor::Start(std::unique_ptr<Received> received) {
   const uint64_t id = received->request.id();
+  const uint64_t bytes_in = received->bytes_in;
   bool reused;
   {
     absl::MutexLock lock(&mu_);
     reused = !ids_in_flight_.insert(id).second;
   }
   if (reused) {
-    Refuse(id,
+    Refuse(id, bytes_in,
            absl::InvalidArgumentError(absl::StrCat("id ", id,
                                                    " is already in flight on this stream; reuse "
                                                    "an id only after its answer has arrived")),
@@ -259,7 +269,7 @@ void MultiplexReactor::Start(std::unique_ptr<Received> received) {
     case v1::MultiplexRequest::REQUEST_NOT_SET:
       break;
   }
-  Refuse(id,
+  Refuse(id, bytes_in,
          absl::InvalidArgumentError("request is not set: set one of scan, reduce, select, unique, "
                                     "run_length_encode, reduce_by_key, aggregate_by_key, sort, "
                                     "gather or pipeline"),

@@ -1,8 +1,9 @@
 // The Multiplex RPC: many requests on one bidirectional stream, each answered
 // with its id as soon as it finishes. Each request goes through the same
 // validation and scheduler as a unary call (and is batched with them); the
-// stream reads at most `window` requests ahead of the answers written, so a
-// client that stops reading stalls only its own stream. Over raw buffers, as
+// stream reads at most `window` requests, and `window_bytes` of them, ahead of
+// the answers written, so a client that stops reading stalls only its own
+// stream. Over raw buffers, as
 // the unary RPCs: each message is parsed with its arrays left where gRPC
 // received them (wire::ReceivedMessage), each answer framed with its arrays
 // as slices, those held in answer buffers over them (FrameResponse). A
@@ -75,15 +76,16 @@ class MultiplexReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, 
   struct Write {
     grpc::ByteBuffer framed;
     std::shared_ptr<AnswerSent> sent;
+    uint64_t bytes_in = 0;  // its request's, held in unanswered_bytes_ until written
   };
 
-  // Queues the answer to request `id`, framed, for writing; `releases_id`
-  // frees its id for reuse; `sent` (may be null) is signalled once it is
-  // written or dropped.
-  void Answer(uint64_t id, grpc::ByteBuffer framed, bool releases_id,
+  // Queues the answer to request `id` (of `bytes_in` as received), framed,
+  // for writing; `releases_id` frees its id for reuse; `sent` (may be null)
+  // is signalled once it is written or dropped.
+  void Answer(uint64_t id, uint64_t bytes_in, grpc::ByteBuffer framed, bool releases_id,
               std::shared_ptr<AnswerSent> sent = nullptr);
   // The error answer to request `id`.
-  void Refuse(uint64_t id, const absl::Status& status, bool releases_id);
+  void Refuse(uint64_t id, uint64_t bytes_in, const absl::Status& status, bool releases_id);
   // After a state change (`update`, applied under mu_): reads the next
   // request, writes the next answer or finishes, as the state allows. Called
   // without mu_ held. Touches nothing of the reactor after starting a read,
@@ -115,6 +117,7 @@ class MultiplexReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, 
   uint64_t messages_read_ ABSL_GUARDED_BY(mu_) = 0;  // their place in the stream
   // Requests read whose answers are not yet written.
   uint64_t unanswered_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t unanswered_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // their Received::bytes_in
   absl::flat_hash_set<uint64_t> ids_in_flight_ ABSL_GUARDED_BY(mu_);
   std::deque<Write> writes_ ABSL_GUARDED_BY(mu_);
 };

@@ -17,6 +17,12 @@ struct RequestLimits {
   // Requests one Multiplex stream may have read and not yet answered; the
   // stream reads no further until answers are written.
   uint64_t multiplex_window = 1024;
+  // Bytes of those requests (as received): a Multiplex stream whose client
+  // does not read its answers stops reading at whichever comes first (one
+  // request is read whatever its size). Counting requests alone let one
+  // stream read 1024 large requests, refused one by one past admission's
+  // bounds, for a client that reads nothing.
+  uint64_t multiplex_window_bytes = uint64_t{64} << 20;
   // Every request reproducible (--reproducible_floats): float SUM/PROD give
   // the same bits alone, batched or streamed. Off (the default: it costs
   // more than 10% on some RPCs, docs/API.md "Reproducible floats"), only requests
