@@ -147,6 +147,10 @@ absl::Status Storage::Read(uint64_t offset, size_t n, char* to) const {
   return backend_->ReadResident(to, data_ + offset, n);
 }
 
+absl::Status Storage::CopyFrom(const Storage& from, size_t n) const {
+  return backend_->CopyResident(data_, from.data_, n);
+}
+
 Registry::Registry(const Limits& limits, ExecutionBackend* backend, Metrics* metrics)
     : limits_(limits),
       backend_(backend),
@@ -208,9 +212,11 @@ Info Registry::InfoOf(const std::string& name, const Buffer& buffer, absl::Time 
 }
 
 absl::StatusOr<std::shared_ptr<Storage>> Registry::Allocate(const std::string& owner,
-                                                            uint64_t bytes, int near) {
+                                                            uint64_t bytes, int near,
+                                                            bool count_refusal) {
   absl::string_view limit;
   if (absl::Status room = usage_->Reserve(owner, bytes, kDeviceUnknown, &limit); !room.ok()) {
+    if (!count_refusal) return room;
     return Refuse(limit, std::string(room.message()));
   }
   int device = near;

@@ -72,6 +72,9 @@ class Storage final {
   // the caller's to check.
   absl::Status Write(uint64_t offset, const char* from, size_t n) const;
   absl::Status Read(uint64_t offset, size_t n, char* to) const;
+  // Copies the first `n` bytes of `from` (of the same backend) to its start,
+  // where they lie (device to device on a GPU).
+  absl::Status CopyFrom(const Storage& from, size_t n) const;
 
  private:
   ExecutionBackend* const backend_;
@@ -124,9 +127,11 @@ class Registry final {
   absl::StatusOr<Contents> Get(const std::string& owner, absl::string_view name);
   // Memory for a buffer of `bytes` that `owner` will Install, on device
   // `near` while it has room (-1: wherever the backend likes):
-  // RESOURCE_EXHAUSTED, naming the limit, past a byte quota.
+  // RESOURCE_EXHAUSTED, naming the limit, past a byte quota (counted in the
+  // refusals' metric unless `count_refusal` is false: an attempt the caller
+  // does without).
   absl::StatusOr<std::shared_ptr<Storage>> Allocate(const std::string& owner, uint64_t bytes,
-                                                    int near = -1);
+                                                    int near = -1, bool count_refusal = true);
   // Names `contents` `name` for `owner`, replacing the buffer of that name
   // if there is one (whose holders keep the old contents).
   // RESOURCE_EXHAUSTED past --max_buffers_per_caller for a new name.

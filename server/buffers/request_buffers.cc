@@ -37,7 +37,8 @@ absl::StatusOr<ArrayView> RequestBuffers::Input(const v1::BufferRef& ref, v1::DT
 }
 
 absl::Status RequestBuffers::Place(int slot, absl::string_view field, const std::string& name,
-                                   DType dtype, std::optional<uint64_t> elements) {
+                                   DType dtype, std::optional<uint64_t> elements,
+                                   std::optional<uint64_t> max_elements) {
   if (absl::Status named = CheckName(name, field); !named.ok()) return named;
   for (int other = 0; other < kSlots; ++other) {
     if (outputs_[other] && outputs_[other]->name == name) {
@@ -52,6 +53,12 @@ absl::Status RequestBuffers::Place(int slot, absl::string_view field, const std:
         registry_->Allocate(owner_, *elements * DTypeSize(dtype), NearDevice());
     if (!storage.ok()) return storage.status();
     output.storage = *std::move(storage);
+  } else if (max_elements && *max_elements != 0) {
+    // Room for the largest answer lets the backend write it in place (on
+    // the device); past a quota the answer is stored once its size is known.
+    absl::StatusOr<std::shared_ptr<Storage>> storage = registry_->Allocate(
+        owner_, *max_elements * DTypeSize(dtype), NearDevice(), /*count_refusal=*/false);
+    if (storage.ok()) output.storage = *std::move(storage);
   }
   outputs_[slot] = std::move(output);
   return absl::OkStatus();
@@ -81,13 +88,30 @@ absl::Status RequestBuffers::Deliver(absl::Span<const int> slots,
     HostArray& array = *arrays[i];
     const size_t element_size = DTypeSize(array.dtype);
     if (array.bytes_in_place != 0) {
-      // The backend wrote it into the memory taken at Place.
-      stored[i] = Contents{array.dtype, array.bytes_in_place / element_size, output.storage};
+      // The backend wrote it into the memory taken at Place; room taken for
+      // a larger answer is given back, the answer moved where it lies.
+      std::shared_ptr<Storage> storage = output.storage;
+      if (storage->bytes() > array.bytes_in_place) {
+        // Past a quota (both count until the copy is done) it keeps the room.
+        absl::StatusOr<std::shared_ptr<Storage>> exact = registry_->Allocate(
+            owner_, array.bytes_in_place, storage->device(), /*count_refusal=*/false);
+        if (exact.ok()) {
+          if (absl::Status copied = (*exact)->CopyFrom(*storage, array.bytes_in_place);
+              !copied.ok()) {
+            return copied;
+          }
+          storage = *std::move(exact);
+        }
+      }
+      stored[i] = Contents{array.dtype, array.bytes_in_place / element_size, std::move(storage)};
       continue;
     }
     const absl::string_view bytes = array.data();
     std::shared_ptr<Storage> storage = output.storage;
     if (storage == nullptr || storage->bytes() != bytes.size()) {
+      // Room taken at Place for a larger answer goes back first.
+      storage.reset();
+      output.storage.reset();
       absl::StatusOr<std::shared_ptr<Storage>> fresh =
           registry_->Allocate(owner_, bytes.size(), NearDevice());
       if (!fresh.ok()) return fresh.status();

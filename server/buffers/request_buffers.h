@@ -44,9 +44,13 @@ class RequestBuffers final {
   // elements of `dtype`: INVALID_ARGUMENT for a bad name or one another
   // output takes. With its size known from the request (`elements`), its
   // memory is taken now, so that the backend may write it in place and a
-  // quota refuses it (RESOURCE_EXHAUSTED) before the request runs.
+  // quota refuses it (RESOURCE_EXHAUSTED) before the request runs. With
+  // only its largest size known (`max_elements`), room for that is taken
+  // where the quotas allow (else the answer is stored once computed), and
+  // Deliver gives the buffer memory of the answer's size.
   absl::Status Place(int slot, absl::string_view field, const std::string& name, DType dtype,
-                     std::optional<uint64_t> elements);
+                     std::optional<uint64_t> elements,
+                     std::optional<uint64_t> max_elements = std::nullopt);
   bool Placed(int slot) const { return outputs_[slot].has_value(); }
   // The memory taken for a placed output of known size, and its bytes;
   // null / 0 otherwise.

@@ -364,6 +364,14 @@ absl::Status CudaBackend::ReadResident(char* to, const char* from, size_t bytes)
   return copied;
 }
 
+absl::Status CudaBackend::CopyResident(char* to, const char* from, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  absl::Status copied = cuda::CudaStatus(cudaMemcpy(to, from, bytes, cudaMemcpyDefault),
+                                         "cudaMemcpy between buffers");
+  if (!copied.ok()) cudaGetLastError();
+  return copied;
+}
+
 uint64_t CudaBackend::ResidentCapacity() const {
   uint64_t total = 0;
   for (const auto& [device, pool] : pools_) total += budget_->total(device);

@@ -103,6 +103,7 @@ class CudaBackend final : public ExecutionBackend {
   // (cuda/bounce.h), or a plain cudaMemcpy when all are in use.
   absl::Status WriteResident(char* to, const char* from, size_t bytes) override;
   absl::Status ReadResident(char* to, const char* from, size_t bytes) override;
+  absl::Status CopyResident(char* to, const char* from, size_t bytes) override;
   // The served devices' budgets together.
   uint64_t ResidentCapacity() const override;
 

@@ -31,6 +31,7 @@ StagedRun::Slice StagedRun::HoldAnswer(Slice slice, size_t max_bytes) {
 StagedRun::Slice StagedRun::Input(const InputSource& source) {
   if (const char* at = source.InPlaceOn(lane_.device()); at != nullptr) {
     read_in_place_.emplace_back(at, source.size());
+    in_place_bytes_ += source.size();
     Slice slice;
     slice.at = const_cast<char*>(at);  // read only
     return slice;
@@ -72,6 +73,7 @@ StagedRun::Slice StagedRun::Output(size_t max_bytes, const OutputPlace& place,
   Slice slice;
   if (device == lane_.device() && place.room >= max_bytes && !overlaps) {
     slice.at = place.data;
+    in_place_bytes_ += max_bytes;
     return slice;
   }
   slice.device = device_layout_.Add(max_bytes);
@@ -104,7 +106,9 @@ absl::Status StagedRun::Start() {
     block_.emplace(*std::move(block));
     base_ = block_->at<char>(0);
   }
-  PRIMSERVE_RETURN_IF_ERROR(lane_.MarkSampledStart(bytes));
+  // Sized by all it touches: a batch on resident memory is large however
+  // little of its own it needs.
+  PRIMSERVE_RETURN_IF_ERROR(lane_.MarkSampledStart(bytes + in_place_bytes_));
   // Host bytes go up first, each run of inputs staged side by side in one
   // copy (the whole batch, usually); then inputs in pinned memory straight
   // from where they are. Bytes in CUDA IPC memory are copied on the device

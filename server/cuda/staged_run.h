@@ -169,6 +169,8 @@ class StagedRun final {
   // Inputs read in place: an output place overlapping one is not written in
   // place (a kernel would overwrite elements it has still to read).
   std::vector<std::pair<const char*, size_t>> read_in_place_;
+  // Bytes read and written in place (device memory outside the block).
+  size_t in_place_bytes_ = 0;
   // A batch over the lane's batch memory holds a block of its own.
   std::optional<DeviceBlock> block_;
   char* base_ = nullptr;

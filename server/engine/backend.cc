@@ -35,6 +35,11 @@ absl::Status ExecutionBackend::ReadResident(char* to, const char* from, size_t b
   return absl::OkStatus();
 }
 
+absl::Status ExecutionBackend::CopyResident(char* to, const char* from, size_t bytes) {
+  if (bytes != 0) std::memcpy(to, from, bytes);
+  return absl::OkStatus();
+}
+
 uint64_t ExecutionBackend::ResidentCapacity() const {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGESIZE);

@@ -101,6 +101,9 @@ class ExecutionBackend {
   // Copies host memory into resident memory and back, waiting for the copy.
   virtual absl::Status WriteResident(char* to, const char* from, size_t bytes);
   virtual absl::Status ReadResident(char* to, const char* from, size_t bytes);
+  // Copies resident memory to resident memory (device to device, or peer to
+  // peer), waiting for the copy.
+  virtual absl::Status CopyResident(char* to, const char* from, size_t bytes);
   // The most resident memory could hold: the devices' memory budgets, or
   // the host's physical memory (the default). --max_buffer_bytes defaults
   // to a share of it.

@@ -395,7 +395,8 @@ absl::StatusOr<Operation> ToOperation(const v1::ScanRequest& request, const Requ
   if (!segments.ok()) return segments.status();
   o.segment_offsets = *segments;
   if (absl::Status s = PlaceOutputs(
-          request, {{shm::Slot::kValues, o.input.dtype, KnownSize(o.input, o.input.size())}},
+          request,
+          {{shm::Slot::kValues, o.input.dtype, KnownSize(o.input, o.input.size()), o.input.size()}},
           memory, "Scan");
       !s.ok()) {
     return s;
@@ -472,10 +473,10 @@ absl::StatusOr<Operation> ToOperation(const v1::SelectRequest& request,
   shm::OutputSpec produced[2];
   size_t outputs = 0;
   if (o.output == SelectOutput::kValues || o.output == SelectOutput::kValuesAndIndices) {
-    produced[outputs++] = {shm::Slot::kValues, o.input.dtype, std::nullopt};
+    produced[outputs++] = {shm::Slot::kValues, o.input.dtype, std::nullopt, o.input.size()};
   }
   if (o.output == SelectOutput::kIndices || o.output == SelectOutput::kValuesAndIndices) {
-    produced[outputs++] = {shm::Slot::kIndices, DType::kInt64, std::nullopt};
+    produced[outputs++] = {shm::Slot::kIndices, DType::kInt64, std::nullopt, o.input.size()};
   }
   if (absl::Status s =
           PlaceOutputs(request, absl::MakeConstSpan(produced, outputs), memory, "Select");
@@ -492,8 +493,9 @@ absl::StatusOr<Operation> ToOperation(const v1::UniqueRequest& request,
                                       wire::ReceivedMessage* payloads) {
   absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits, memory, payloads);
   if (!input.ok()) return input.status();
-  if (absl::Status s = PlaceOutputs(request, {{shm::Slot::kValues, input->dtype, std::nullopt}},
-                                    memory, "Unique");
+  if (absl::Status s = PlaceOutputs(
+          request, {{shm::Slot::kValues, input->dtype, std::nullopt, input->size()}}, memory,
+          "Unique");
       !s.ok()) {
     return s;
   }
@@ -507,8 +509,9 @@ absl::StatusOr<Operation> ToOperation(const v1::RunLengthEncodeRequest& request,
   absl::StatusOr<ArrayView> input = ParseArray(request.input(), "input", limits, memory, payloads);
   if (!input.ok()) return input.status();
   if (absl::Status s = PlaceOutputs(request,
-                                    {{shm::Slot::kValues, input->dtype, std::nullopt},
-                                     {shm::Slot::kLengths, DType::kInt64, std::nullopt}},
+                                    {{shm::Slot::kValues, input->dtype, std::nullopt, input->size()},
+                                     {shm::Slot::kLengths, DType::kInt64, std::nullopt,
+                                      input->size()}},
                                     memory, "RunLengthEncode");
       !s.ok()) {
     return s;
@@ -534,8 +537,9 @@ absl::StatusOr<Operation> ToOperation(const v1::ReduceByKeyRequest& request,
   o.op = *op;
   o.reproducible = Reproducible(request.reproducible(), limits);
   if (absl::Status s = PlaceOutputs(request,
-                                    {{shm::Slot::kKeys, o.keys.dtype, std::nullopt},
-                                     {shm::Slot::kValues, o.values.dtype, std::nullopt}},
+                                    {{shm::Slot::kKeys, o.keys.dtype, std::nullopt, o.keys.size()},
+                                     {shm::Slot::kValues, o.values.dtype, std::nullopt,
+                                      o.keys.size()}},
                                     memory, "ReduceByKey");
       !s.ok()) {
     return s;
@@ -604,9 +608,11 @@ absl::StatusOr<Operation> ToOperation(const v1::SortRequest& request, const Requ
   shm::OutputSpec produced[3];
   size_t outputs = 0;
   const std::optional<uint64_t> n = KnownSize(o.keys, o.keys.size());
-  produced[outputs++] = {shm::Slot::kKeys, o.keys.dtype, n};
-  if (o.values) produced[outputs++] = {shm::Slot::kValues, o.values->dtype, n};
-  if (o.return_indices) produced[outputs++] = {shm::Slot::kIndices, DType::kInt64, n};
+  produced[outputs++] = {shm::Slot::kKeys, o.keys.dtype, n, o.keys.size()};
+  if (o.values) produced[outputs++] = {shm::Slot::kValues, o.values->dtype, n, o.keys.size()};
+  if (o.return_indices) {
+    produced[outputs++] = {shm::Slot::kIndices, DType::kInt64, n, o.keys.size()};
+  }
   if (absl::Status s =
           PlaceOutputs(request, absl::MakeConstSpan(produced, outputs), memory, "Sort");
       !s.ok()) {
@@ -634,8 +640,9 @@ absl::StatusOr<Operation> ToOperation(const v1::GatherRequest& request,
   o.indices = *indices;
   if (absl::Status s = PlaceOutputs(
           request,
-          {{shm::Slot::kValues, o.values.dtype, KnownSize(o.indices, o.indices.size())}}, memory,
-          "Gather");
+          {{shm::Slot::kValues, o.values.dtype, KnownSize(o.indices, o.indices.size()),
+            o.indices.size()}},
+          memory, "Gather");
       !s.ok()) {
     return s;
   }

@@ -96,7 +96,8 @@ absl::Status RequestMemory::PlaceOutputs(const v1::OutputBuffers& names,
       return absl::InvalidArgumentError(absl::StrCat(
           field, " and output_location.", kSlotNames[slot], " are both set; set one"));
     }
-    if (absl::Status placed = buffers_->Place(slot, field, name, spec->dtype, spec->elements);
+    if (absl::Status placed = buffers_->Place(slot, field, name, spec->dtype, spec->elements,
+                                              spec->max_elements);
         !placed.ok()) {
       return placed;
     }

@@ -31,6 +31,10 @@ struct OutputSpec {
   Slot slot = Slot::kValues;
   DType dtype = DType::kInt32;
   std::optional<uint64_t> elements;
+  // Where `elements` is unknown: the most there can be (a Select's input
+  // length), so that a buffer output may take room for it up front and be
+  // written in place (RequestBuffers::Place).
+  std::optional<uint64_t> max_elements;
 };
 
 // One output to deliver: the result's array and the response's field.
