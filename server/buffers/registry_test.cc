@@ -75,7 +75,7 @@ TEST_F(RegistryTest, Names) {
   Registry registry(SmallLimits(), &backend_, nullptr);
   EXPECT_TRUE(registry.Create("a", std::string(128, 'n'), DType::kInt32, 0).ok());
   EXPECT_TRUE(registry.Create("a", "A-z_0.9", DType::kInt32, 0).ok());
-  for (const std::string bad : {std::string(), std::string(129, 'n'), std::string("a/b"),
+  for (const std::string& bad : {std::string(), std::string(129, 'n'), std::string("a/b"),
                                 std::string("sp ace"), std::string("caf\xc3\xa9")}) {
     absl::StatusOr<Info> refused = registry.Create("a", bad, DType::kInt32, 1);
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << bad;
