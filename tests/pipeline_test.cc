@@ -105,13 +105,6 @@ void Resolve(google::protobuf::Message* message,
   }
 }
 
-v1::Array StepRef(uint32_t step, v1::StepOutput::Which which) {
-  v1::Array array;
-  array.mutable_step()->set_step(step);
-  array.mutable_step()->set_output(which);
-  return array;
-}
-
 template <typename T>
 v1::Array Random(std::mt19937& rng, size_t n, int64_t low, int64_t high) {
   std::uniform_int_distribution<int64_t> pick(low, high);
@@ -438,20 +431,20 @@ TEST_F(PipelineTest, ValidationErrorsNameTheirStepAndRunNothing) {
     cases.push_back({std::move(what), with_early_output(std::move(r)), code, std::move(part)});
   };
   v1::PipelineRequest r = good;
-  *r.mutable_steps(1)->mutable_gather()->mutable_indices() = StepRef(2, v1::StepOutput::INDICES);
+  *r.mutable_steps(1)->mutable_gather()->mutable_indices() = PipelineBuilder::Output(2, v1::StepOutput::INDICES);
   add("a later step", r, Code::kInvalidArgument, "step 1: indices.step names step 2");
   r = good;
-  *r.mutable_steps(1)->mutable_gather()->mutable_indices() = StepRef(1, v1::StepOutput::INDICES);
+  *r.mutable_steps(1)->mutable_gather()->mutable_indices() = PipelineBuilder::Output(1, v1::StepOutput::INDICES);
   add("itself", r, Code::kInvalidArgument, "step 1: indices.step names step 1");
   r = good;
-  *r.mutable_steps(2)->mutable_gather()->mutable_indices() = StepRef(0, v1::StepOutput::LENGTHS);
+  *r.mutable_steps(2)->mutable_gather()->mutable_indices() = PipelineBuilder::Output(0, v1::StepOutput::LENGTHS);
   add("an output not made", r, Code::kInvalidArgument,
       "step 2: indices.step names the LENGTHS of step 0");
   r = good;
   r.mutable_steps(3)->mutable_aggregate_by_key()->mutable_keys()->set_dtype(v1::INT32);
   add("a dtype set", r, Code::kInvalidArgument, "step 3: keys.dtype is set");
   r = good;
-  *r.mutable_steps(1)->mutable_gather()->mutable_indices() = StepRef(0, v1::StepOutput::VALUES);
+  *r.mutable_steps(1)->mutable_gather()->mutable_indices() = PipelineBuilder::Output(0, v1::StepOutput::VALUES);
   r.mutable_steps(0)->mutable_select()->set_output(v1::SelectRequest::VALUES_AND_INDICES);
   add("a dtype the step does not take", r, Code::kInvalidArgument,
       "step 1: indices.dtype is INT32; Gather takes INT64 indices");
@@ -494,7 +487,7 @@ TEST_F(PipelineTest, ValidationErrorsNameTheirStepAndRunNothing) {
   // Outside a Pipeline, Array.step is refused.
   v1::ScanRequest scan;
   scan.set_op(v1::SUM);
-  *scan.mutable_input() = StepRef(0, v1::StepOutput::VALUES);
+  *scan.mutable_input() = PipelineBuilder::Output(0, v1::StepOutput::VALUES);
   EXPECT_EQ(client_->Call(scan).status().code(), Code::kInvalidArgument);
   // And the server still answers.
   ExpectEqualsOneByOne(good);
@@ -551,6 +544,16 @@ TEST_F(PipelineTest, GatherAloneAgainstTheIndexLoop) {
   const absl::Status status = client_->Call(bad).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(status.message()), HasSubstr("indices[2] = -1 is outside [0, len(values)=3)"));
+  *bad.mutable_indices() = PackArray<int32_t>(std::vector<int32_t>{0, 2});
+  const absl::Status int32_indices = client_->Call(bad).status();
+  EXPECT_EQ(int32_indices.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(int32_indices.message()),
+              HasSubstr("indices.dtype is INT32; Gather takes INT64 indices"));
+  // And the server still answers.
+  *bad.mutable_indices() = PackArray<int64_t>(std::vector<int64_t>{2, 0});
+  absl::StatusOr<v1::GatherResponse> good = client_->Call(bad);
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(*UnpackArray<int32_t>(good->output()), (std::vector<int32_t>{3, 1}));
 }
 
 }  // namespace

@@ -53,6 +53,7 @@
 #include "absl/time/time.h"
 #include "client/buffers_client.h"
 #include "client/client.h"
+#include "client/pipeline.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/create_channel_posix.h"
 #include "grpcpp/security/credentials.h"
@@ -561,12 +562,6 @@ Case PipelineCase(Generator& gen, DType dtype, uint64_t n) {
       kept_keys.push_back(keys[i]);
       kept_values.push_back(values[i]);
     }
-    auto step_output = [](uint32_t step, v1::StepOutput::Which which) {
-      v1::Array array;
-      array.mutable_step()->set_step(step);
-      array.mutable_step()->set_output(which);
-      return array;
-    };
     Exchange<v1::PipelineRequest, v1::PipelineResponse> e;
     v1::SelectRequest* select = e.request.add_steps()->mutable_select();
     *select->mutable_input() = PackArray<int32_t>(flags);
@@ -574,15 +569,15 @@ Case PipelineCase(Generator& gen, DType dtype, uint64_t n) {
     select->set_output(v1::SelectRequest::INDICES);
     v1::GatherRequest* k = e.request.add_steps()->mutable_gather();
     *k->mutable_values() = PackArray<int32_t>(keys);
-    *k->mutable_indices() = step_output(0, v1::StepOutput::INDICES);
+    *k->mutable_indices() = PipelineBuilder::Output(0, v1::StepOutput::INDICES);
     v1::GatherRequest* v = e.request.add_steps()->mutable_gather();
     *v->mutable_values() = PackArray<V>(values);
-    *v->mutable_indices() = step_output(0, v1::StepOutput::INDICES);
+    *v->mutable_indices() = PipelineBuilder::Output(0, v1::StepOutput::INDICES);
     v1::PipelineStep* group = e.request.add_steps();
     group->set_returned(true);
     v1::AggregateByKeyRequest* aggregate = group->mutable_aggregate_by_key();
-    *aggregate->mutable_keys() = step_output(1, v1::StepOutput::VALUES);
-    *aggregate->mutable_values() = step_output(2, v1::StepOutput::VALUES);
+    *aggregate->mutable_keys() = PipelineBuilder::Output(1, v1::StepOutput::VALUES);
+    *aggregate->mutable_values() = PipelineBuilder::Output(2, v1::StepOutput::VALUES);
     aggregate->set_op(static_cast<v1::Op>(op));
     aggregate->set_num_keys(num_keys);
     v1::PipelineResult* result = e.expected.add_results();

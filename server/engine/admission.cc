@@ -14,8 +14,6 @@ namespace {
 // so that floods of empty requests are not free.
 constexpr uint64_t kRequestOverheadBytes = 4096;
 
-uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
-
 uint64_t RequestBytes(const Operation& operation) {
   auto offsets = [](absl::Span<const uint64_t> s) { return s.size() * sizeof(uint64_t); };
   return std::visit(

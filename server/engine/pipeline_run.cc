@@ -12,10 +12,6 @@
 namespace primserve {
 namespace {
 
-absl::Status InStep(size_t step, const absl::Status& status) {
-  return absl::Status(status.code(), absl::StrCat("step ", step, ": ", status.message()));
-}
-
 // A step's outputs that later steps read: where each lies, and whether in
 // memory the runner keeps (rather than in the step's result).
 struct Kept {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace primserve {
@@ -40,6 +41,10 @@ absl::Status OffsetsWithin(absl::Span<const uint64_t> offsets, uint64_t n) {
 const char* UnboundStepData() {
   static const char kUnbound = 0;
   return &kUnbound;
+}
+
+absl::Status InStep(size_t step, const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat("step ", step, ": ", status.message()));
 }
 
 const char* StepOutputName(StepOutputKind output) {

@@ -21,6 +21,10 @@ namespace primserve {
 const char* UnboundStepData();
 inline bool IsUnbound(const ArrayView& view) { return view.bytes.data() == UnboundStepData(); }
 
+// `status` with its message naming the pipeline step it is about
+// ("step 2: ..."), as every pipeline error names it.
+absl::Status InStep(size_t step, const absl::Status& status);
+
 // One output of a step: its dtype and the most elements it can have.
 struct StepOutputSpec {
   DType dtype = DType::kInt32;

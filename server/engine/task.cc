@@ -186,8 +186,7 @@ uint64_t MaxAnswerBytes(const Operation& operation) {
             uint64_t total = 0;
             for (const PipelineStep& step : o.steps) {
               if (!step.returned) continue;
-              const uint64_t more = MaxAnswerBytes(step.operation);
-              total = more > UINT64_MAX - total ? UINT64_MAX : total + more;
+              total = SaturatingAdd(total, MaxAnswerBytes(step.operation));
             }
             return total;
           },

@@ -387,6 +387,11 @@ Overloaded(Fs...) -> Overloaded<Fs...>;
 
 BatchKey BatchKeyOf(const Operation& operation);
 
+// a + b, or UINT64_MAX past it (sizes a request names may be near 2^64).
+inline uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 // Elements of the operation's main input (what batch limits count).
 uint64_t ItemCount(const Operation& operation);
 

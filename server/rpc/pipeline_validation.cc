@@ -19,13 +19,6 @@ namespace {
 
 absl::Status Invalid(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
-// The same status, its message naming the step it is about.
-absl::Status InStep(uint32_t step, const absl::Status& status) {
-  return absl::Status(status.code(), absl::StrCat("step ", step, ": ", status.message()));
-}
-
-uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
-
 // The outputs of the steps validated so far, which the step being validated
 // may read (shm::StepInputs), and what it reads of them.
 class EarlierSteps final : public shm::StepInputs {

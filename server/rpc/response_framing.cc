@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
+#include "server/engine/pipeline_steps.h"
 #include "wire/framing.h"
 
 namespace primserve {
@@ -163,7 +163,7 @@ absl::Status Fill(PipelineResult r, v1::PipelineResponse* response, shm::Request
     v1::PipelineResult* out = response->add_results();
     out->set_step(step.step);
     if (absl::Status s = FillStep(step.result, out, memory->step(step.step), held); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("step ", step.step, ": ", s.message()));
+      return InStep(step.step, s);
     }
   }
   return absl::OkStatus();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "client/client.h"
+#include "client/pipeline.h"
 #include "proto/primserve/v1/echo.pb.h"
 #include "tests/fuzz/request_path.h"
 #include "wire/format.h"
@@ -250,14 +251,6 @@ void AddGather(Corpus& c) {
   c.Add("gather_bad_int32_indices", Rpc::kGather, bad);
 }
 
-// A step output as an Array (Array.step).
-v1::Array StepOutput(uint32_t step, v1::StepOutput::Which output) {
-  v1::Array array;
-  array.mutable_step()->set_step(step);
-  array.mutable_step()->set_output(output);
-  return array;
-}
-
 void AddPipeline(Corpus& c) {
   // WHERE a > 2, gather k and v, group by k: the filtered group-by.
   v1::PipelineRequest r;
@@ -268,16 +261,16 @@ void AddPipeline(Corpus& c) {
   select->set_output(v1::SelectRequest::INDICES);
   v1::GatherRequest* keys = r.add_steps()->mutable_gather();
   *keys->mutable_values() = Pack<int32_t>({0, 1, 2, 0, 1, 2});
-  *keys->mutable_indices() = StepOutput(0, v1::StepOutput::INDICES);
+  *keys->mutable_indices() = PipelineBuilder::Output(0, v1::StepOutput::INDICES);
   v1::GatherRequest* values = r.add_steps()->mutable_gather();
   *values->mutable_values() = Pack<float>({1, 2, 4, 8, 16, 32});
-  *values->mutable_indices() = StepOutput(0, v1::StepOutput::INDICES);
+  *values->mutable_indices() = PipelineBuilder::Output(0, v1::StepOutput::INDICES);
   v1::PipelineStep* group = r.add_steps();
   group->set_returned(true);
   group->mutable_aggregate_by_key()->set_op(v1::SUM);
   group->mutable_aggregate_by_key()->set_num_keys(3);
-  *group->mutable_aggregate_by_key()->mutable_keys() = StepOutput(1, v1::StepOutput::VALUES);
-  *group->mutable_aggregate_by_key()->mutable_values() = StepOutput(2, v1::StepOutput::VALUES);
+  *group->mutable_aggregate_by_key()->mutable_keys() = PipelineBuilder::Output(1, v1::StepOutput::VALUES);
+  *group->mutable_aggregate_by_key()->mutable_values() = PipelineBuilder::Output(2, v1::StepOutput::VALUES);
   c.Add("pipeline_ok_filtered_group_by", Rpc::kPipeline, r);
   v1::PipelineRequest runs;
   *runs.add_steps()->mutable_run_length_encode()->mutable_input() =
@@ -286,15 +279,15 @@ void AddPipeline(Corpus& c) {
   offsets->set_returned(true);
   offsets->mutable_scan()->set_op(v1::SUM);
   offsets->mutable_scan()->set_exclusive(true);
-  *offsets->mutable_scan()->mutable_input() = StepOutput(0, v1::StepOutput::LENGTHS);
+  *offsets->mutable_scan()->mutable_input() = PipelineBuilder::Output(0, v1::StepOutput::LENGTHS);
   c.Add("pipeline_ok_rle_offsets", Rpc::kPipeline, runs);
   v1::PipelineRequest bad = r;
   *bad.mutable_steps(1)->mutable_gather()->mutable_indices() =
-      StepOutput(2, v1::StepOutput::INDICES);
+      PipelineBuilder::Output(2, v1::StepOutput::INDICES);
   c.Add("pipeline_bad_later_step", Rpc::kPipeline, bad);
   bad = r;
   *bad.mutable_steps(1)->mutable_gather()->mutable_indices() =
-      StepOutput(0, v1::StepOutput::LENGTHS);
+      PipelineBuilder::Output(0, v1::StepOutput::LENGTHS);
   c.Add("pipeline_bad_output_not_produced", Rpc::kPipeline, bad);
   bad = r;
   bad.mutable_steps(3)->mutable_aggregate_by_key()->set_num_keys(2);
@@ -305,7 +298,7 @@ void AddPipeline(Corpus& c) {
   c.Add("pipeline_bad_empty", Rpc::kPipeline, v1::PipelineRequest());
   v1::ScanRequest outside;
   outside.set_op(v1::SUM);
-  *outside.mutable_input() = StepOutput(0, v1::StepOutput::VALUES);
+  *outside.mutable_input() = PipelineBuilder::Output(0, v1::StepOutput::VALUES);
   c.Add("scan_bad_step_outside_pipeline", Rpc::kScan, outside);
 }
 
