@@ -168,10 +168,12 @@ def stripes(length: int, count: int) -> List[Tuple[int, int]]:
     return [(length * i // count, length * (i + 1) // count) for i in range(count)]
 
 
-def write_messages(name: str, data: memoryview, offset: int, itemsize: int) -> Iterator[bytes]:
+def write_messages(name: str, data: memoryview, offset: int, itemsize: int,
+                   progress: Optional[Callable[[int], Any]] = None) -> Iterator[bytes]:
     """The serialized WriteBufferRequests of one stripe: the first names the
     buffer and its offset, the rest continue after it; each piece's bytes are
-    joined once with its small header (one copy, no protobuf copies)."""
+    joined once with its small header (one copy, no protobuf copies).
+    progress(bytes) is told each piece's data once gRPC has taken it."""
     piece = max(itemsize, PIECE_BYTES // itemsize * itemsize)
     at = 0
     first = True
@@ -185,6 +187,8 @@ def write_messages(name: str, data: memoryview, offset: int, itemsize: int) -> I
                 head += _wire.key(_WRITE["offset"].number, _wire.VARINT) + _wire.varint(offset)
         head += _wire.key(_WRITE["data"].number, _wire.LEN) + _wire.varint(len(chunk))
         yield b"".join((head, chunk))
+        if progress is not None:
+            progress(len(chunk))
         first = False
         at += len(chunk)
 
@@ -194,9 +198,9 @@ def read_request(name: str, begin: int, end: int) -> bytes:
                                 piece_bytes=PIECE_BYTES).SerializeToString()
 
 
-def take_piece(piece: bytes, out: np.ndarray, base: int) -> None:
+def take_piece(piece: bytes, out: np.ndarray, base: int) -> int:
     """Copies one serialized ReadBufferResponse into out, which holds the
-    buffer's elements from `base` on."""
+    buffer's elements from `base` on; returns the bytes copied."""
     offset, span = 0, (0, 0)
     for number, wire_type, value in _wire.fields(piece, 0, len(piece)):
         if number == _READ["offset"].number and wire_type == _wire.VARINT:
@@ -208,6 +212,7 @@ def take_piece(piece: bytes, out: np.ndarray, base: int) -> None:
     if at < 0 or at + count > out.size:
         raise ValueError("the server sent a piece outside the range asked for")
     out[at:at + count] = np.frombuffer(piece, dtype=out.dtype, count=count, offset=span[0])
+    return count * out.itemsize
 
 
 def info_of(message: pb.BufferInfo, free: Optional[Callable[[str], Any]]) -> Buffer:

@@ -7,7 +7,7 @@ are concatenated once, so the method's parse sees what the unary call returns.
 """
 
 from types import SimpleNamespace
-from typing import Any, Iterator, List, Optional
+from typing import Any, Callable, Iterator, List, Optional
 
 import numpy as np
 
@@ -27,18 +27,24 @@ def wanted(call: _calls.Call, stream_bytes: int) -> bool:
     return call.streams and sum(a.nbytes for a in call.arrays.values()) > stream_bytes
 
 
-def pieces(call: _calls.Call, piece_bytes: int) -> Iterator[bytes]:
+Progress = Optional[Callable[[int], Any]]
+
+
+def pieces(call: _calls.Call, piece_bytes: int, progress: Progress = None) -> Iterator[bytes]:
     """The serialized messages of the stream: every parameter and the first
     piece of each array, then the next pieces of the same (equal) length,
-    each at most piece_bytes of data (at least one element)."""
+    each at most piece_bytes of data (at least one element). progress(bytes)
+    is told each piece's array bytes once gRPC has taken it."""
     length = len(next(iter(call.arrays.values())))
     step = max(1, piece_bytes // sum(a.itemsize for a in call.arrays.values()))
     later = type(call.message)()  # the later messages repeat only the arrays' dtypes
     for name in call.arrays:
         getattr(later, name).CopyFrom(getattr(call.message, name))
     for start in range(0, max(length, 1), step):
-        yield _wire.serialize(call.message if start == 0 else later,
-                              {name: a[start:start + step] for name, a in call.arrays.items()})
+        piece = {name: a[start:start + step] for name, a in call.arrays.items()}
+        yield _wire.serialize(call.message if start == 0 else later, piece)
+        if progress is not None:
+            progress(sum(a.nbytes for a in piece.values()))
 
 
 def join(call: _calls.Call, answers: List[bytes]) -> Any:

@@ -78,13 +78,14 @@ class _Methods:
 
 class Client(_Methods):
     """A grpc.aio connection to a primserve server; see primserve.Client for the
-    arguments (stream_bytes and piece_bytes included).
+    arguments (stream_bytes, piece_bytes and progress included).
 
     Create it inside the event loop it is used from.
     """
 
     def __init__(self, address: str, *, tls: _channel.Tls = None, timeout: Optional[float] = None,
-                 stream_bytes: int = _streams.DEFAULT_STREAM_BYTES, piece_bytes: int = _streams.DEFAULT_PIECE_BYTES):
+                 stream_bytes: int = _streams.DEFAULT_STREAM_BYTES, piece_bytes: int = _streams.DEFAULT_PIECE_BYTES,
+                 progress: _streams.Progress = None):
         creds = _channel.credentials(tls)
         if creds is None:
             self._channel = grpc.aio.insecure_channel(address, options=_channel.OPTIONS)
@@ -100,6 +101,7 @@ class Client(_Methods):
         self.timeout = timeout
         self.stream_bytes = stream_bytes
         self.piece_bytes = piece_bytes
+        self.progress = progress
 
     async def close(self) -> None:
         """Closes the channel; calls in flight end with CANCELLED."""
@@ -178,7 +180,7 @@ class Client(_Methods):
     async def _stream(self, call: _calls.Call) -> Any:
         # grpc.aio sends the pieces from a task of its own while this one reads the answers.
         try:
-            answers = self._streams[call.rpc](_streams.pieces(call, self.piece_bytes), timeout=self.timeout)
+            answers = self._streams[call.rpc](_streams.pieces(call, self.piece_bytes, self.progress), timeout=self.timeout)
             answers = [await answers] if call.rpc in _streams.ONE_ANSWER else [answer async for answer in answers]
         except grpc.RpcError as error:
             raise ServerError.from_rpc_error(error) from error
@@ -212,7 +214,7 @@ class Client(_Methods):
             data = memoryview(a).cast("B")
             await asyncio.gather(*(
                 methods[i].write(_buffers.write_messages(name, data[begin * a.itemsize:end * a.itemsize], begin,
-                                                         a.itemsize), timeout=self.timeout)
+                                                         a.itemsize, self.progress), timeout=self.timeout)
                 for i, (begin, end) in enumerate(ranges) if begin != end or not a.size))
         except grpc.RpcError as error:
             raise ServerError.from_rpc_error(error) from error
@@ -235,7 +237,9 @@ class Client(_Methods):
         async def read(i: int, begin: int, end: int) -> None:
             request = _buffers.read_request(buffer.name, buffer.offset + begin, buffer.offset + end)
             async for piece in methods[i].read(request, timeout=self.timeout):
-                _buffers.take_piece(piece, out, buffer.offset)
+                taken = _buffers.take_piece(piece, out, buffer.offset)
+                if self.progress is not None:
+                    self.progress(taken)
 
         try:
             await asyncio.gather(*(read(i, begin, end) for i, (begin, end) in enumerate(ranges)

@@ -3,6 +3,7 @@
 import itertools
 import queue
 import threading
+import traceback
 from concurrent.futures import Future
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -46,6 +47,13 @@ class Client:
             is always unary (the server does not stream it).
         piece_bytes: the array data in each message of a stream (whole
             elements; at least one).
+        progress: None, or a callable told the bytes of each piece of array
+            data a streamed call sends and put() writes or get() reads, as
+            they go (tqdm's ``update`` is one; it may be called from gRPC's
+            threads). Unary and shared-memory calls do not report.
+
+    Ctrl-C (or any exception) during a streamed call, put() or get() cancels
+    the call on the server before it propagates.
 
     Every method but health also takes ``out=``: a view into a region from
     shared_memory() that receives the answer's values (a Select with
@@ -67,17 +75,28 @@ class Client:
     >>> with primserve.Client("localhost:50051") as client:
     ...     client.scan(np.array([3, 1, 4, 1, 5], dtype=np.int32))
     array([ 3,  4,  8,  9, 14], dtype=int32)
+
+    A progress bar over a large upload, with tqdm:
+
+    >>> a = np.zeros(1 << 28, dtype=np.int32)
+    >>> with tqdm.tqdm(total=a.nbytes, unit="B", unit_scale=True) as bar:
+    ...     client.progress = bar.update
+    ...     x = client.put(a)
     """
 
     def __init__(self, address: str, *, tls: _channel.Tls = None, timeout: Optional[float] = None,
-                 stream_bytes: int = _streams.DEFAULT_STREAM_BYTES, piece_bytes: int = _streams.DEFAULT_PIECE_BYTES):
+                 stream_bytes: int = _streams.DEFAULT_STREAM_BYTES, piece_bytes: int = _streams.DEFAULT_PIECE_BYTES,
+                 progress: _streams.Progress = None):
         creds = _channel.credentials(tls)
         if creds is None:
             self._channel = grpc.insecure_channel(address, options=_channel.OPTIONS)
         else:
             self._channel = grpc.secure_channel(address, creds, options=_channel.OPTIONS)
-        (self._rpcs, self._streams, self._register, self._unregister, self._register_cuda,
+        (self._rpcs, streams, self._register, self._unregister, self._register_cuda,
          self._multiplex, self._health) = _methods.bind(self._channel)
+        # A stream answering once is called as a future, so that it can be cancelled.
+        self._streams = {rpc: method.future if rpc in _streams.ONE_ANSWER else method
+                         for rpc, method in streams.items()}
         self._regions: List[Any] = []  # _shm.Region and _cuda.Region
         self._address, self._credentials = address, creds
         self._buffers = _BufferMethods(self._channel)
@@ -86,6 +105,7 @@ class Client:
         self.timeout = timeout
         self.stream_bytes = stream_bytes
         self.piece_bytes = piece_bytes
+        self.progress = progress
 
     def close(self) -> None:
         """Closes the channel; calls in flight end with CANCELLED."""
@@ -166,11 +186,17 @@ class Client:
 
     def _stream(self, call: _calls.Call) -> Any:
         # gRPC sends the pieces from its own thread while this one reads the answers.
+        stream = self._streams[call.rpc](_streams.pieces(call, self.piece_bytes, self.progress), timeout=self.timeout)
         try:
-            answers = self._streams[call.rpc](_streams.pieces(call, self.piece_bytes), timeout=self.timeout)
-            answers = [answers] if call.rpc in _streams.ONE_ANSWER else list(answers)
+            answers = [stream.result()] if call.rpc in _streams.ONE_ANSWER else list(stream)
         except grpc.RpcError as error:
             raise ServerError.from_rpc_error(error) from error
+        except BaseException as error:
+            # Ctrl-C: left running, gRPC's thread would go on sending the pieces.
+            stream.cancel()
+            del stream
+            _let_go(error)
+            raise
         return _streams.join(call, answers)
 
     def scan(self, a: np.ndarray, op: str = "sum", exclusive: bool = False,
@@ -431,13 +457,15 @@ class Client:
         else:
             methods = self._stripe_methods(len(ranges))
         data = memoryview(a).cast("B")
+        progress = self.progress
 
-        def write(i: int) -> None:
+        def write(i: int, calls: _Calls) -> None:
             begin, end = ranges[i]
             if begin == end and a.size:
                 return
-            messages = _buffers.write_messages(name, data[begin * a.itemsize:end * a.itemsize], begin, a.itemsize)
-            methods[i].write(messages, timeout=self.timeout)
+            messages = _buffers.write_messages(name, data[begin * a.itemsize:end * a.itemsize], begin, a.itemsize,
+                                               progress)
+            calls.add(methods[i].write.future(messages, timeout=self.timeout)).result()
 
         _run_each(len(ranges), write)
         return _buffers.info_of(info, self.free)
@@ -456,14 +484,18 @@ class Client:
         else:
             methods = self._stripe_methods(len(ranges))
 
-        def read(i: int) -> None:
+        progress = self.progress
+
+        def read(i: int, calls: _Calls) -> None:
             begin, end = ranges[i]
             if begin == end and len(buffer):
                 return
-            pieces = methods[i].read(_buffers.read_request(buffer.name, buffer.offset + begin, buffer.offset + end),
-                                     timeout=self.timeout)
+            pieces = calls.add(methods[i].read(
+                _buffers.read_request(buffer.name, buffer.offset + begin, buffer.offset + end), timeout=self.timeout))
             for piece in pieces:
-                _buffers.take_piece(piece, out, buffer.offset)
+                taken = _buffers.take_piece(piece, out, buffer.offset)
+                if progress is not None:
+                    progress(taken)
 
         try:
             _run_each(len(ranges), read)
@@ -738,25 +770,75 @@ class _BufferMethods:
                                         response_deserializer=pb.ListBuffersResponse.FromString)
 
 
+def _let_go(error: BaseException) -> None:
+    """Frees the gRPC calls that `error`'s traceback holds (as `self` of
+    gRPC's frames). Kept to interpreter exit, a call's __del__ waits for a
+    lock that a gRPC thread, frozen at exit, can hold: the process hung until
+    a second Ctrl-C."""
+    traceback.clear_frames(error.__traceback__)
+
+
+class _Calls:
+    """The gRPC calls of one put() or get(), to cancel them all at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._calls: List[Any] = []
+        self._cancelled = False
+
+    def add(self, call: Any) -> Any:
+        with self._lock:
+            self._calls.append(call)
+            if self._cancelled:
+                call.cancel()
+        return call
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+            for call in self._calls:
+                call.cancel()
+
+    def forget(self) -> None:
+        """Drops the calls, so that none outlives the put() or get() (see Client._stream)."""
+        with self._lock:
+            self._calls.clear()
+
+
 def _run_each(count: int, f: Any) -> None:
-    """f(i) for i in range(count), each on a thread of its own (the first on
-    this one); the first ServerError (or other error) raised is raised here."""
+    """f(i, calls) for i in range(count), each on a thread of its own (the
+    first on this one); the first ServerError (or other error) raised is
+    raised here, once every call has ended: the first error cancels the
+    others, and so does Ctrl-C on this thread (then raised at once)."""
     errors: List[BaseException] = []
+    calls = _Calls()
 
     def run(i: int) -> None:
         try:
-            f(i)
+            f(i, calls)
         except grpc.RpcError as error:
             errors.append(ServerError.from_rpc_error(error))
-        except BaseException as error:  # noqa: re-raised on the calling thread
+            calls.cancel()
+        except Exception as error:  # noqa: re-raised on the calling thread
             errors.append(error)
+            calls.cancel()
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(1, count)]
-    for thread in threads:
-        thread.start()
-    run(0)
-    for thread in threads:
-        thread.join()
+    try:
+        for thread in threads:
+            thread.start()
+        run(0)
+        for thread in threads:
+            thread.join()
+    except BaseException as error:
+        calls.cancel()
+        for thread in threads:
+            if thread.ident is not None:
+                thread.join()  # promptly: their calls are cancelled
+        calls.forget()
+        _let_go(error)
+        raise
+    calls.forget()
     if errors:
         raise errors[0]
 
