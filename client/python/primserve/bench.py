@@ -7,7 +7,8 @@ ScanStream in --piece_bytes pieces, whatever its size. Each is timed
 `repeats` times after one warm-up (the client's answer is checked against
 numpy's then); the medians are printed as milliseconds and as GB/s two ways:
 the input's bytes per second, and the payload's (request + response bytes,
-as primload counts them; for numpy the bytes read + written). The client's
+as primload counts them; for numpy the bytes read + written). On a terminal,
+stderr shows which call is running; in a pipe it stays empty. The client's
 time is the whole call: packing the request, the round trip, the server's
 work and np.frombuffer on the answer (and for the stream, joining the
 pieces' answers).
@@ -15,6 +16,7 @@ pieces' answers).
 
 import argparse
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -22,9 +24,25 @@ import numpy as np
 import primserve
 
 
-def median_seconds(function, repeats: int) -> float:
+class Progress:
+    """A status line on stderr while it is a terminal (nothing in a pipe or a file)."""
+
+    def __init__(self) -> None:
+        self.shown = sys.stderr.isatty()
+
+    def show(self, text: str) -> None:
+        if self.shown:
+            sys.stderr.write(f"\r\033[K{text}")
+            sys.stderr.flush()
+
+    def clear(self) -> None:
+        self.show("")
+
+
+def median_seconds(function, repeats: int, progress: Progress, name: str) -> float:
     times = []
-    for _ in range(repeats):
+    for i in range(repeats):
+        progress.show(f"{name}: call {i + 1} of {repeats}")
         start = time.perf_counter()
         function()
         times.append(time.perf_counter() - start)
@@ -42,13 +60,18 @@ def main() -> None:
     a = np.random.default_rng().integers(-1000, 1000, size=args.n, dtype=np.int32)
     expected = np.cumsum(a, dtype=np.int32)
     rows = []
+    progress = Progress()
     # stream_bytes: never above it (unary), always above it (streamed).
     for name, stream_bytes in (("Client.scan unary", a.nbytes), ("Client.scan streamed", 0)):
         with primserve.Client(args.address, stream_bytes=stream_bytes, piece_bytes=args.piece_bytes) as client:
+            progress.show(f"{name}: warm-up")
             if not np.array_equal(client.scan(a), expected):
+                progress.clear()
                 raise SystemExit(f"the server's scan ({name}) differs from numpy.cumsum")
-            rows.append((name, median_seconds(lambda: client.scan(a), args.repeats)))
-    rows.append(("numpy.cumsum", median_seconds(lambda: np.cumsum(a, dtype=np.int32), args.repeats)))
+            rows.append((name, median_seconds(lambda: client.scan(a), args.repeats, progress, name)))
+    rows.append(("numpy.cumsum", median_seconds(lambda: np.cumsum(a, dtype=np.int32), args.repeats, progress,
+                                                "numpy.cumsum")))
+    progress.clear()
     input_bytes = a.nbytes
     print(f"int32 sum scan, n={args.n}, median of {args.repeats}")
     print(f"{'':24}{'ms':>10}{'input GB/s':>12}{'payload GB/s':>14}")

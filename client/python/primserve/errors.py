@@ -14,13 +14,13 @@ class ServerError(Exception):
 
     Attributes:
         code: the ``grpc.StatusCode``.
-        details: the server's message, e.g. ``"segment_offsets[1] = 7 is
-            greater than the input's length 5"``.
+        details: the server's message.
 
     >>> try:
-    ...     client.scan(a, segments=[0, 7])
+    ...     client.scan(np.arange(5), segments=[0, 7])
     ... except primserve.ServerError as e:
-    ...     print(e.code, e.details)
+    ...     print(e.code.name, e.details)
+    INVALID_ARGUMENT segment_offsets[1] = 7 is past the end of the input (5 elements)
     """
 
     def __init__(self, code: grpc.StatusCode, details: Optional[str]):

@@ -51,6 +51,17 @@ def test_method_docstring_examples(client):
     assert results.failed == 0 and results.attempted >= 15
 
 
+def test_server_error_docstring_quotes_the_server(client):
+    import doctest
+
+    runner = doctest.DocTestRunner()
+    for test in doctest.DocTestFinder().find(primserve.ServerError, globs={"client": client, "np": np,
+                                                                          "primserve": primserve}):
+        runner.run(test)
+    results = runner.summarize(verbose=False)
+    assert results.failed == 0 and results.attempted == 1
+
+
 def test_health(client):
     assert client.health() == "SERVING"
 
