@@ -93,6 +93,7 @@ absl::Status BuffersClient::WriteOn(const std::string& location, size_t channel,
     const size_t n = std::min(kPieceBytes, bytes.size() - at);
     message.set_data(bytes.data() + at, n);
     if (!stream->Write(message)) break;
+    if (progress_) progress_(n);
     message.clear_name();
     message.clear_offset();
     at += n;
@@ -169,6 +170,7 @@ absl::Status BuffersClient::ReadRange(const std::string& location, size_t channe
       continue;
     }
     std::memcpy(out + (at - begin) * element_size, piece.data().data(), piece.data().size());
+    if (progress_) progress_(piece.data().size());
   }
   const grpc::Status status = stream->Finish();
   if (!pieces_ok.ok()) return pieces_ok;

@@ -20,8 +20,10 @@
 #define PRIMSERVE_CLIENT_BUFFERS_CLIENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -97,6 +99,10 @@ class BuffersClient final {
   // The caller's buffers on the instance the target picks.
   absl::StatusOr<v1::ListBuffersResponse> List();
 
+  // Told the data bytes of each Write message sent and each Read piece
+  // received, from the stripes' threads (for a progress display).
+  void set_progress(std::function<void(uint64_t)> progress) { progress_ = std::move(progress); }
+
  private:
   // Reads the whole of buffer `name` (described by `info`) into `out`.
   absl::Status ReadInto(const std::string& name, const v1::BufferInfo& info, char* out,
@@ -120,6 +126,7 @@ class BuffersClient final {
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::shared_ptr<BufferRoutes> routes_;  // null: one server
   const absl::Duration timeout_;
+  std::function<void(uint64_t)> progress_;
 };
 
 }  // namespace primserve

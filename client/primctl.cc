@@ -52,6 +52,7 @@
 #include "client/pipeline_json.h"
 #include "client/shm_placement.h"
 #include "client/stream_messages.h"
+#include "client/terminal_progress.h"
 #include "core/primitives.h"
 
 ABSL_FLAG(std::string, address, "localhost:50051", primserve::kAddressFlagHelp);
@@ -485,7 +486,13 @@ int SendStream(PrimitivesClient& client, PrintMode mode, Request whole, uint64_t
   StreamCutter cutter(&whole);
   const uint64_t piece = cutter.PieceElements(piece_bytes);
   const size_t payload_bytes = whole.ByteSizeLong() + cutter.array_bytes();
+  // gRPC asks for the next piece once it has taken the last one.
+  TerminalProgress progress(Request::descriptor()->name() + " stream", cutter.array_bytes());
+  const uint64_t element_bytes = cutter.elements() == 0 ? 0 : cutter.array_bytes() / cutter.elements();
+  uint64_t taken = 0;  // elements
   const auto next = [&](Request* message) {
+    progress.Add((cutter.cut() - taken) * element_bytes);
+    taken = cutter.cut();
     if (cutter.done()) return false;
     cutter.Next(piece, message);
     return true;
@@ -749,8 +756,12 @@ int Put(PrintMode mode) {
   absl::StatusOr<BuffersClient> buffers = ConnectBuffers();
   if (!buffers.ok()) return UsageError(buffers.status());
   const absl::Time start = absl::Now();
-  absl::StatusOr<v1::BufferInfo> info =
-      buffers->PutBytes(*name, static_cast<DType>(input->dtype()), input->data());
+  absl::StatusOr<v1::BufferInfo> info;
+  {
+    TerminalProgress progress("put " + *name, input->data().size());
+    buffers->set_progress([&progress](uint64_t bytes) { progress.Add(bytes); });
+    info = buffers->PutBytes(*name, static_cast<DType>(input->dtype()), input->data());
+  }
   const absl::Duration took = absl::Now() - start;
   if (!info.ok()) return RpcError(info.status());
   if (mode != PrintMode::kNone) {
@@ -772,7 +783,12 @@ int Get(PrintMode mode) {
   absl::StatusOr<v1::BufferInfo> info = buffers->Info(*name);
   if (!info.ok()) return RpcError(info.status());
   const absl::Time start = absl::Now();
-  absl::StatusOr<std::string> bytes = buffers->GetBytes(*name);
+  absl::StatusOr<std::string> bytes;
+  {
+    TerminalProgress progress("get " + *name, info->length() * DTypeSize(static_cast<DType>(info->dtype())));
+    buffers->set_progress([&progress](uint64_t bytes) { progress.Add(bytes); });
+    bytes = buffers->GetBytes(*name);
+  }
   const absl::Duration took = absl::Now() - start;
   if (!bytes.ok()) return RpcError(bytes.status());
   v1::Array array;

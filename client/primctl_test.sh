@@ -248,6 +248,43 @@ echo '{"steps": [{"bogus": 1}]}' >"$TMP/not_pipeline.json"
 expect_exit 2 "is not a PipelineRequest in protobuf's JSON mapping" pipeline --request="$TMP/not_pipeline.json"
 expect_exit 2 "pipeline takes --request" pipeline
 
+# Progress of long transfers (put, get, streams) on a terminal only:
+# on_terminal <primctl args...> runs primctl with stderr on a pseudo-terminal
+# and leaves what it drew there in $TMP/terminal.
+on_terminal() {
+  python3 - "$TMP/terminal" "$PRIMCTL" --address="$ADDRESS" "$@" <<'PY' >/dev/null || fail "primctl $* on a terminal failed"
+import os, pty, subprocess, sys
+leader, follower = pty.openpty()
+code = subprocess.run(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=follower, timeout=60).returncode
+os.close(follower)
+drawn = b""
+while True:
+    try:
+        chunk = os.read(leader, 65536)
+    except OSError:  # EIO: drained
+        break
+    if not chunk:
+        break
+    drawn += chunk
+open(sys.argv[1], "wb").write(drawn)
+sys.exit(code)
+PY
+}
+on_terminal put --name=big --generate=random --n=1000000 --stripes=2
+grep -q $'\r\e\[Kput big: 4.0 of 4.0 MB' "$TMP/terminal" || fail "put drew no progress: $(cat -v "$TMP/terminal")"
+[[ "$(tail -c 4 "$TMP/terminal")" == $'\r\e[K' ]] || fail "put left its progress line: $(cat -v "$TMP/terminal")"
+on_terminal get --name=big --print=none
+grep -q $'\r\e\[Kget big: 4.0 of 4.0 MB' "$TMP/terminal" || fail "get drew no progress: $(cat -v "$TMP/terminal")"
+on_terminal scan --generate=random --n=1000000 --piece_bytes=100000 --print=none
+grep -q $'\r\e\[KScanRequest stream: 4.0 of 4.0 MB' "$TMP/terminal" ||
+  fail "a streamed scan drew no progress: $(cat -v "$TMP/terminal")"
+# In a pipe: nothing on stderr.
+primctl put --name=big2 --generate=random --n=1000000 >/dev/null 2>"$TMP/stderr" || fail "put in a pipe failed"
+primctl scan --generate=random --n=1000000 --piece_bytes=100000 --print=none >/dev/null 2>>"$TMP/stderr" ||
+  fail "a streamed scan in a pipe failed"
+[[ ! -s "$TMP/stderr" ]] || fail "progress in a pipe: $(cat -v "$TMP/stderr")"
+primctl free --name=big && primctl free --name=big2 || fail "freeing big, big2"
+
 # SIGTERM: the server drains and exits 0; then nothing answers, which health
 # reports as UNAVAILABLE with gRPC's reason, not as a draining NOT_SERVING.
 kill -TERM "$SERVER_PID"
