@@ -109,6 +109,13 @@ buffers::Limits BufferLimitsOf(const ServerOptions& options, const ExecutionBack
   return limits;
 }
 
+// The request limits with what the backend can answer.
+RequestLimits RequestLimitsOf(const ServerOptions& options, const ExecutionBackend& backend) {
+  RequestLimits limits = options.limits;
+  limits.wide_accumulators = backend.WidensAccumulators();
+  return limits;
+}
+
 }  // namespace
 
 PrimServer::PrimServer(std::unique_ptr<ExecutionBackend> backend, const ServerOptions& options)
@@ -136,7 +143,7 @@ PrimServer::PrimServer(std::unique_ptr<ExecutionBackend> backend, const ServerOp
                                 HostPoolOf(options.metrics, "answers"))
                           : nullptr),
       input_copies_(options.input_copy_threads),
-      service_(&admission_, options.limits, options.metrics, options.caller_header,
+      service_(&admission_, RequestLimitsOf(options, *backend_), options.metrics, options.caller_header,
                shared_memory_.get(), backend_.get(),
                pinned_payloads_ != nullptr ? pinned_payloads_->Allocator() : nullptr,
                pinned_answers_ != nullptr ? pinned_answers_->Answers() : nullptr, &input_copies_,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "core/messages.h"
 #include "reference/gpu_order.h"
 #include "reference/reference.h"
@@ -118,9 +119,30 @@ absl::StatusOr<Result> Run(const ScanOperation& o, const CpuContext& context) {
   });
 }
 
+// A SUM or PROD accumulated in a wider dtype than the input's T.
+template <typename T>
+absl::StatusOr<Result> ReduceWidened(const ReduceOperation& o, const CpuContext& context) {
+  using Wide = std::conditional_t<std::is_same_v<T, int32_t>, int64_t,
+                                  std::conditional_t<std::is_same_v<T, uint32_t>, uint64_t, double>>;
+  if constexpr (std::is_same_v<T, int32_t> || std::is_same_v<T, uint32_t> ||
+                std::is_same_v<T, float>) {
+    if (DTypeOf<Wide>() == ValuesDType(o)) {
+      HostArray values = NewAnswer<Wide>(ValuesDType(o), std::max<size_t>(1, o.segment_offsets.size()),
+                                         context.answers);
+      cpu::Reduce<T, Wide>(o.input.as<T>(), o.op, o.segment_offsets, Elements<Wide>(values),
+                           context.parallelism);
+      return ReduceResult{std::move(values), std::nullopt};
+    }
+  }
+  return absl::InternalError(absl::StrCat("a Reduce of ", DTypeName(o.input.dtype), " into ",
+                                          DTypeName(ValuesDType(o)), " reached the CPU backend"));
+}
+
 absl::StatusOr<Result> Run(const ReduceOperation& o, const CpuContext& context) {
   return VisitDType(o.input.dtype, [&](auto zero) -> absl::StatusOr<Result> {
     using T = decltype(zero);
+    // Before the reproducible path: one fold per request, in a fixed order.
+    if (o.accumulator) return ReduceWidened<T>(o, context);
     if (RunsReproducibly(o)) {
       // gpu::SegmentedReduce over the request's own segments (one without
       // any), as the CUDA backend launches it alone.

@@ -38,6 +38,7 @@ class CpuBackend final : public ExecutionBackend {
   // The CUDA backend's tile sizes (gpu::ScanTileItems(dtype, false)), so
   // that a reproducible ScanStream is cut at the same places on both.
   uint64_t ReproducibleScanGranule(DType dtype) const override;
+  bool WidensAccumulators() const override { return true; }
 
  private:
   Metrics* const metrics_;

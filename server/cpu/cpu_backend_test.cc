@@ -249,5 +249,40 @@ TEST(CpuBackendAnswers, LargeAnswersAreWrittenIntoTheTasksAnswerBuffers) {
   }
 }
 
+// ReduceOperation::accumulator: a SUM/PROD accumulated and answered in the
+// wider dtype, so an INT32 sum past 2^31 is numpy's sum(dtype=int64).
+TEST(CpuBackendAccumulator, WidensSumAndProdAsNumpyDtypeDoes) {
+  std::vector<int32_t> ints(100001, std::numeric_limits<int32_t>::max());
+  ints.back() = -7;
+  ReduceOperation o;
+  o.input = ViewOf(ints);
+  o.accumulator = DType::kInt64;
+  const int64_t sum = int64_t{100000} * std::numeric_limits<int32_t>::max() - 7;
+  EXPECT_EQ(RunReduce(o), BytesOf(std::vector<int64_t>{sum}));
+  const std::vector<uint64_t> segments = {0, 3, 3};  // the empty segment sums to 0
+  o.segment_offsets = segments;
+  EXPECT_EQ(RunReduce(o),
+            BytesOf(std::vector<int64_t>{3 * int64_t{std::numeric_limits<int32_t>::max()}, 0,
+                                         sum - 3 * int64_t{std::numeric_limits<int32_t>::max()}}));
+
+  std::vector<uint32_t> uints = {4000000000u, 4000000000u, 1};
+  ReduceOperation u;
+  u.input = ViewOf(uints);
+  u.op = Op::kProd;
+  u.accumulator = DType::kUint64;
+  EXPECT_EQ(RunReduce(u), BytesOf(std::vector<uint64_t>{16000000000000000000u}));
+
+  // 2^24 + 1 is not a float: summed in float, the ones are lost.
+  std::vector<float> floats(1 << 20, 1.0f);
+  floats[0] = 16777216.0f;
+  for (bool reproducible : {false, true}) {
+    ReduceOperation f;
+    f.input = ViewOf(floats);
+    f.accumulator = DType::kFloat64;
+    f.reproducible = reproducible;
+    EXPECT_EQ(RunReduce(f), BytesOf(std::vector<double>{16777216.0 + (1 << 20) - 1}));
+  }
+}
+
 }  // namespace
 }  // namespace primserve

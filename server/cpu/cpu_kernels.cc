@@ -29,11 +29,12 @@ void WithOp(Op op, F&& f) {
   }
 }
 
-// The fold of input[begin, end) (non-empty), left to right.
-template <Op kOp, typename T>
-T Fold(const T* input, uint64_t begin, uint64_t end) {
-  T acc = input[begin];
-  for (uint64_t i = begin + 1; i < end; ++i) acc = Combine(kOp, acc, input[i]);
+// The fold of input[begin, end) (non-empty), left to right, in A (T or a
+// wider accumulator).
+template <Op kOp, typename A, typename T>
+A Fold(const T* input, uint64_t begin, uint64_t end) {
+  A acc = static_cast<A>(input[begin]);
+  for (uint64_t i = begin + 1; i < end; ++i) acc = Combine(kOp, acc, static_cast<A>(input[i]));
   return acc;
 }
 
@@ -43,17 +44,19 @@ T Fold(const T* input, uint64_t begin, uint64_t end) {
 // Integers and MIN/MAX give the left fold's bits whatever the grouping; a
 // float PROD keeps the left fold (a product that overflows in one lane and
 // underflows in another would give NaN where the left fold gives 0 or inf).
-template <Op kOp, typename T>
-T LaneFold(const T* input, uint64_t begin, uint64_t end) {
+template <Op kOp, typename A, typename T>
+A LaneFold(const T* input, uint64_t begin, uint64_t end) {
   constexpr uint64_t kLanes = 8;
-  if (kOp == Op::kProd || end - begin < 2 * kLanes) return Fold<kOp>(input, begin, end);
-  T lanes[kLanes];
-  for (uint64_t j = 0; j < kLanes; ++j) lanes[j] = input[begin + j];
+  if (kOp == Op::kProd || end - begin < 2 * kLanes) return Fold<kOp, A>(input, begin, end);
+  A lanes[kLanes];
+  for (uint64_t j = 0; j < kLanes; ++j) lanes[j] = static_cast<A>(input[begin + j]);
   uint64_t i = begin + kLanes;
   for (; i + kLanes <= end; i += kLanes) {
-    for (uint64_t j = 0; j < kLanes; ++j) lanes[j] = Combine(kOp, lanes[j], input[i + j]);
+    for (uint64_t j = 0; j < kLanes; ++j) {
+      lanes[j] = Combine(kOp, lanes[j], static_cast<A>(input[i + j]));
+    }
   }
-  for (uint64_t j = 0; i < end; ++i, ++j) lanes[j] = Combine(kOp, lanes[j], input[i]);
+  for (uint64_t j = 0; i < end; ++i, ++j) lanes[j] = Combine(kOp, lanes[j], static_cast<A>(input[i]));
   for (uint64_t width = kLanes / 2; width > 0; width /= 2) {
     for (uint64_t j = 0; j < width; ++j) lanes[j] = Combine(kOp, lanes[j], lanes[j + width]);
   }
@@ -111,7 +114,7 @@ void Scan(absl::Span<const T> input, Op op, bool exclusive,
     const int most = std::max(1, parallelism.threads);
     std::vector<T> totals(most);
     const int parts = ForEachPart(n, parallelism, [&](int p, uint64_t begin, uint64_t end) {
-      if (begin < end) totals[p] = Fold<kOp>(input.data(), begin, end);
+      if (begin < end) totals[p] = Fold<kOp, T>(input.data(), begin, end);
     });
     if (parts == 1) {
       ScanRange<kOp>(input.data(), out.data(), 0, n, exclusive, false, T{});
@@ -127,27 +130,27 @@ void Scan(absl::Span<const T> input, Op op, bool exclusive,
   });
 }
 
-template <typename T>
+template <typename T, typename A>
 void Reduce(absl::Span<const T> input, Op op, absl::Span<const uint64_t> segment_starts,
-            absl::Span<T> out, const Parallelism& parallelism) {
+            absl::Span<A> out, const Parallelism& parallelism) {
   const uint64_t n = input.size();
   WithOp(op, [&](auto op_constant) {
     constexpr Op kOp = decltype(op_constant)::value;
-    if (!segment_starts.empty() || !SplitsExactly<T>(kOp)) {
+    if (!segment_starts.empty() || !SplitsExactly<A>(kOp)) {
       ForEachSegment(n, segment_starts, [&](uint64_t begin, uint64_t end, size_t s) {
-        out[s] = begin == end ? Identity<T>(kOp) : LaneFold<kOp>(input.data(), begin, end);
+        out[s] = begin == end ? Identity<A>(kOp) : LaneFold<kOp, A>(input.data(), begin, end);
       });
       return;
     }
     if (n == 0) {
-      out[0] = Identity<T>(kOp);
+      out[0] = Identity<A>(kOp);
       return;
     }
-    std::vector<T> totals(std::max(1, parallelism.threads));
+    std::vector<A> totals(std::max(1, parallelism.threads));
     const int parts = ForEachPart(n, parallelism, [&](int p, uint64_t begin, uint64_t end) {
-      if (begin < end) totals[p] = LaneFold<kOp>(input.data(), begin, end);
+      if (begin < end) totals[p] = LaneFold<kOp, A>(input.data(), begin, end);
     });
-    T acc = totals[0];
+    A acc = totals[0];
     for (int p = 1; p < parts; ++p) acc = Combine(kOp, acc, totals[p]);
     out[0] = acc;
   });
@@ -156,8 +159,8 @@ void Reduce(absl::Span<const T> input, Op op, absl::Span<const uint64_t> segment
 #define PRIMSERVE_CPU_KERNELS(T)                                                           \
   template void Scan<T>(absl::Span<const T>, Op, bool, absl::Span<const uint64_t>,         \
                         absl::Span<T>, const Parallelism&);                                \
-  template void Reduce<T>(absl::Span<const T>, Op, absl::Span<const uint64_t>, absl::Span<T>, \
-                          const Parallelism&);
+  template void Reduce<T, T>(absl::Span<const T>, Op, absl::Span<const uint64_t>, absl::Span<T>, \
+                             const Parallelism&);
 PRIMSERVE_CPU_KERNELS(int32_t)
 PRIMSERVE_CPU_KERNELS(int64_t)
 PRIMSERVE_CPU_KERNELS(uint32_t)
@@ -165,5 +168,14 @@ PRIMSERVE_CPU_KERNELS(uint64_t)
 PRIMSERVE_CPU_KERNELS(float)
 PRIMSERVE_CPU_KERNELS(double)
 #undef PRIMSERVE_CPU_KERNELS
+
+// The accumulators ReduceRequest.accumulator_dtype widens to.
+template void Reduce<int32_t, int64_t>(absl::Span<const int32_t>, Op, absl::Span<const uint64_t>,
+                                       absl::Span<int64_t>, const Parallelism&);
+template void Reduce<uint32_t, uint64_t>(absl::Span<const uint32_t>, Op,
+                                         absl::Span<const uint64_t>, absl::Span<uint64_t>,
+                                         const Parallelism&);
+template void Reduce<float, double>(absl::Span<const float>, Op, absl::Span<const uint64_t>,
+                                    absl::Span<double>, const Parallelism&);
 
 }  // namespace primserve::cpu

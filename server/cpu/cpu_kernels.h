@@ -33,10 +33,12 @@ void Scan(absl::Span<const T> input, Op op, bool exclusive,
 
 // The SUM, PROD, MIN or MAX of each segment (one over all of `input` when
 // `segment_starts` is empty) into `out` (one per segment): reference::Reduce's
-// values, bit for bit but for a float SUM (within rounding).
-template <typename T>
+// values, bit for bit but for a float SUM (within rounding). A, the
+// accumulator and the answer's type, is T or (SUM, PROD) a wider one:
+// int32 into int64, uint32 into uint64, float into double.
+template <typename T, typename A = T>
 void Reduce(absl::Span<const T> input, Op op, absl::Span<const uint64_t> segment_starts,
-            absl::Span<T> out, const Parallelism& parallelism);
+            absl::Span<A> out, const Parallelism& parallelism);
 
 }  // namespace primserve::cpu
 

@@ -68,7 +68,7 @@ StepOutputSpecs OutputsOf(const Operation& operation) {
           [&](const ScanOperation& o) { set(K::kValues, o.input.dtype, o.input.size()); },
           [&](const ReduceOperation& o) {
             const uint64_t answers = std::max<uint64_t>(1, o.segment_offsets.size());
-            set(K::kValues, o.input.dtype, answers);
+            set(K::kValues, ValuesDType(o), answers);
             if (o.op == Op::kArgMin || o.op == Op::kArgMax) {
               set(K::kIndices, DType::kInt64, answers);
             }

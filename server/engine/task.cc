@@ -81,6 +81,7 @@ BatchKey BatchKeyOf(const Operation& operation) {
           [&](const ReduceOperation& o) {
             key.op = static_cast<int>(o.op);
             key.dtype = DTypeInt(o.input.dtype);
+            key.second_dtype = DTypeInt(ValuesDType(o));
             key.reproducible = RunsReproducibly(o);
           },
           [&](const SelectOperation& o) {
@@ -152,7 +153,7 @@ uint64_t MaxAnswerBytes(const Operation& operation) {
           [&](const ReduceOperation& o) {
             const uint64_t segments = std::max<uint64_t>(1, o.segment_offsets.size());
             const bool arg = o.op == Op::kArgMin || o.op == Op::kArgMax;
-            return bytes(segments, DTypeSize(o.input.dtype) + (arg ? kIndex : 0));
+            return bytes(segments, DTypeSize(ValuesDType(o)) + (arg ? kIndex : 0));
           },
           [&](const SelectOperation& o) {
             const uint64_t n = o.input.size();

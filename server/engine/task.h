@@ -188,12 +188,19 @@ struct ReduceOperation {
   absl::Span<const uint64_t> segment_offsets;
   // As ScanOperation::reproducible.
   bool reproducible = false;
+  // SUM/PROD only: a wider dtype the values are accumulated and answered in
+  // (ReduceRequest.accumulator_dtype: INT32 into INT64, UINT32 into UINT64,
+  // FLOAT32 into FLOAT64); none: the input's.
+  std::optional<DType> accumulator;
   // Where the caller placed the outputs (see OutputPlace).
   OutputPlaces places;
 };
 
+// The dtype of a Reduce's values.
+inline DType ValuesDType(const ReduceOperation& o) { return o.accumulator.value_or(o.input.dtype); }
+
 inline bool RunsReproducibly(const ReduceOperation& o) {
-  return o.reproducible && OrderSensitive(o.op, o.input.dtype);
+  return o.reproducible && OrderSensitive(o.op, ValuesDType(o));
 }
 
 struct SelectOperation {

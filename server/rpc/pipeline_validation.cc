@@ -100,7 +100,12 @@ absl::StatusOr<Operation> StepOperation(const v1::PipelineStep& step, const Requ
   };
   switch (step.op_case()) {
     case v1::PipelineStep::kScan: return validate(step.scan());
-    case v1::PipelineStep::kReduce: return validate(step.reduce());
+    case v1::PipelineStep::kReduce:
+      if (step.reduce().accumulator_dtype() != v1::DTYPE_UNSPECIFIED) {
+        return absl::InvalidArgumentError(
+            "reduce.accumulator_dtype is not taken in a Pipeline step (a unary Reduce takes it)");
+      }
+      return validate(step.reduce());
     case v1::PipelineStep::kSelect: return validate(step.select());
     case v1::PipelineStep::kUnique: return validate(step.unique());
     case v1::PipelineStep::kRunLengthEncode: return validate(step.run_length_encode());

@@ -363,6 +363,34 @@ bool Reproducible(bool requested, const RequestLimits& limits) {
   return requested || limits.reproducible_floats;
 }
 
+// ReduceRequest.accumulator_dtype: none where unset or the input's own.
+absl::StatusOr<std::optional<DType>> ParseAccumulator(v1::DType asked, Op op, DType input,
+                                                      const RequestLimits& limits) {
+  if (asked == v1::DTYPE_UNSPECIFIED || static_cast<DType>(asked) == input) return std::nullopt;
+  if (!v1::DType_IsValid(asked)) {
+    return Invalid(absl::StrCat("accumulator_dtype ", static_cast<int>(asked), " is not a known DType"));
+  }
+  const DType wide = static_cast<DType>(asked);
+  if (op != Op::kSum && op != Op::kProd) {
+    return Invalid(absl::StrCat("accumulator_dtype ", DTypeName(wide), " applies to SUM and PROD, not ",
+                                OpName(op)));
+  }
+  const bool widens = (input == DType::kInt32 && wide == DType::kInt64) ||
+                      (input == DType::kUint32 && wide == DType::kUint64) ||
+                      (input == DType::kFloat32 && wide == DType::kFloat64);
+  if (!widens) {
+    return Invalid(absl::StrCat("accumulator_dtype ", DTypeName(wide), " does not widen a ",
+                                DTypeName(input),
+                                " input (INT32 widens to INT64, UINT32 to UINT64, FLOAT32 to FLOAT64)"));
+  }
+  if (!limits.wide_accumulators) {
+    return Invalid(absl::StrCat("accumulator_dtype ", DTypeName(wide),
+                                ": this server's backend accumulates in the input's dtype only (the "
+                                "CPU backend takes accumulator_dtype)"));
+  }
+  return wide;
+}
+
 uint64_t Segments(absl::Span<const uint64_t> offsets) {
   return offsets.empty() ? 1 : offsets.size();
 }
@@ -417,12 +445,16 @@ absl::StatusOr<Operation> ToOperation(const v1::ReduceRequest& request,
   if (!op.ok()) return op.status();
   o.op = *op;
   o.reproducible = Reproducible(request.reproducible(), limits);
+  absl::StatusOr<std::optional<DType>> accumulator =
+      ParseAccumulator(request.accumulator_dtype(), o.op, o.input.dtype, limits);
+  if (!accumulator.ok()) return accumulator.status();
+  o.accumulator = *accumulator;
   absl::StatusOr<absl::Span<const uint64_t>> segments =
       ParseSegments(request.segment_offsets(), o.input.size(), limits);
   if (!segments.ok()) return segments.status();
   o.segment_offsets = *segments;
   const uint64_t answers = Segments(o.segment_offsets);
-  const shm::OutputSpec produced[] = {{shm::Slot::kValues, o.input.dtype, answers},
+  const shm::OutputSpec produced[] = {{shm::Slot::kValues, ValuesDType(o), answers},
                                       {shm::Slot::kIndices, DType::kInt64, answers}};
   const bool indices = o.op == Op::kArgMin || o.op == Op::kArgMax;
   if (absl::Status s = PlaceOutputs(request, absl::MakeConstSpan(produced, indices ? 2 : 1),

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -223,6 +225,66 @@ TEST(RequestValidationTest, ReproducibleComesFromTheRequestOrTheServerDefault) {
   aggregate.set_reproducible(true);
   EXPECT_EQ(flags(off), std::vector<bool>(4, true));
   EXPECT_EQ(flags(on), std::vector<bool>(4, true));
+}
+
+// accumulator_dtype widens SUM/PROD as numpy's dtype= does, where the
+// backend can; every other ask is refused naming what is wrong.
+TEST(RequestValidationTest, AccumulatorDtypeWidensSumAndProdOnly) {
+  RequestLimits cpu;
+  cpu.wide_accumulators = true;
+  v1::ReduceRequest request;
+  request.mutable_input()->set_dtype(v1::INT32);
+  request.mutable_input()->set_data(std::string(8, '\1'));
+  request.set_op(v1::SUM);
+  auto accumulator = [&](const RequestLimits& limits) -> absl::StatusOr<std::optional<DType>> {
+    absl::StatusOr<Operation> o = ToOperation(request, limits);
+    if (!o.ok()) return o.status();
+    return std::get<ReduceOperation>(*o).accumulator;
+  };
+  EXPECT_EQ(*accumulator(cpu), std::nullopt);
+  request.set_accumulator_dtype(v1::INT32);  // the input's own: nothing to widen
+  EXPECT_EQ(*accumulator(cpu), std::nullopt);
+  for (auto [input, wide] : {std::pair{v1::INT32, v1::INT64}, std::pair{v1::UINT32, v1::UINT64},
+                             std::pair{v1::FLOAT32, v1::FLOAT64}}) {
+    request.mutable_input()->set_dtype(input);
+    request.set_accumulator_dtype(wide);
+    for (v1::Op op : {v1::SUM, v1::PROD}) {
+      request.set_op(op);
+      EXPECT_EQ(*accumulator(cpu), static_cast<DType>(wide));
+    }
+  }
+  auto refused = [&](const RequestLimits& limits, absl::string_view message) {
+    absl::StatusOr<std::optional<DType>> o = accumulator(limits);
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_THAT(std::string(o.status().message()), HasSubstr(std::string(message)));
+  };
+  request.set_op(v1::MAX);
+  refused(cpu, "accumulator_dtype FLOAT64 applies to SUM and PROD, not MAX");
+  request.set_op(v1::SUM);
+  request.set_accumulator_dtype(v1::INT64);
+  refused(cpu, "accumulator_dtype INT64 does not widen a FLOAT32 input (INT32 widens to INT64");
+  request.mutable_input()->set_dtype(v1::INT64);
+  request.set_accumulator_dtype(v1::INT32);
+  refused(cpu, "accumulator_dtype INT32 does not widen a INT64 input");
+  request.set_accumulator_dtype(static_cast<v1::DType>(9));
+  refused(cpu, "accumulator_dtype 9 is not a known DType");
+  request.mutable_input()->set_dtype(v1::INT32);
+  request.set_accumulator_dtype(v1::INT64);
+  refused(RequestLimits{}, "accumulator_dtype INT64: this server's backend accumulates in the input's "
+                           "dtype only");
+}
+
+TEST(RequestValidationTest, AccumulatorDtypeCountsInTheAnswerLimit) {
+  RequestLimits limits;
+  limits.wide_accumulators = true;
+  limits.max_response_bytes = 100 * 4;
+  v1::ReduceRequest request;
+  request.mutable_input()->set_dtype(v1::INT32);
+  for (int i = 0; i < 100; ++i) request.add_segment_offsets(0);
+  request.set_op(v1::SUM);
+  EXPECT_TRUE(ToOperation(request, limits).ok());
+  request.set_accumulator_dtype(v1::INT64);  // 100 * 8 bytes
+  EXPECT_EQ(ToOperation(request, limits).status().code(), absl::StatusCode::kResourceExhausted);
 }
 
 }  // namespace

@@ -351,6 +351,11 @@ class ReduceFamily : public IndependentPieces<v1::ReduceRequest> {
     const absl::Span<const uint64_t> offsets(first.segment_offsets().data(),
                                              first.segment_offsets().size());
     if (absl::Status s = CheckStreamOffsets(offsets, limits.max_elements); !s.ok()) return s;
+    if (first.accumulator_dtype() != v1::DTYPE_UNSPECIFIED &&
+        first.accumulator_dtype() != first.input().dtype()) {
+      return absl::InvalidArgumentError(
+          "accumulator_dtype is not taken by ReduceStream (a unary Reduce takes it)");
+    }
     // The answer holds one value (and an index) per segment, at most 16 bytes.
     const uint64_t answer_bytes = std::max<uint64_t>(offsets.size(), 1) * 16;
     if (answer_bytes > limits.max_response_bytes) {

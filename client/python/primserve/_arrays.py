@@ -18,7 +18,7 @@ DTYPES: Dict[np.dtype, int] = {
 }
 NUMPY_DTYPES: Dict[int, np.dtype] = {code: dtype for dtype, code in DTYPES.items()}
 
-_SUPPORTED = "int32, int64, uint32, uint64, float32 or float64"
+SUPPORTED = "int32, int64, uint32, uint64, float32 or float64"
 
 
 def check_array(a: Any, name: str) -> np.ndarray:
@@ -50,7 +50,7 @@ def check_array(a: Any, name: str) -> np.ndarray:
         hint = ""
         if a.dtype.newbyteorder("<") in DTYPES:
             hint = f"; it is big-endian: use {name}.astype('{a.dtype.newbyteorder('<').str}')"
-        raise TypeError(f"{name} has dtype {a.dtype}; primserve takes {_SUPPORTED}{hint}")
+        raise TypeError(f"{name} has dtype {a.dtype}; primserve takes {SUPPORTED}{hint}")
     if a.ndim != 1:
         raise ValueError(f"{name} must be 1-D, not of shape {a.shape}; pass {name}.ravel() for the flat elements")
     if not a.flags.c_contiguous:

@@ -98,10 +98,15 @@ def scan(a: np.ndarray, op: str, exclusive: bool, segments: Segments, reproducib
                 lambda response: response.output)
 
 
-def reduce(a: np.ndarray, op: str, segments: Segments, reproducible: bool = False) -> Call:
+def reduce(a: np.ndarray, op: str, segments: Segments, reproducible: bool = False, dtype: Any = None) -> Call:
     a = _arrays.check_array(a, "a")
     code = _op(op, tuple(_OPS), "reduce")
     request = pb.ReduceRequest(input=_arrays.header(a), op=code, reproducible=_reproducible(reproducible))
+    widened = dtype is not None and np.dtype(dtype) != a.dtype
+    if widened:
+        if np.dtype(dtype) not in _arrays.DTYPES:
+            raise TypeError(f"dtype {np.dtype(dtype)} is not one of {_arrays.SUPPORTED}")
+        request.accumulator_dtype = _arrays.DTYPES[np.dtype(dtype)]
     offsets = _offsets(segments)
     if offsets is not None:
         request.segment_offsets.extend(offsets.tolist())
@@ -118,7 +123,8 @@ def reduce(a: np.ndarray, op: str, segments: Segments, reproducible: bool = Fals
             return ArgExtreme(values, _first_if(whole, response.indices))
         return values
 
-    return Call("Reduce", request, {"input": a}, pb.ReduceResponse.DESCRIPTOR, parse)
+    # ReduceStream does not take accumulator_dtype: a widened reduce stays unary.
+    return Call("Reduce", request, {"input": a}, pb.ReduceResponse.DESCRIPTOR, parse, streams=not widened)
 
 
 def _scalar(value: Any, dtype: np.dtype, field: str) -> pb.Scalar:

@@ -40,9 +40,10 @@ class _Methods:
         return await self._invoke(_calls.scan(a, op, exclusive, segments, reproducible), out)
 
     async def reduce(self, a: np.ndarray, op: str = "sum", segments: _calls.Segments = None,
-                     out: Optional[np.ndarray] = None, *, reproducible: bool = False) -> Any:
-        """primserve.Client.reduce, awaited (reproducible=True: float sum/prod get the same bits every time)."""
-        return await self._invoke(_calls.reduce(a, op, segments, reproducible), out)
+                     out: Optional[np.ndarray] = None, *, reproducible: bool = False, dtype: Any = None) -> Any:
+        """primserve.Client.reduce, awaited (reproducible=True: float sum/prod get the same bits every
+        time; dtype=: the accumulator, as numpy's sum(dtype=))."""
+        return await self._invoke(_calls.reduce(a, op, segments, reproducible, dtype), out)
 
     async def select(self, a: np.ndarray, where: Optional[_calls.Where] = None, *,
                      flags: Optional[np.ndarray] = None, output: str = "values",

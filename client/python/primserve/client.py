@@ -236,7 +236,7 @@ class Client:
         return self._invoke(_calls.scan(a, op, exclusive, segments, reproducible), out)
 
     def reduce(self, a: np.ndarray, op: str = "sum", segments: _calls.Segments = None,
-               out: Optional[np.ndarray] = None, *, reproducible: bool = False) -> Any:
+               out: Optional[np.ndarray] = None, *, reproducible: bool = False, dtype: Any = None) -> Any:
         """Reduction: ``a.sum()``, ``a.prod()``, ``a.min()``, ``a.max()``, argmin, argmax.
 
         Args:
@@ -256,12 +256,20 @@ class Client:
                 server (at most its --max_request_elements); False keeps the
                 server's default (``--reproducible_floats``, off unless set).
                 A non-bool raises TypeError.
+            dtype: "sum" and "prod" only: the dtype to accumulate and answer
+                in, as numpy's ``sum(dtype=)``: int64 for int32 input, uint64
+                for uint32, float64 for float32 (None or a's dtype: a's, so an
+                int32 sum wraps at 2**31 unless asked). The CPU backend
+                takes it; the CUDA backend refuses it, and every server a
+                dtype that does not widen a's (ServerError INVALID_ARGUMENT).
+                Such a call is always unary (ReduceStream does not take it).
 
         Returns:
-            Without segments, a numpy scalar of a's dtype; with segments, an
-            array of them. For "argmin"/"argmax", an ArgExtreme(value, index):
-            the extreme and the first index holding it (the first NaN's if
-            there is one; -1 for an empty segment).
+            Without segments, a numpy scalar of a's dtype (dtype='s where
+            given); with segments, an array of them. For "argmin"/"argmax",
+            an ArgExtreme(value, index): the extreme and the first index
+            holding it (the first NaN's if there is one; -1 for an empty
+            segment).
 
         >>> client.reduce(np.array([3, 9, 2, 9], dtype=np.int32))
         23
@@ -269,8 +277,10 @@ class Client:
         ArgExtreme(value=9, index=1)
         >>> client.reduce(np.array([3, 9, 2, 9], dtype=np.int32), op="min", segments=[0, 1])
         array([3, 2], dtype=int32)
+        >>> client.reduce(np.array([2**31 - 1, 1], dtype=np.int32), dtype=np.int64)
+        2147483648
         """
-        return self._invoke(_calls.reduce(a, op, segments, reproducible), out)
+        return self._invoke(_calls.reduce(a, op, segments, reproducible, dtype), out)
 
     def select(self, a: np.ndarray, where: Optional[_calls.Where] = None, *, flags: Optional[np.ndarray] = None,
                output: str = "values", partition: bool = False,
@@ -919,9 +929,9 @@ class Multiplex:
         return self._invoke(_calls.scan(a, op, exclusive, segments, reproducible))
 
     def reduce(self, a: np.ndarray, op: str = "sum", segments: _calls.Segments = None, *,
-               reproducible: bool = False) -> "Future[Any]":
+               reproducible: bool = False, dtype: Any = None) -> "Future[Any]":
         """Client.reduce, answered through a Future (reproducible=True: the unary call's bits)."""
-        return self._invoke(_calls.reduce(a, op, segments, reproducible))
+        return self._invoke(_calls.reduce(a, op, segments, reproducible, dtype))
 
     def select(self, a: np.ndarray, where: Optional[_calls.Where] = None, *, flags: Optional[np.ndarray] = None,
                output: str = "values", partition: bool = False) -> "Future[Any]":
