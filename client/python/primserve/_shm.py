@@ -142,7 +142,7 @@ def _output_fields(call: _calls.Call) -> Tuple[str, str]:
         return "indices", "indices"
     if call.rpc == "Sort":
         return "keys", "keys"
-    return "values", "output" if call.rpc == "Scan" else "values"
+    return "values", "output" if call.rpc in ("Scan", "Gather") else "values"
 
 
 def place(call: _calls.Call, regions: Regions, out: Optional[Any]) -> Tuple[_calls.Call, Dict[str, Any]]:

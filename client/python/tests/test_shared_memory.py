@@ -90,6 +90,7 @@ def test_inputs_and_outputs_in_a_region_equal_inline(shm_client, client, rng, dt
             lambda c, a, keys, out: c.aggregate_by_key(keys, a, 20, out=out),
             lambda c, a, keys, out: c.sort(a, descending=True, out=out),
             lambda c, a, keys, out: c.sort(a, values=keys, return_indices=True, out=out),
+            lambda c, a, keys, out: c.gather(a, np.arange(N - 1, -1, -3, dtype=np.int64), out=out),
         ]
         for call in calls:
             placed, inline = call(shm_client, a, keys, out), call(client, a_inline, keys_inline, None)
