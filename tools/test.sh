@@ -29,5 +29,5 @@ bazel test --config=asan-ubsan --build_tests_only //reference:reference_test //r
 # Data races, in the tests whose threads meet only in primserve's own code
 # (see .bazelrc on why not the gRPC ones).
 bazel test --config=tsan //server/cuda:device_picker_test //server/engine:batcher_test //server/engine:metrics_test //server/engine:memory_budget_test \
-  //server/engine:admission_test //wire:parallel_copy_test //server/cpu:cpu_sort_test
+  //server/engine:admission_test //wire:parallel_copy_test //server/cpu:cpu_sort_test //server/cpu:cpu_select_test
 ./tools/fuzz.sh

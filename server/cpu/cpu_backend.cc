@@ -15,6 +15,7 @@
 #include "reference/gpu_order.h"
 #include "reference/reference.h"
 #include "server/cpu/cpu_kernels.h"
+#include "server/cpu/cpu_select.h"
 #include "server/cpu/cpu_sort.h"
 #include "server/engine/pipeline_run.h"
 
@@ -165,24 +166,31 @@ absl::StatusOr<Result> Run(const ReduceOperation& o, const CpuContext& context) 
   });
 }
 
-absl::StatusOr<Result> Run(const SelectOperation& o, const CpuContext&) {
+absl::StatusOr<Result> Run(const SelectOperation& o, const CpuContext& context) {
   return VisitDType(o.input.dtype, [&](auto zero) -> absl::StatusOr<Result> {
     using T = decltype(zero);
     const absl::Span<const T> input = o.input.as<T>();
-    const std::vector<bool> keep =
-        o.predicate ? reference::EvaluatePredicate<T>(input, o.predicate->As<T>())
-                    : VisitDType(o.flags->dtype, [&](auto flag_zero) {
-                        using F = decltype(flag_zero);
-                        return reference::EvaluateFlags<F>(o.flags->as<F>());
-                      });
-    reference::SelectResult<T> r = reference::Select<T>(input, keep, o.partition);
+    const bool values = o.output == SelectOutput::kValues || o.output == SelectOutput::kValuesAndIndices;
+    const bool indices =
+        o.output == SelectOutput::kIndices || o.output == SelectOutput::kValuesAndIndices;
+    // A count needs no mask.
+    std::vector<uint8_t> keep(values || indices ? input.size() : 0);
     SelectResult result;
-    result.count = r.count;
-    if (o.output == SelectOutput::kValues || o.output == SelectOutput::kValuesAndIndices) {
-      result.values = ToHost(o.input.dtype, r.values);
-    }
-    if (o.output == SelectOutput::kIndices || o.output == SelectOutput::kValuesAndIndices) {
-      result.indices = ToHostIndices(r.indices);
+    result.count = o.predicate ? cpu::Keep<T>(input, o.predicate->As<T>(), absl::MakeSpan(keep),
+                                              context.parallelism)
+                               : VisitDType(o.flags->dtype, [&](auto flag_zero) {
+                                   using F = decltype(flag_zero);
+                                   return cpu::KeepFlags<F>(o.flags->as<F>(), absl::MakeSpan(keep),
+                                                            context.parallelism);
+                                 });
+    const uint64_t size = o.partition ? input.size() : result.count;
+    if (values) result.values = NewAnswer<T>(o.input.dtype, size, context.answers);
+    if (indices) result.indices = NewAnswer<int64_t>(DType::kInt64, size, context.answers);
+    if (values || indices) {
+      cpu::Compact<T>(input, keep, result.count, o.partition,
+                      values ? Elements<T>(*result.values) : absl::Span<T>(),
+                      indices ? Elements<int64_t>(*result.indices) : absl::Span<int64_t>(),
+                      context.parallelism);
     }
     return result;
   });
