@@ -36,6 +36,7 @@ namespace primserve {
 namespace cuda {
 class Lane;
 class LanePool;
+class ResidentMemory;
 }  // namespace cuda
 
 // Number of CUDA devices visible to this process (0 when there is no driver
@@ -92,12 +93,13 @@ class CudaBackend final : public ExecutionBackend {
                                       uint64_t bytes) override;
   void CloseIpcMemory(char* data) override;
   absl::Status CopyToIpcMemory(char* to, const char* from, size_t bytes) override;
-  // Resident buffers: cudaMalloc on the device asked for in `*device` while
-  // it serves and has room, else on the device in service with the most
-  // budget left, counted in its memory budget at once (no wait: RESOURCE_EXHAUSTED
-  // when it does not fit now), zeroed, and recorded (cuda/io.h
-  // AddDeviceRange) so that requests naming it read and write it in place.
-  absl::StatusOr<char*> AllocateResident(uint64_t bytes, int* device) override;
+  // Resident buffers: from the stream-ordered pool (cuda/resident_memory.h)
+  // of the device asked for in `*device` while it serves and has room, else
+  // of the device in service with the most budget left, counted in its
+  // memory budget at once (no wait: RESOURCE_EXHAUSTED when it does not fit
+  // now), and recorded (cuda/io.h AddDeviceRange) so that requests naming it
+  // read and write it in place.
+  absl::StatusOr<char*> AllocateResident(uint64_t bytes, int* device, bool zeroed) override;
   void FreeResident(char* data, uint64_t bytes) override;
   // Through pinned bounce chunks on a stream of the buffer's device
   // (cuda/bounce.h), or a plain cudaMemcpy when all are in use.
@@ -111,7 +113,8 @@ class CudaBackend final : public ExecutionBackend {
 
  private:
   CudaBackend(std::unique_ptr<MemoryBudget> budget,
-              std::map<int, std::unique_ptr<cuda::LanePool>> pools, std::string device_names,
+              std::map<int, std::unique_ptr<cuda::LanePool>> pools,
+              std::unique_ptr<cuda::ResidentMemory> resident, std::string device_names,
               Metrics* metrics);
 
   // Runs `batch` (its tasks' memory on `home`, or -1: host memory alone) on
@@ -142,6 +145,8 @@ class CudaBackend final : public ExecutionBackend {
   const std::unique_ptr<MemoryBudget> budget_;
   // Each served device's lanes.
   const std::map<int, std::unique_ptr<cuda::LanePool>> pools_;
+  // Resident buffers' memory; its frees wait for the lanes' streams.
+  const std::unique_ptr<cuda::ResidentMemory> resident_;
   // Buffers' Write and Read: 8 at once (4 striped Puts or Gets and more)
   // through 2 x 2 MiB of pinned memory each.
   cuda::BouncePool bounce_{8, size_t{2} << 20};
