@@ -188,6 +188,7 @@ CudaBackend::CudaBackend(std::unique_ptr<MemoryBudget> budget,
       budget_(std::move(budget)),
       pools_(std::move(pools)),
       resident_(std::move(resident)) {
+  if (metrics_ != nullptr) staging_gauges_ = metrics_->PinnedHostPool("lane_staging");
   absl::MutexLock lock(&health_mu_);
   for (const auto& [device, pool] : pools_) health_[device] = absl::OkStatus();
 }
@@ -525,7 +526,7 @@ std::vector<absl::StatusOr<Result>> CudaBackend::Run(Lane& lane, absl::Span<Task
                                                   RpcIndex(RpcOf(tasks.front()->operation)))));
 }
 
-void CudaBackend::Record(const Lane& lane, Rpc rpc, size_t requests, uint64_t bytes) {
+void CudaBackend::Record(Lane& lane, Rpc rpc, size_t requests, uint64_t bytes) {
   // Stage times come from timed batches only (Lane::MarkSampledStart). In
   // the device's kernel time a small timed batch stands for the
   // kTimingPeriod small batches it was sampled from.
@@ -542,6 +543,9 @@ void CudaBackend::Record(const Lane& lane, Rpc rpc, size_t requests, uint64_t by
     if (bytes < Lane::kAlwaysTimedBytes) kernel *= Lane::kTimingPeriod;
   }
   metrics_->DeviceBatchDone(lane.device(), requests, bytes, kernel);
+  if (const size_t growth = lane.TakePinnedGrowth(); growth != 0) {
+    staging_gauges_.pinned->Set(static_cast<double>(staging_pinned_ += growth));
+  }
   cudaMemPool_t pool;
   GpuMemory memory;
   size_t free_bytes = 0, total_bytes = 0;

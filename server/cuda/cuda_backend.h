@@ -13,6 +13,7 @@
 #ifndef PRIMSERVE_SERVER_CUDA_CUDA_BACKEND_H_
 #define PRIMSERVE_SERVER_CUDA_CUDA_BACKEND_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -125,7 +126,7 @@ class CudaBackend final : public ExecutionBackend {
   std::vector<absl::StatusOr<Result>> Run(cuda::Lane& lane, absl::Span<Task* const> tasks);
   // Stage times and device counters of the batch of `requests` (`bytes` of
   // inputs) just run on `lane`, and the device's memory.
-  void Record(const cuda::Lane& lane, Rpc rpc, size_t requests, uint64_t bytes);
+  void Record(cuda::Lane& lane, Rpc rpc, size_t requests, uint64_t bytes);
   // Records a sticky CUDA error seen on `device`: every device goes out of
   // service (never picked again; requests refused with the reason).
   void NoteFailure(int device, const absl::Status& status);
@@ -145,6 +146,10 @@ class CudaBackend final : public ExecutionBackend {
   const std::unique_ptr<MemoryBudget> budget_;
   // Each served device's lanes.
   const std::map<int, std::unique_ptr<cuda::LanePool>> pools_;
+  // primserve_pinned_host_bytes{pool="lane_staging"}: the pinned staging
+  // every lane keeps (it grows to --cuda_pinned_bytes_per_lane and stays).
+  HostPoolGauges staging_gauges_;
+  std::atomic<uint64_t> staging_pinned_{0};
   // Resident buffers' memory; its frees wait for the lanes' streams.
   const std::unique_ptr<cuda::ResidentMemory> resident_;
   // Buffers' Write and Read: 8 at once (4 striped Puts or Gets and more)
