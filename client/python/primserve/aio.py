@@ -105,7 +105,14 @@ class Client(_Methods):
         self.progress = progress
 
     async def close(self) -> None:
-        """Closes the channel; calls in flight end with CANCELLED."""
+        """Closes the regions still open (unregistered, unlinked) and the
+        channel; calls in flight end with CANCELLED."""
+        # Registrations end with their client, while the channel can still say so.
+        for region in list(self._regions):
+            try:
+                await region.close()
+            except ServerError:  # a server gone took its registrations with it
+                pass
         await self._channel.close()
         for channel, _ in self._stripes:
             await channel.close()

@@ -1,6 +1,7 @@
 """Client.shared_memory against a CPU primserve with --shared_memory: inputs and outputs in a
 region answer as inline calls do, the errors, and nothing left in /dev/shm."""
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 import primserve
+import primserve.aio
 import reference as ref
 from reference import DTYPES
 
@@ -170,11 +172,8 @@ def test_inputs_in_a_region_are_not_sent(shm_client):
 
 
 def test_aio(shm_address, rng):
-    import asyncio
-
     import grpc
 
-    import primserve.aio
     from primserve.v1 import primitives_pb2 as pb
 
     before = shm_files()
@@ -219,4 +218,26 @@ def test_a_region_never_closed_is_unregistered_and_unlinked_at_exit(shm_address)
     # The server forgot the region: its name registers again.
     with primserve.Client(shm_address, timeout=10) as client:
         with client.shared_memory(64, name=name) as region:
+            assert region.name == name
+
+
+def test_closing_the_client_closes_its_regions(shm_address):
+    before = shm_files()
+    name = f"client-closed-{os.getpid()}"
+    client = primserve.Client(shm_address, timeout=10)
+    region = client.shared_memory(4096, name=name)
+    kept = region.array(np.int32, 4)  # a view outliving the close keeps the mapping, not the registration
+    client.close()
+    assert region.closed and shm_files() == before
+    kept[:] = 1
+
+    async def main():
+        aio_client = primserve.aio.Client(shm_address, timeout=10)
+        aio_region = await aio_client.shared_memory(4096, name=name)  # the name was free again
+        await aio_client.close()
+        return aio_region
+
+    assert asyncio.run(main()).closed and shm_files() == before
+    with primserve.Client(shm_address, timeout=10) as again:
+        with again.shared_memory(64, name=name) as region:  # the server forgot both registrations
             assert region.name == name
