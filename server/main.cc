@@ -145,6 +145,10 @@ ABSL_FLAG(uint64_t, max_shared_memory_regions, 64,
 ABSL_FLAG(uint64_t, max_shared_memory_bytes, uint64_t{64} << 30,
           "With --shared_memory: most bytes of all mapped regions together; more get "
           "RESOURCE_EXHAUSTED.");
+ABSL_FLAG(double, shared_memory_idle_seconds, 3600,
+          "With --shared_memory: a region no request has used for this long is unregistered "
+          "(logged, and counted in primserve_shared_memory_idle_drops_total): its client most "
+          "likely exited without unregistering it; 0: never.");
 ABSL_FLAG(uint64_t, max_buffer_bytes, 0,
           "Most bytes of all resident buffers together (Buffers service); more get "
           "RESOURCE_EXHAUSTED. 0: half of the backend's memory (CUDA: half the devices' "
@@ -308,6 +312,15 @@ int Main() {
   options.shared_memory = absl::GetFlag(FLAGS_shared_memory);
   options.shared_memory_limits.max_regions = absl::GetFlag(FLAGS_max_shared_memory_regions);
   options.shared_memory_limits.max_bytes = absl::GetFlag(FLAGS_max_shared_memory_bytes);
+  const double shm_idle_seconds = absl::GetFlag(FLAGS_shared_memory_idle_seconds);
+  options.shared_memory_limits.idle =
+      shm_idle_seconds > 0 ? absl::Seconds(shm_idle_seconds) : absl::InfiniteDuration();
+  options.shared_memory_limits.dropped_idle = [&metrics, shm_idle_seconds](const std::string& name) {
+    Say(absl::StrCat("unregistered shared-memory region '", name, "': unused for ",
+                     absl::FormatDuration(absl::Seconds(shm_idle_seconds)),
+                     " (--shared_memory_idle_seconds)"));
+    metrics.SharedMemoryDroppedIdle();
+  };
   options.metrics = &metrics;
 
   const std::string backend_name = (*backend)->name();

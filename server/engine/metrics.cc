@@ -106,6 +106,13 @@ Metrics::Metrics()
                             .Help("Buffers dropped after --buffer_idle_seconds without use.")
                             .Register(*registry_)
                             .Add({});
+  shared_memory_idle_drops_ =
+      &prometheus::BuildCounter()
+           .Name("primserve_shared_memory_idle_drops_total")
+           .Help("Shared-memory regions unregistered after --shared_memory_idle_seconds unused "
+                 "(their client most likely exited without unregistering them).")
+           .Register(*registry_)
+           .Add({});
   // Every family has a series from the start, so that dashboards and
   // alerts find each name before the first buffer (device -1: the host).
   SetBufferUsage(-1, 0, 0);

@@ -136,6 +136,9 @@ class Metrics final {
   void BufferBytesMoved(absl::string_view direction, uint64_t bytes);
   void BuffersDroppedIdle(uint64_t count) { buffer_idle_drops_->Increment(count); }
   void BufferQuotaRefused(absl::string_view limit);
+  // Shared-memory regions unregistered after --shared_memory_idle_seconds
+  // unused (server/shm/registry.h).
+  void SharedMemoryDroppedIdle() { shared_memory_idle_drops_->Increment(); }
 
   // Op label slots: 0 "none", then Op's values 1..6; DType likewise.
   static constexpr size_t kNumOpLabels = 7;
@@ -185,6 +188,7 @@ class Metrics final {
   prometheus::Gauge* requests_in_flight_;
   std::array<prometheus::Counter*, kNumRejectReasons> rejections_{};
   prometheus::Counter* buffer_idle_drops_;
+  prometheus::Counter* shared_memory_idle_drops_;
 
   absl::Mutex gpu_mu_;
   // Per device: pool_in_use, pool_reserved, device_total, device_free, budget.

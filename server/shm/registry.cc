@@ -1,5 +1,6 @@
 #include "server/shm/registry.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -51,10 +52,16 @@ Entry::~Entry() {
   usage_->bytes -= size_;
 }
 
-Lease::Lease(std::shared_ptr<Entry> entry) : entry_(std::move(entry)) { ++entry_->leases(); }
+Lease::Lease(std::shared_ptr<Entry> entry) : entry_(std::move(entry)) {
+  ++entry_->leases();
+  entry_->last_used() = absl::ToUnixNanos(absl::Now());
+}
 
 Lease::~Lease() {
-  if (entry_ != nullptr) --entry_->leases();
+  if (entry_ == nullptr) return;
+  // The idle time counts from the end of the last request that used it.
+  entry_->last_used() = absl::ToUnixNanos(absl::Now());
+  --entry_->leases();
 }
 
 absl::StatusOr<char*> Lease::Range(uint64_t offset, uint64_t byte_size, size_t element_size,
@@ -96,7 +103,50 @@ absl::Status Lease::Write(char* to, const char* from, size_t bytes) const {
 }
 
 Registry::Registry(const RegistryOptions& options, ExecutionBackend* backend)
-    : options_(options), backend_(backend) {}
+    : options_(options), backend_(backend) {
+  if (options_.idle == absl::InfiniteDuration()) return;
+  const absl::Duration period =
+      std::clamp(options_.idle / 4, absl::Milliseconds(10), absl::Seconds(1));
+  expiry_ = std::thread([this, period] {
+    absl::MutexLock lock(&mu_);
+    while (!stopping_) {
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), period);
+      if (stopping_) break;
+      mu_.Unlock();
+      DropIdle();
+      mu_.Lock();
+    }
+  });
+}
+
+Registry::~Registry() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (expiry_.joinable()) expiry_.join();
+}
+
+void Registry::DropIdle() {
+  // Unmapped after the lock, as Unregister does.
+  std::vector<std::shared_ptr<Entry>> gone;
+  {
+    const int64_t now = absl::ToUnixNanos(absl::Now());
+    absl::MutexLock lock(&mu_);
+    for (auto it = regions_.begin(); it != regions_.end();) {
+      Entry& entry = *it->second;
+      if (entry.leases() == 0 &&
+          absl::Nanoseconds(now - entry.last_used().load()) >= options_.idle) {
+        gone.push_back(std::move(it->second));
+        it = regions_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  if (!options_.dropped_idle) return;
+  for (const std::shared_ptr<Entry>& entry : gone) options_.dropped_idle(entry->name());
+}
 
 absl::Status Registry::CheckRoom(const std::string& name, uint64_t byte_size) const {
   if (regions_.contains(name)) {

@@ -12,8 +12,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -21,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "server/engine/backend.h"
 #include "server/shm/system_region.h"
 
@@ -34,6 +37,13 @@ struct RegistryOptions {
   // more are RESOURCE_EXHAUSTED. The pages are the shm objects', not the
   // server's, but they are address space the server maps.
   uint64_t max_bytes = uint64_t{64} << 30;
+  // A region that no request has used for this long is unregistered
+  // (--shared_memory_idle_seconds): its client most likely exited without
+  // unregistering it, and it counts against the limits. Infinite: never.
+  absl::Duration idle = absl::Hours(1);
+  // Told the name of each region so dropped (the server logs it and counts
+  // it in a metric); may be empty.
+  std::function<void(const std::string& name)> dropped_idle;
 };
 
 // One region as Status lists it.
@@ -82,6 +92,9 @@ class Entry final {
   // The backend that opened a CUDA region (for copies into it).
   ExecutionBackend* opened_by() const { return opened_by_; }
   std::atomic<uint64_t>& leases() { return leases_; }
+  // When a request last took or let go of a lease on it (or it was
+  // registered), in absl::ToUnixNanos.
+  std::atomic<int64_t>& last_used() { return last_used_; }
 
  private:
   const std::string name_;
@@ -93,6 +106,7 @@ class Entry final {
   ExecutionBackend* const pinned_by_ = nullptr;
   ExecutionBackend* const opened_by_ = nullptr;
   std::atomic<uint64_t> leases_{0};
+  std::atomic<int64_t> last_used_{absl::ToUnixNanos(absl::Now())};
 };
 
 // A request's hold on one region: the region stays mapped while it lives.
@@ -131,6 +145,9 @@ class Registry final {
   // Regions are pinned by `backend` (ExecutionBackend::PinHostMemory) while
   // mapped, when it is not null; it must outlive every region.
   explicit Registry(const RegistryOptions& options, ExecutionBackend* backend = nullptr);
+  ~Registry();  // stops the idle expiry
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
 
   // Maps [offset, offset + byte_size) of the shm object `key` under `name`
   // (see SystemRegion::Map for its errors). ALREADY_EXISTS for a name taken,
@@ -160,11 +177,16 @@ class Registry final {
   absl::Status CheckRoom(const std::string& name, uint64_t byte_size) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Unregisters every region unused (no lease) for options_.idle.
+  void DropIdle();
+
   const RegistryOptions options_;
   ExecutionBackend* const backend_;
   const std::shared_ptr<Usage> usage_ = std::make_shared<Usage>();
   mutable absl::Mutex mu_;
   absl::btree_map<std::string, std::shared_ptr<Entry>> regions_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread expiry_;  // runs DropIdle; none when regions never expire
 };
 
 }  // namespace primserve::shm

@@ -8,10 +8,14 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -333,6 +337,57 @@ TEST(RegistryTest, RefusesRangesOutsideTheRegionOrMisaligned) {
   Lease odd = registry.Acquire("odd").value();
   EXPECT_EQ(code(odd.Range(0, 4, 4, "f")), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(odd.Range(0, 4, 2, "f").ok());
+}
+
+// A region whose client went away without unregistering it is dropped
+// after options.idle unused, and reported; one in use (leased) stays until
+// its last request ends, and the idle time counts from then.
+TEST(RegistryTest, DropsRegionsUnusedForTheIdleTime) {
+  ShmObject object(4096);
+  absl::Mutex mu;
+  std::vector<std::string> dropped;
+  RegistryOptions options;
+  options.idle = absl::Seconds(1);  // far longer than the steps between the calls below
+  options.dropped_idle = [&](const std::string& name) {
+    absl::MutexLock lock(&mu);
+    dropped.push_back(name);
+  };
+  Registry registry(options);
+  ASSERT_TRUE(registry.RegisterSystem("forgotten", object.key(), 0, 4096).ok());
+  ASSERT_TRUE(registry.RegisterSystem("in use", object.key(), 0, 4096).ok());
+  std::optional<absl::StatusOr<Lease>> lease(registry.Acquire("in use"));
+  ASSERT_TRUE(lease->ok());
+  auto dropped_now = [&] {
+    absl::MutexLock lock(&mu);
+    return dropped;
+  };
+  // Bounded by the time a loaded machine may take, not by luck: dropping
+  // "forgotten" takes 1 s idle plus one 250 ms expiry period.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (dropped_now().empty() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(dropped_now(), std::vector<std::string>{"forgotten"});
+  EXPECT_EQ(registry.List("forgotten").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(registry.Acquire("forgotten").status().code(), absl::StatusCode::kNotFound);
+  // Leased all along, past the idle time: still registered.
+  absl::SleepFor(absl::Milliseconds(1500));
+  EXPECT_TRUE(registry.List("in use").ok());
+  lease.reset();  // its request ends: the idle time starts
+  while (dropped_now().size() < 2 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(dropped_now(), (std::vector<std::string>{"forgotten", "in use"}));
+  EXPECT_EQ(registry.List("").value().size(), 0u);
+  // The name is free again.
+  EXPECT_TRUE(registry.RegisterSystem("forgotten", object.key(), 0, 4096).ok());
+}
+
+TEST(RegistryTest, RegionsNeverExpireWithAnInfiniteIdleTime) {
+  ShmObject object(4096);
+  RegistryOptions options;
+  options.idle = absl::InfiniteDuration();
+  options.dropped_idle = [](const std::string& name) { ADD_FAILURE() << name << " dropped"; };
+  Registry registry(options);
+  ASSERT_TRUE(registry.RegisterSystem("kept", object.key(), 0, 4096).ok());
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_TRUE(registry.List("kept").ok());
 }
 
 }  // namespace
