@@ -28,7 +28,10 @@ bin="$(bazel info bazel-bin 2>/dev/null)"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 pids=()
-trap 'for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done' EXIT
+stop_servers() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+}
+trap stop_servers EXIT
 
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
