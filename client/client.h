@@ -214,6 +214,10 @@ class PrimitivesClient final {
 
   // The channel the calls go on (e.g. to register shared memory on it).
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  // The routes RouteBuffers set (null: none) and each call's deadline, for
+  // a MultiplexSession over this client.
+  const std::shared_ptr<BufferRoutes>& routes() const { return routes_; }
+  absl::Duration timeout() const { return timeout_; }
 
   // Routes for `target`, which spreads calls over several instances
   // (TargetSpreads), `home` being a channel to it: each location reached
