@@ -13,7 +13,7 @@ import numpy as np
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message
 
-from primserve import _arrays, _wire
+from primserve import _arrays, _steps, _wire
 from primserve.results import ArgExtreme, KeyedReduction, Partition, Runs, Selection, Sorted
 from primserve.v1 import primitives_pb2 as pb
 
@@ -117,9 +117,10 @@ def reduce(a: np.ndarray, op: str, segments: Segments, reproducible: bool = Fals
     if offsets is not None:
         request.segment_offsets.extend(offsets.tolist())
     whole = offsets is None
-    if whole and a.size == 0 and code not in (pb.SUM, pb.PROD):
+    if whole and a.size == 0 and code not in (pb.SUM, pb.PROD) and not isinstance(a, _steps.StepArray):
         # As numpy: an extreme of nothing is an error, not the identity (the
-        # server's answer for an empty segment).
+        # server's answer for an empty segment). A pipeline step's output
+        # has its length only on the server.
         raise ValueError(f"zero-size array to reduction operation {op} which has no identity; "
                          f"pass segments=[0] for the server's answer (the op's identity)")
 

@@ -121,6 +121,8 @@ class Pipeline:
 
     def reduce(self, a: Any = None, op: str = "sum", segments: _calls.Segments = None, *,
                reproducible: bool = False, returned: bool = False, out: Any = None) -> "Pipeline":
+        """As Client.reduce; an extreme of a step's output that turns out
+        empty is the op's identity (index -1), as for an empty segment."""
         a = self._main() if a is None else a
         call = _calls.reduce(a, op, segments, reproducible)
         outputs = {"values": call.arrays["input"].dtype}

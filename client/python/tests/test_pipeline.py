@@ -72,6 +72,15 @@ def test_sort_then_reduce_by_key_from_buffers_into_a_buffer(client, rng):
             client.free("py-pipeline-unique")
 
 
+def test_an_extreme_of_a_step_output_is_asked_of_the_server(client):
+    a = np.array([3, -1, 7, 2], dtype=np.int32)
+    assert client.pipeline().scan(a).reduce(op="max").run() == 11  # of 3 2 9 11
+    assert client.pipeline().select(a, gt=0).reduce(op="argmin").run() == (2, 2)  # of 3 7 2
+    # Nothing kept: the server's answer for an empty segment, the op's identity (index -1).
+    assert client.pipeline().select(a, gt=100).reduce(op="max").run() == np.iinfo(np.int32).min
+    assert client.pipeline().select(a, gt=100).reduce(op="argmax").run() == (np.iinfo(np.int32).min, -1)
+
+
 def test_refusals_name_their_step(client):
     a = np.arange(10, dtype=np.int32)
     p = client.pipeline().select(a, gt=3, indices=True).gather(np.arange(5, dtype=np.int64))
