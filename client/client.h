@@ -226,9 +226,10 @@ class PrimitivesClient final {
   static std::shared_ptr<BufferRoutes> Routes(const std::string& target,
                                               std::shared_ptr<grpc::Channel> home,
                                               const ConnectOptions& options = {});
-  // From now on, every call naming a buffer (Array.buffer, output_buffers)
-  // goes to the instance holding it (see client/buffer_routes.h); outputs
-  // stored on an instance are remembered there. Null: every call goes to
+  // From now on, every call naming a buffer (Array.buffer, output_buffers,
+  // in a Pipeline's steps too; a MultiplexSession's requests likewise) goes
+  // to the instance holding it (see client/buffer_routes.h); outputs stored
+  // on an instance are remembered there. Null: every call goes to
   // channel() (one server).
   void RouteBuffers(std::shared_ptr<BufferRoutes> routes) { routes_ = std::move(routes); }
 

@@ -2,11 +2,11 @@
 several servers ("ipv4:a:1,b:2", "dns:///name:port").
 
 A buffer lives on one instance, so every call naming it (inputs, out=,
-put's writes, get, free) must reach that one: as in Arrow Flight, each buffer
-has a location (BufferInfo.location, the instance's --advertise_address) and
-the client connects to it there. Calls naming no buffer keep going to the
-address as given. Both clients share this bookkeeping; each makes its own
-connections (``connect``) and calls.
+put's writes, get, free, a pipeline's steps, a Multiplex request) must reach
+that one: as in Arrow Flight, each buffer has a location (BufferInfo.location,
+the instance's --advertise_address) and the client connects to it there.
+Calls naming no buffer keep going to the address as given. Both clients share
+this bookkeeping; each makes its own connections (``connect``) and calls.
 """
 
 from __future__ import annotations
