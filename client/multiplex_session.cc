@@ -118,8 +118,8 @@ std::vector<absl::StatusOr<v1::MultiplexResponse>> MultiplexSession::Finish() {
         +[](int* sending) { return *sending == 0; }, &sending_));
     for (const auto& [location, stream] : streams_) streams.push_back(stream.get());
   }
+  // Every stream is open: the Send that made it opened it before it was done.
   for (Stream* stream : streams) {
-    Open(stream);  // made by a Send still on its way to opening it
     absl::MutexLock lock(&stream->write_mu);
     if (stream->writable) stream->call->WritesDone();
     stream->writable = false;
