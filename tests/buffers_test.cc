@@ -717,6 +717,54 @@ TEST_F(BuffersTest, TheStreamingRpcsRefuseBuffers) {
 
 // On the CUDA backend, over 64 MiB: a scan reads its buffer in device
 // memory and writes its output buffer there.
+TEST_F(BuffersTest, ANewBufferReadsZerosWhereAFreedOneLay) {
+  Start();
+  const uint64_t n = kCudaBackend ? uint64_t{1} << 22 : uint64_t{1} << 16;
+  std::mt19937 rng(11);
+  for (int round = 0; round < 4; ++round) {
+    ASSERT_TRUE(client_->Create("z", v1::INT32, n).ok());
+    std::string read;
+    ASSERT_TRUE(client_->Read("z", &read).ok());
+    ASSERT_EQ(read.size(), n * 4);
+    EXPECT_EQ(read.find_first_not_of('\0'), std::string::npos) << "round " << round;
+    std::vector<int32_t> noise(n);
+    for (int32_t& x : noise) x = static_cast<int32_t>(rng()) | 1;
+    ASSERT_TRUE(client_->Write("z", PackArray<int32_t>(noise).data()).ok());
+    ASSERT_TRUE(client_->Free("z").ok());
+  }
+}
+
+// Each scan's output replaces the buffer the one before read, so frees of
+// memory that queued kernels may still read run beside new allocations, on
+// two callers at once; every answer is checked at the end.
+TEST_F(BuffersTest, ScansChainedThroughReplacedBuffersStayRight) {
+  Start();
+  const uint64_t n = kCudaBackend ? uint64_t{1} << 22 : uint64_t{1} << 14;
+  constexpr int kSteps = 12;
+  auto chain = [&](const std::string& a, const std::string& b, uint32_t seed) {
+    Caller caller(server_->port());
+    std::mt19937 rng(seed);
+    std::vector<int32_t> want(n);
+    for (int32_t& x : want) x = static_cast<int32_t>(rng() % 7) - 3;
+    ASSERT_TRUE(caller.Put(a, PackArray<int32_t>(want)).ok());
+    for (int step = 0; step < kSteps; ++step) {
+      v1::ScanResponse response;
+      const bool forth = step % 2 == 0;
+      ASSERT_TRUE(caller.Scan(ScanOf(Ref(forth ? a : b), forth ? b : a), &response).ok());
+      uint32_t sum = 0;  // int32 SUM wraps
+      for (int32_t& x : want) x = static_cast<int32_t>(sum += static_cast<uint32_t>(x));
+    }
+    std::string read;
+    ASSERT_TRUE(caller.Read(kSteps % 2 == 0 ? a : b, &read).ok());
+    ASSERT_EQ(read.size(), n * 4);
+    EXPECT_EQ(std::memcmp(read.data(), want.data(), read.size()), 0) << a;
+  };
+  std::thread other([&] { chain("c.a", "c.b", 2); });
+  chain("d.a", "d.b", 3);
+  other.join();
+  ExpectAGoodRequestAnswered();
+}
+
 TEST_F(BuffersTest, ALargeScanFromABufferIntoABuffer) {
   Start();
   const uint64_t n = kCudaBackend ? uint64_t{3} << 23 : uint64_t{1} << 20;

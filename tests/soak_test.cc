@@ -714,8 +714,9 @@ struct Gauges {
   double dropped_cancelled = -1;
   double dropped_deadline = -1;
   double batches = -1;
-  // Page-locked host memory the payload and answer pools keep (0 without
-  // them), in MiB: bounded by ServerOptions, and kept by design.
+  // Page-locked host memory the payload and answer pools and the CUDA
+  // lanes' staging keep (0 without them), in MiB: bounded by the options,
+  // and kept by design.
   double pinned_mib = 0;
 };
 
@@ -732,7 +733,7 @@ Gauges Scrape(int port) {
   gauges.dropped_cancelled = sample(R"(primserve_rejections_total{reason="cancelled"})");
   gauges.dropped_deadline = sample(R"(primserve_rejections_total{reason="deadline"})");
   gauges.batches = sample("primserve_batches_total");
-  for (const char* pool : {"payloads", "answers"}) {
+  for (const char* pool : {"payloads", "answers", "lane_staging"}) {
     const double pinned = sample(absl::StrCat(R"(primserve_pinned_host_bytes{kind="pinned",pool=")",
                                               pool, R"("})"));
     if (pinned > 0) gauges.pinned_mib += pinned / (1 << 20);

@@ -214,13 +214,19 @@ Info Registry::InfoOf(const std::string& name, const Buffer& buffer, absl::Time 
 absl::StatusOr<std::shared_ptr<Storage>> Registry::Allocate(const std::string& owner,
                                                             uint64_t bytes, int near,
                                                             bool count_refusal) {
+  return Take(owner, bytes, near, count_refusal, /*zeroed=*/false);
+}
+
+absl::StatusOr<std::shared_ptr<Storage>> Registry::Take(const std::string& owner, uint64_t bytes,
+                                                        int near, bool count_refusal,
+                                                        bool zeroed) {
   absl::string_view limit;
   if (absl::Status room = usage_->Reserve(owner, bytes, kDeviceUnknown, &limit); !room.ok()) {
     if (!count_refusal) return room;
     return Refuse(limit, std::string(room.message()));
   }
   int device = near;
-  absl::StatusOr<char*> data = backend_->AllocateResident(bytes, &device);
+  absl::StatusOr<char*> data = backend_->AllocateResident(bytes, &device, zeroed);
   if (!data.ok()) {
     usage_->Release(owner, bytes, kDeviceUnknown);
     return data.status();
@@ -262,7 +268,8 @@ absl::StatusOr<Info> Registry::Create(const std::string& owner, const std::strin
       }
     }
   }
-  absl::StatusOr<std::shared_ptr<Storage>> storage = Allocate(owner, length * element_size);
+  absl::StatusOr<std::shared_ptr<Storage>> storage =
+      Take(owner, length * element_size, /*near=*/-1, /*count_refusal=*/true, /*zeroed=*/true);
   if (!storage.ok()) return storage.status();
   Contents contents{dtype, length, *std::move(storage)};
   const absl::Time now = absl::Now();

@@ -125,8 +125,9 @@ class Registry final {
   // What `owner`'s buffer `name` holds now (its use restarts the idle
   // count). NOT_FOUND for a name the owner holds no buffer by.
   absl::StatusOr<Contents> Get(const std::string& owner, absl::string_view name);
-  // Memory for a buffer of `bytes` that `owner` will Install, on device
-  // `near` while it has room (-1: wherever the backend likes):
+  // Memory for an output of `bytes` that `owner` will Install, on device
+  // `near` while it has room (-1: wherever the backend likes), not zeroed:
+  // the request overwrites every byte the buffer's length exposes.
   // RESOURCE_EXHAUSTED, naming the limit, past a byte quota (counted in the
   // refusals' metric unless `count_refusal` is false: an attempt the caller
   // does without).
@@ -166,6 +167,9 @@ class Registry final {
   absl::Status Refuse(absl::string_view limit, const std::string& message);
   // Refuse for --max_buffers_per_caller.
   absl::Status TooMany();
+  // Allocate, zeroed if asked.
+  absl::StatusOr<std::shared_ptr<Storage>> Take(const std::string& owner, uint64_t bytes, int near,
+                                                bool count_refusal, bool zeroed);
 
   const Limits limits_;
   ExecutionBackend* const backend_;

@@ -175,14 +175,16 @@ class DevicesBackend final : public ExecutionBackend {
  public:
   std::string name() const override { return "devices"; }
   void Execute(std::vector<std::unique_ptr<Task>> batch) override {}
-  absl::StatusOr<char*> AllocateResident(uint64_t bytes, int* device) override {
+  absl::StatusOr<char*> AllocateResident(uint64_t bytes, int* device, bool zeroed) override {
     asked.push_back(*device);
+    zeroed_asks.push_back(zeroed);
     int unused;
-    absl::StatusOr<char*> data = ExecutionBackend::AllocateResident(bytes, &unused);
+    absl::StatusOr<char*> data = ExecutionBackend::AllocateResident(bytes, &unused, zeroed);
     *device = asked.back() >= 0 ? asked.back() : 2;
     return data;
   }
   std::vector<int> asked;
+  std::vector<bool> zeroed_asks;
 };
 
 TEST(RegistryDevicesTest, OutputsAreAskedForBesideTheFirstInput) {
@@ -205,6 +207,9 @@ TEST(RegistryDevicesTest, OutputsAreAskedForBesideTheFirstInput) {
   RequestBuffers inline_input(&registry, "a");
   ASSERT_TRUE(inline_input.Place(0, "output_buffers.values", "out2", DType::kInt32, 4).ok());
   EXPECT_EQ(backend.asked, (std::vector<int>{-1, 2, -1}));
+  // A created buffer reads zeros; an output's memory is written whole by its
+  // request, so nothing is spent zeroing it.
+  EXPECT_EQ(backend.zeroed_asks, (std::vector<bool>{true, false, false}));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "server/cuda/footprint.h"
 #include "server/cuda/io.h"
 #include "server/cuda/lane.h"
+#include "server/cuda/resident_memory.h"
 #include "server/cuda/runners.h"
 
 namespace primserve {
@@ -151,8 +152,20 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     pools[device] = std::make_unique<cuda::LanePool>(std::move(lanes));
     if (options.metrics != nullptr) options.metrics->SetDeviceUp(device, true);
   }
-  return std::unique_ptr<CudaBackend>(new CudaBackend(
-      std::move(budget), std::move(pools), absl::StrJoin(names, ", "), options.metrics));
+  // Resident memory may be read by whatever any lane's streams hold.
+  std::map<int, std::vector<cudaStream_t>> fences;
+  for (const auto& [device, pool] : pools) {
+    for (const std::unique_ptr<Lane>& lane : pool->lanes()) {
+      fences[device].insert(fences[device].end(), {lane->stream(), lane->pipeline().copy_in,
+                                                   lane->pipeline().copy_out});
+    }
+  }
+  absl::StatusOr<std::unique_ptr<cuda::ResidentMemory>> resident =
+      cuda::ResidentMemory::Create(fences);
+  if (!resident.ok()) return resident.status();
+  return std::unique_ptr<CudaBackend>(
+      new CudaBackend(std::move(budget), std::move(pools), *std::move(resident),
+                      absl::StrJoin(names, ", "), options.metrics));
 }
 
 namespace {
@@ -167,12 +180,15 @@ std::vector<int> KeysOf(const std::map<int, std::unique_ptr<cuda::LanePool>>& po
 
 CudaBackend::CudaBackend(std::unique_ptr<MemoryBudget> budget,
                          std::map<int, std::unique_ptr<cuda::LanePool>> pools,
-                         std::string device_names, Metrics* metrics)
+                         std::unique_ptr<cuda::ResidentMemory> resident, std::string device_names,
+                         Metrics* metrics)
     : device_names_(std::move(device_names)),
       metrics_(metrics),
       picker_(KeysOf(pools)),
       budget_(std::move(budget)),
-      pools_(std::move(pools)) {
+      pools_(std::move(pools)),
+      resident_(std::move(resident)) {
+  if (metrics_ != nullptr) staging_gauges_ = metrics_->PinnedHostPool("lane_staging");
   absl::MutexLock lock(&health_mu_);
   for (const auto& [device, pool] : pools_) health_[device] = absl::OkStatus();
 }
@@ -299,7 +315,7 @@ absl::Status CudaBackend::CopyToIpcMemory(char* to, const char* from, size_t byt
   return copied;
 }
 
-absl::StatusOr<char*> CudaBackend::AllocateResident(uint64_t bytes, int* device) {
+absl::StatusOr<char*> CudaBackend::AllocateResident(uint64_t bytes, int* device, bool zeroed) {
   int best = -1;
   uint64_t best_room = 0;
   for (const auto& [d, pool] : pools_) {
@@ -326,30 +342,25 @@ absl::StatusOr<char*> CudaBackend::AllocateResident(uint64_t bytes, int* device)
   }
   // An empty buffer still needs an address of its own.
   const size_t allocated = std::max<uint64_t>(bytes, 1);
-  void* data = nullptr;
-  absl::Status made = cuda::CudaStatus(cudaSetDevice(best), "cudaSetDevice");
-  if (made.ok()) made = cuda::CudaStatus(cudaMalloc(&data, allocated), "cudaMalloc");
-  if (made.ok()) made = cuda::CudaStatus(cudaMemset(data, 0, allocated), "cudaMemset");
-  if (!made.ok()) {
-    cudaGetLastError();  // an allocation failure is not sticky: clear it for the lanes
-    if (data != nullptr && cudaFree(data) != cudaSuccess) cudaGetLastError();
+  absl::StatusOr<char*> data = resident_->Allocate(best, allocated, zeroed);
+  if (!data.ok()) {
     budget_->Release(best, bytes);
-    return absl::ResourceExhaustedError(
-        absl::StrCat("cannot allocate a buffer of ", bytes, " bytes on device ", best, ": ",
-                     made.message()));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot allocate a buffer of ", bytes, " bytes on device ", best, ": ", data.status().message()));
   }
-  cuda::AddDeviceRange(static_cast<const char*>(data), allocated, best);
+  cuda::AddDeviceRange(*data, allocated, best);
   *device = best;
-  return static_cast<char*>(data);
+  return *data;
 }
 
 void CudaBackend::FreeResident(char* data, uint64_t bytes) {
   const int device = cuda::DeviceOf(data, 1);
   cuda::RemoveDeviceRange(data);
-  if (device >= 0 && cudaSetDevice(device) != cudaSuccess) cudaGetLastError();
-  // cudaFree waits for the device's work: the last request using it is done.
-  if (cudaFree(data) != cudaSuccess) cudaGetLastError();
-  if (device >= 0) budget_->Release(device, bytes);
+  if (device < 0) return;
+  resident_->Free(device, data);
+  // Counted free at once: what a later batch or buffer takes from the pool
+  // waits, on its stream, for the free.
+  budget_->Release(device, bytes);
 }
 
 absl::Status CudaBackend::WriteResident(char* to, const char* from, size_t bytes) {
@@ -515,7 +526,7 @@ std::vector<absl::StatusOr<Result>> CudaBackend::Run(Lane& lane, absl::Span<Task
                                                   RpcIndex(RpcOf(tasks.front()->operation)))));
 }
 
-void CudaBackend::Record(const Lane& lane, Rpc rpc, size_t requests, uint64_t bytes) {
+void CudaBackend::Record(Lane& lane, Rpc rpc, size_t requests, uint64_t bytes) {
   // Stage times come from timed batches only (Lane::MarkSampledStart). In
   // the device's kernel time a small timed batch stands for the
   // kTimingPeriod small batches it was sampled from.
@@ -532,6 +543,9 @@ void CudaBackend::Record(const Lane& lane, Rpc rpc, size_t requests, uint64_t by
     if (bytes < Lane::kAlwaysTimedBytes) kernel *= Lane::kTimingPeriod;
   }
   metrics_->DeviceBatchDone(lane.device(), requests, bytes, kernel);
+  if (const size_t growth = lane.TakePinnedGrowth(); growth != 0) {
+    staging_gauges_.pinned->Set(static_cast<double>(staging_pinned_ += growth));
+  }
   cudaMemPool_t pool;
   GpuMemory memory;
   size_t free_bytes = 0, total_bytes = 0;

@@ -13,6 +13,7 @@
 #ifndef PRIMSERVE_SERVER_CUDA_CUDA_BACKEND_H_
 #define PRIMSERVE_SERVER_CUDA_CUDA_BACKEND_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -36,6 +37,7 @@ namespace primserve {
 namespace cuda {
 class Lane;
 class LanePool;
+class ResidentMemory;
 }  // namespace cuda
 
 // Number of CUDA devices visible to this process (0 when there is no driver
@@ -92,12 +94,13 @@ class CudaBackend final : public ExecutionBackend {
                                       uint64_t bytes) override;
   void CloseIpcMemory(char* data) override;
   absl::Status CopyToIpcMemory(char* to, const char* from, size_t bytes) override;
-  // Resident buffers: cudaMalloc on the device asked for in `*device` while
-  // it serves and has room, else on the device in service with the most
-  // budget left, counted in its memory budget at once (no wait: RESOURCE_EXHAUSTED
-  // when it does not fit now), zeroed, and recorded (cuda/io.h
-  // AddDeviceRange) so that requests naming it read and write it in place.
-  absl::StatusOr<char*> AllocateResident(uint64_t bytes, int* device) override;
+  // Resident buffers: from the stream-ordered pool (cuda/resident_memory.h)
+  // of the device asked for in `*device` while it serves and has room, else
+  // of the device in service with the most budget left, counted in its
+  // memory budget at once (no wait: RESOURCE_EXHAUSTED when it does not fit
+  // now), and recorded (cuda/io.h AddDeviceRange) so that requests naming it
+  // read and write it in place.
+  absl::StatusOr<char*> AllocateResident(uint64_t bytes, int* device, bool zeroed) override;
   void FreeResident(char* data, uint64_t bytes) override;
   // Through pinned bounce chunks on a stream of the buffer's device
   // (cuda/bounce.h), or a plain cudaMemcpy when all are in use.
@@ -111,7 +114,8 @@ class CudaBackend final : public ExecutionBackend {
 
  private:
   CudaBackend(std::unique_ptr<MemoryBudget> budget,
-              std::map<int, std::unique_ptr<cuda::LanePool>> pools, std::string device_names,
+              std::map<int, std::unique_ptr<cuda::LanePool>> pools,
+              std::unique_ptr<cuda::ResidentMemory> resident, std::string device_names,
               Metrics* metrics);
 
   // Runs `batch` (its tasks' memory on `home`, or -1: host memory alone) on
@@ -122,7 +126,7 @@ class CudaBackend final : public ExecutionBackend {
   std::vector<absl::StatusOr<Result>> Run(cuda::Lane& lane, absl::Span<Task* const> tasks);
   // Stage times and device counters of the batch of `requests` (`bytes` of
   // inputs) just run on `lane`, and the device's memory.
-  void Record(const cuda::Lane& lane, Rpc rpc, size_t requests, uint64_t bytes);
+  void Record(cuda::Lane& lane, Rpc rpc, size_t requests, uint64_t bytes);
   // Records a sticky CUDA error seen on `device`: every device goes out of
   // service (never picked again; requests refused with the reason).
   void NoteFailure(int device, const absl::Status& status);
@@ -142,6 +146,12 @@ class CudaBackend final : public ExecutionBackend {
   const std::unique_ptr<MemoryBudget> budget_;
   // Each served device's lanes.
   const std::map<int, std::unique_ptr<cuda::LanePool>> pools_;
+  // primserve_pinned_host_bytes{pool="lane_staging"}: the pinned staging
+  // every lane keeps (it grows to --cuda_pinned_bytes_per_lane and stays).
+  HostPoolGauges staging_gauges_;
+  std::atomic<uint64_t> staging_pinned_{0};
+  // Resident buffers' memory; its frees wait for the lanes' streams.
+  const std::unique_ptr<cuda::ResidentMemory> resident_;
   // Buffers' Write and Read: 8 at once (4 striped Puts or Gets and more)
   // through 2 x 2 MiB of pinned memory each.
   cuda::BouncePool bounce_{8, size_t{2} << 20};

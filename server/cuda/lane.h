@@ -81,6 +81,13 @@ class Lane final {
   absl::StatusOr<char*> Staging(size_t bytes);
   size_t pinned_bytes() const { return pinned_bytes_; }
   size_t pinned_limit() const { return pinned_limit_; }
+  // How much the pinned staging grew since the last call (it never shrinks):
+  // for a gauge of what all lanes keep.
+  size_t TakePinnedGrowth() {
+    const size_t growth = pinned_bytes_ - pinned_reported_;
+    pinned_reported_ = pinned_bytes_;
+    return growth;
+  }
 
   // Device memory for a kernel's temporary storage that the lane keeps from
   // one batch to the next (counted in the budget while kept), so a run that
@@ -129,6 +136,7 @@ class Lane final {
   uint64_t sampled_starts_ = 0;
   char* pinned_ = nullptr;
   size_t pinned_bytes_ = 0;
+  size_t pinned_reported_ = 0;
   std::unique_ptr<char[]> beyond_limit_;
   // Freed after the destructor's drain.
   DeviceArena temp_;

@@ -9,7 +9,8 @@
 
 namespace primserve {
 
-absl::StatusOr<char*> ExecutionBackend::AllocateResident(uint64_t bytes, int* device) {
+absl::StatusOr<char*> ExecutionBackend::AllocateResident(uint64_t bytes, int* device,
+                                                          bool zeroed) {
   *device = -1;
   // aligned_alloc wants a multiple of the alignment, and a non-zero size
   // for an empty buffer to have an address of its own.
@@ -19,7 +20,7 @@ absl::StatusOr<char*> ExecutionBackend::AllocateResident(uint64_t bytes, int* de
     return absl::ResourceExhaustedError(
         absl::StrCat("the host has no ", bytes, " bytes free for a buffer"));
   }
-  std::memset(data, 0, bytes);
+  if (zeroed) std::memset(data, 0, bytes);
   return data;
 }
 

@@ -87,7 +87,9 @@ class ExecutionBackend {
   }
 
   // Memory where resident buffers live between requests (server/buffers/):
-  // `bytes` zeroed bytes, 64-byte aligned, and in `*device` the CUDA device
+  // `bytes` bytes, 64-byte aligned, zeroed if asked (else they may hold an
+  // earlier buffer's bytes: for outputs that overwrite all they expose), and
+  // in `*device` the CUDA device
   // holding them (-1: host memory). On entry `*device` is the device the
   // caller would like (a request's output beside its input; -1: none),
   // which a backend over several devices takes while it has room. This default: host memory, for a
@@ -95,7 +97,7 @@ class ExecutionBackend {
   // counted in that device's memory budget, which Execute then meets in
   // operations' ArrayViews and output places and reads and writes in place.
   // RESOURCE_EXHAUSTED when there is no room.
-  virtual absl::StatusOr<char*> AllocateResident(uint64_t bytes, int* device);
+  virtual absl::StatusOr<char*> AllocateResident(uint64_t bytes, int* device, bool zeroed);
   // Gives back what AllocateResident gave (same `bytes`), once nothing uses it.
   virtual void FreeResident(char* data, uint64_t bytes);
   // Copies host memory into resident memory and back, waiting for the copy.
