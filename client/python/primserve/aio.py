@@ -83,7 +83,7 @@ class _Methods:
         """primserve.Client.pipeline, the same builder: ``await p.run()``.
 
         >>> await client.pipeline().select(a, gt=0.5, indices=True).gather(k).gather(v) \\
-        ...     .aggregate_by_key(num_keys=16, op="sum").run()  # doctest: +SKIP
+        ...     .aggregate_by_key(num_keys=16, op="sum").run()
         """
         return _pipeline.Pipeline(lambda call: self._invoke(call, None))
 
