@@ -3,9 +3,11 @@
 //   they take answer as the inline calls do, and Into stores their outputs
 //   in buffers that Get reads back;
 // - given two servers as one target, Put spreads buffers over both and every
-//   call naming one (inputs, outputs, Get, Write, Free) reaches the instance
-//   at its location; a request naming buffers of both instances is refused;
-//   a buffer whose instance went away is NOT_FOUND saying so.
+//   call naming one (inputs, outputs, Get, Write, Free, pipelines, requests
+//   of a MultiplexSession) reaches the instance at its location, answering
+//   as the same call made there directly; a request naming buffers of both
+//   instances is refused before sending, naming both; a buffer whose
+//   instance went away is NOT_FOUND saying so.
 #include "client/buffers_client.h"
 
 #include <cstdint>
@@ -19,14 +21,19 @@
 #include "absl/strings/str_cat.h"
 #include "client/buffer_routes.h"
 #include "client/client.h"
+#include "client/multiplex_session.h"
+#include "client/pipeline.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "server/cpu/cpu_backend.h"
 #include "server/server.h"
+#include "tests/unary_answer.h"
 
 namespace primserve {
 namespace {
 
+using ::google::protobuf::util::MessageDifferencer;
 using ::testing::HasSubstr;
 
 std::unique_ptr<PrimServer> StartServer() {
@@ -224,6 +231,18 @@ class RoutesTest : public ::testing::Test {
     return on;
   }
 
+  // The unary answer of server `i` alone to `request`, as a session's
+  // answer `index` reads.
+  v1::MultiplexResponse DirectAnswer(size_t i, v1::MultiplexRequest request, size_t index) {
+    request.set_id(index);
+    std::unique_ptr<v1::Primitives::Stub> stub =
+        v1::Primitives::NewStub(PrimitivesClient::Connect(locations_[i]));
+    grpc::Status status;
+    v1::MultiplexResponse answer = UnaryAnswer(*stub, request, &status);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return answer;
+  }
+
   std::vector<std::unique_ptr<PrimServer>> servers_;
   std::vector<std::string> locations_;
   std::shared_ptr<grpc::Channel> home_;
@@ -285,6 +304,123 @@ TEST_F(RoutesTest, EveryCallNamingABufferReachesItsInstance) {
   }
 }
 
+// The rows of buffer `values` where buffer `where` is > 0, summed, as a
+// pipeline; `kept` (if not empty) stores those rows in that buffer.
+PipelineBuilder KeptSum(const std::string& where, const std::string& values,
+                        const std::string& kept = "") {
+  PipelineBuilder p;
+  v1::SelectRequest rows;
+  *rows.mutable_input()->mutable_buffer() = BufferRef(where);
+  rows.mutable_predicate()->set_kind(v1::Predicate::GT);
+  rows.mutable_predicate()->mutable_operand()->set_int_value(0);
+  rows.set_output(v1::SelectRequest::INDICES);
+  const uint32_t step = p.Add(rows);
+  v1::GatherRequest gather;
+  *gather.mutable_values()->mutable_buffer() = BufferRef(values);
+  *gather.mutable_indices() = PipelineBuilder::Output(step, v1::StepOutput::INDICES);
+  if (!kept.empty()) gather.mutable_output_buffers()->set_values(kept);
+  const uint32_t gathered = p.Add(gather, /*returned=*/!kept.empty());
+  v1::ReduceRequest sum;
+  *sum.mutable_input() = PipelineBuilder::Output(gathered, v1::StepOutput::VALUES);
+  sum.set_op(v1::SUM);
+  p.Add(sum, /*returned=*/true);
+  return p;
+}
+
+TEST_F(RoutesTest, PipelinesReachTheInstanceHoldingTheirBuffers) {
+  const std::vector<int32_t> x = Values(20000, 5);
+  const std::vector<std::string> on = OnePerServer(x);
+  ASSERT_FALSE(on[0].empty());
+  ASSERT_FALSE(on[1].empty());
+  for (size_t s = 0; s < 2; ++s) {
+    // A second column next to the first: its running sums.
+    v1::OutputBuffers into;
+    into.set_values(on[s] + ".sums");
+    ASSERT_TRUE(client_->Into(into).Scan<int32_t>(BufferRef(on[s]), Op::kSum).ok());
+    PrimitivesClient direct(PrimitivesClient::Connect(locations_[s]));
+    const v1::PipelineResponse there = KeptSum(on[s], on[s] + ".sums").Run(direct).value();
+    // Several calls, so that round_robin would have sent some to the other.
+    for (int i = 0; i < 4; ++i) {
+      absl::StatusOr<v1::PipelineResponse> routed = KeptSum(on[s], on[s] + ".sums").Run(*client_);
+      ASSERT_TRUE(routed.ok()) << routed.status();
+      EXPECT_TRUE(MessageDifferencer::Equals(*routed, there));
+    }
+    // A step's output stored in a buffer lands with the inputs and is found there.
+    const std::string kept = on[s] + ".kept";
+    ASSERT_TRUE(KeptSum(on[s], on[s] + ".sums", kept).Run(*client_).ok());
+    EXPECT_EQ(NamesOn(s).count(kept), 1u);
+    std::vector<int32_t> expected;
+    int32_t sum = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      sum += x[i];
+      if (x[i] > 0) expected.push_back(sum);
+    }
+    EXPECT_EQ(buffers_->Get<int32_t>(kept).value(), expected);
+  }
+  // One request reads buffers of one instance: refused before sending, naming both.
+  absl::StatusOr<v1::PipelineResponse> across = KeptSum(on[0], on[1]).Run(*client_);
+  EXPECT_EQ(across.status().code(), absl::StatusCode::kInvalidArgument) << across.status();
+  EXPECT_THAT(across.status().message(), HasSubstr("different instances"));
+  EXPECT_THAT(across.status().message(), HasSubstr(locations_[0]));
+  EXPECT_THAT(across.status().message(), HasSubstr(locations_[1]));
+  // The next one is answered.
+  EXPECT_TRUE(KeptSum(on[1], on[1]).Run(*client_).ok());
+}
+
+TEST_F(RoutesTest, AMultiplexSessionSpansInstances) {
+  const std::vector<int32_t> x = Values(20000, 6);
+  const std::vector<std::string> on = OnePerServer(x);
+  ASSERT_FALSE(on[0].empty());
+  ASSERT_FALSE(on[1].empty());
+  // Requests naming the buffer of server s, then one naming none.
+  const auto requests = [&](size_t s) {
+    std::vector<v1::MultiplexRequest> made(4);
+    *made[0].mutable_scan()->mutable_input()->mutable_buffer() = BufferRef(on[s]);
+    made[0].mutable_scan()->set_op(v1::SUM);
+    *made[1].mutable_reduce()->mutable_input()->mutable_buffer() = BufferRef(on[s], 10, 100);
+    made[1].mutable_reduce()->set_op(v1::MAX);
+    *made[2].mutable_pipeline() = KeptSum(on[s], on[s]).request();
+    *made[3].mutable_scan()->mutable_input() = PackArray<int32_t>(x);
+    made[3].mutable_scan()->set_op(v1::SUM);
+    return made;
+  };
+  MultiplexSession session(*client_);
+  std::vector<std::pair<size_t, v1::MultiplexResponse>> expected;  // index, answer
+  for (int round = 0; round < 3; ++round) {
+    for (size_t s = 0; s < 2; ++s) {
+      for (const v1::MultiplexRequest& request : requests(s)) {
+        const size_t index = session.Send(request).value();
+        expected.emplace_back(index, DirectAnswer(s, request, index));
+      }
+    }
+  }
+  // One request reads buffers of one instance: refused at Send, naming both.
+  v1::MultiplexRequest across;
+  *across.mutable_pipeline() = KeptSum(on[0], on[1]).request();
+  absl::StatusOr<size_t> refused = session.Send(across);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr(locations_[0]));
+  EXPECT_THAT(refused.status().message(), HasSubstr(locations_[1]));
+  v1::MultiplexRequest unknown;
+  *unknown.mutable_scan()->mutable_input()->mutable_buffer() = BufferRef("never-made");
+  unknown.mutable_scan()->set_op(v1::SUM);
+  EXPECT_EQ(session.Send(unknown).status().code(), absl::StatusCode::kNotFound);
+  // An output a multiplexed pipeline stores is remembered where it landed.
+  v1::MultiplexRequest store;
+  *store.mutable_pipeline() = KeptSum(on[1], on[1], "mx-kept").request();
+  const size_t stored = session.Send(store).value();
+
+  std::vector<absl::StatusOr<v1::MultiplexResponse>> answers = session.Finish();
+  ASSERT_EQ(answers.size(), expected.size() + 1);
+  for (const auto& [index, answer] : expected) {
+    ASSERT_TRUE(answers[index].ok()) << index << ": " << answers[index].status();
+    EXPECT_TRUE(MessageDifferencer::Equals(*answers[index], answer)) << index;
+  }
+  ASSERT_TRUE(answers[stored].ok()) << answers[stored].status();
+  EXPECT_EQ(NamesOn(1).count("mx-kept"), 1u);
+  EXPECT_TRUE(buffers_->Get<int32_t>("mx-kept").ok());
+}
+
 TEST_F(RoutesTest, ABufferWhoseInstanceWentAwayIsNotFoundSayingSo) {
   const std::vector<int32_t> x = Values(1000, 4);
   const std::vector<std::string> on = OnePerServer(x);
@@ -298,6 +434,24 @@ TEST_F(RoutesTest, ABufferWhoseInstanceWentAwayIsNotFoundSayingSo) {
   absl::StatusOr<std::vector<int32_t>> got = buffers_->Get<int32_t>(on[1]);
   EXPECT_EQ(got.status().code(), absl::StatusCode::kNotFound) << got.status();
   EXPECT_THAT(got.status().message(), HasSubstr("went away"));
+  absl::StatusOr<v1::PipelineResponse> pipeline = KeptSum(on[1], on[1]).Run(*client_);
+  EXPECT_EQ(pipeline.status().code(), absl::StatusCode::kNotFound) << pipeline.status();
+  EXPECT_THAT(pipeline.status().message(), HasSubstr("went away"));
+  {
+    // In one session, the gone instance's request fails that way; the other's is answered.
+    MultiplexSession session(*client_);
+    v1::MultiplexRequest request;
+    request.mutable_scan()->set_op(v1::SUM);
+    *request.mutable_scan()->mutable_input()->mutable_buffer() = BufferRef(on[1]);
+    const size_t gone = session.Send(request).value();
+    *request.mutable_scan()->mutable_input()->mutable_buffer() = BufferRef(on[0]);
+    const size_t kept = session.Send(request).value();
+    std::vector<absl::StatusOr<v1::MultiplexResponse>> answers = session.Finish();
+    EXPECT_EQ(answers[gone].status().code(), absl::StatusCode::kNotFound) << answers[gone].status();
+    EXPECT_THAT(answers[gone].status().message(), HasSubstr(locations_[1]));
+    EXPECT_THAT(answers[gone].status().message(), HasSubstr("went away"));
+    EXPECT_TRUE(answers[kept].ok()) << answers[kept].status();
+  }
   EXPECT_EQ(buffers_->Free(on[1]).code(), absl::StatusCode::kNotFound);
   // The other instance's buffers and calls naming none still work.
   EXPECT_EQ(buffers_->Get<int32_t>(on[0]).value(), x);

@@ -214,6 +214,10 @@ class PrimitivesClient final {
 
   // The channel the calls go on (e.g. to register shared memory on it).
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  // The routes RouteBuffers set (null: none) and each call's deadline, for
+  // a MultiplexSession over this client.
+  const std::shared_ptr<BufferRoutes>& routes() const { return routes_; }
+  absl::Duration timeout() const { return timeout_; }
 
   // Routes for `target`, which spreads calls over several instances
   // (TargetSpreads), `home` being a channel to it: each location reached
@@ -222,9 +226,10 @@ class PrimitivesClient final {
   static std::shared_ptr<BufferRoutes> Routes(const std::string& target,
                                               std::shared_ptr<grpc::Channel> home,
                                               const ConnectOptions& options = {});
-  // From now on, every call naming a buffer (Array.buffer, output_buffers)
-  // goes to the instance holding it (see client/buffer_routes.h); outputs
-  // stored on an instance are remembered there. Null: every call goes to
+  // From now on, every call naming a buffer (Array.buffer, output_buffers,
+  // in a Pipeline's steps too; a MultiplexSession's requests likewise) goes
+  // to the instance holding it (see client/buffer_routes.h); outputs stored
+  // on an instance are remembered there. Null: every call goes to
   // channel() (one server).
   void RouteBuffers(std::shared_ptr<BufferRoutes> routes) { routes_ = std::move(routes); }
 

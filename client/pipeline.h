@@ -68,7 +68,10 @@ class PipelineBuilder final {
   const v1::PipelineRequest& request() const { return request_; }
   v1::PipelineRequest* mutable_request() { return &request_; }
 
-  // One Pipeline call: the returned steps' answers, in step order.
+  // One Pipeline call: the returned steps' answers, in step order. With
+  // routes (PrimitivesClient::RouteBuffers) it goes to the instance holding
+  // the buffers its steps name: INVALID_ARGUMENT naming both, before
+  // sending, when they are on two.
   absl::StatusOr<v1::PipelineResponse> Run(PrimitivesClient& client) const {
     return client.Call(request_);
   }

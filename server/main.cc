@@ -47,6 +47,11 @@ ABSL_FLAG(std::string, grpc_channel_args, "",
           "Integer gRPC channel arguments for the server, name=value,... (e.g. "
           "grpc.http2.max_frame_size=16777215,grpc.http2.bdp_probe=0), set after every other "
           "setting: transport settings to measure without a rebuild.");
+ABSL_FLAG(bool, grpc_bdp_probe, false,
+          "gRPC's bandwidth-delay probe, which grows each stream's receive window to several "
+          "MiB that no admission bound counts (a client that never reads its streams makes "
+          "the server hold them); off, a stream holds at most 64 KiB beyond its admitted "
+          "pieces. On only where every client is trusted.");
 ABSL_FLAG(uint64_t, multiplex_window, 1024,
           "Requests one Multiplex stream may have sent and not yet had answered; the server "
           "reads no further on that stream until its answers are read.");
@@ -258,6 +263,7 @@ int Main() {
   ServerOptions options;
   options.address = absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
   options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_receive_message_bytes);
+  options.bdp_probe = absl::GetFlag(FLAGS_grpc_bdp_probe);
   options.unix_socket = absl::GetFlag(FLAGS_unix_socket);
   absl::StatusOr<std::map<std::string, int>> channel_args =
       ParseChannelArgs(absl::GetFlag(FLAGS_grpc_channel_args));

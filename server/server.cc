@@ -180,6 +180,7 @@ absl::StatusOr<std::unique_ptr<PrimServer>> PrimServer::Start(
   builder.SetMaxSendMessageSize(-1);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
   builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, options.max_metadata_bytes);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, options.bdp_probe ? 1 : 0);
   // gRPC 1.51 inflates a compressed message whole before it checks the
   // receive limit: a 500 KB gzip of zeros costs 500 MB. Refuse compressed
   // requests instead (UNIMPLEMENTED); arrays of numbers gain little from it.

@@ -50,6 +50,11 @@ struct ServerOptions {
   // See the README's "Exposure and lockdown" for what they do not stop.
   int max_concurrent_streams = 100;
   int max_metadata_bytes = 16 * 1024;
+  // gRPC's bandwidth-delay probe, which grows each stream's receive window to
+  // several MiB: bytes a stalled stream holds that no admission bound sees
+  // (60 never-read streams of one caller: +0.9 to +1.8 GB). Off, each stream
+  // holds at most its 64 KiB initial window beyond what admission counts.
+  bool bdp_probe = false;
   // Integer gRPC channel arguments, set after every setting above (e.g.
   // "grpc.http2.max_frame_size"): transport settings to measure without a
   // rebuild (ParseChannelArgs reads them from --grpc_channel_args).

@@ -24,6 +24,8 @@ Attacks:
                  the same on one Multiplex stream
   unread_streams many SelectStreams of 4 MiB pieces, each answered in full,
                  from a client whose receive window stays 1 KiB
+  unallocatable  one AggregateByKey whose answer the server's memory (under
+                 an address-space cap) cannot hold, then a small one
 The probe after each comes from 127.0.0.2 (another caller to admission).
 """
 
@@ -461,6 +463,20 @@ def flagged(address):
     return result
 
 
+def unallocatable(address, num_keys):
+    """An AggregateByKey asking an answer of num_keys int64s, then one asking
+    16; each one's status and message."""
+    result = {}
+    for name, keys in (("large", num_keys), ("small", 16)):
+        conn = Connection(address)
+        conn.send(frame(HEADERS, END_HEADERS, 1, request_block(AGGREGATE)))
+        conn.send_data(1, grpc_message(aggregate_request(keys)), True)
+        status, message = conn.wait_status(1, timeout=60)
+        result[name] = {"status": status, "message": message[:160]}
+        conn.close()
+    return result
+
+
 def unread(address, requests, hold_s, multiplex, connections=4):
     """`requests` AggregateByKeys of 512 MiB answers, then as many again
     after hold_s / 2, over `connections` connections whose receive windows
@@ -556,6 +572,7 @@ def main():
     parser.add_argument("--unread_requests", type=int, default=16)
     parser.add_argument("--unread_hold_s", type=float, default=10)
     parser.add_argument("--unread_pieces", type=int, default=8)
+    parser.add_argument("--unallocatable_keys", type=int, default=1 << 28)
     args = parser.parse_args()
     runs = {
         "continuation": lambda: continuation(args.address, args.continuation_mb << 20, True),
@@ -574,6 +591,7 @@ def main():
                                            args.unread_hold_s, True),
         "unread_streams": lambda: unread_streams(args.address, args.unread_requests,
                                                  args.unread_pieces, args.unread_hold_s),
+        "unallocatable": lambda: unallocatable(args.address, args.unallocatable_keys),
         "probe": dict,
     }
     for name in args.attacks.split(","):

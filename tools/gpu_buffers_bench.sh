@@ -6,9 +6,11 @@
 #  1. a 64M-element int32 (268 MB) Put and Get over loopback TCP, striped on 4
 #     connections and on 1, beside one unary 64M Scan's bytes/s (in + out);
 #  2. a Scan of a resident 2^28-element int32 buffer into a buffer, end to end,
-#     beside the kernel stage the server measured for the same calls;
+#     beside the kernel stage the server measured for the same calls and an
+#     Echo of as few bytes on the same server (gRPC's round trip);
 #  3. Scans of a resident 64M int32 buffer into a buffer at concurrency 1 and 4
-#     (in + out bytes/s = 8 bytes per element), beside numpy.cumsum on one core.
+#     (in + out bytes/s = 8 bytes per element), beside numpy.cumsum on one core,
+#     with the per-caller bounds raised (one load generator for 4 callers).
 # Results go to $1.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -40,8 +42,8 @@ scrape() {
 }
 stage_mean() {  # stage
   scrape | awk -v stage="$1" '
-    $0 ~ "^primserve_request_duration_seconds_sum\\{.*rpc=\"scan\".*stage=\"" stage "\"" {s=$2}
-    $0 ~ "^primserve_request_duration_seconds_count\\{.*rpc=\"scan\".*stage=\"" stage "\"" {c=$2}
+    $0 ~ "^primserve_request_duration_seconds_sum\\{.*rpc=\"Scan\".*stage=\"" stage "\"" {s=$2}
+    $0 ~ "^primserve_request_duration_seconds_count\\{.*rpc=\"Scan\".*stage=\"" stage "\"" {c=$2}
     END {if (c > 0) printf "%.1f us over %d calls\n", s / c * 1e6, c}'
 }
 
@@ -60,16 +62,23 @@ done
 stop_server
 
 echo "== 2. scan of a resident 2^28 int32 buffer into a buffer"
-start_server
+start_server --enable_echo
 "$here/primload" --address=$address --rpc=scan --n=268435456 --distinct_requests=1 \
   --concurrency=1 --channels=4 --resident --warmup_seconds=1 --measure_seconds=5 2>&1 \
   | tee "$out/resident_scan_2e28.txt" | tail -4
 { echo -n "kernel stage mean: "; stage_mean kernel; echo -n "total stage mean: "; stage_mean total; } \
   | tee -a "$out/resident_scan_2e28.txt"
+# gRPC's own round trip for messages of that size on the same server: Echo of
+# 64 bytes each way (the resident call sends 60 and gets about as many back).
+"$here/primload" --address=$address --rpc=scan --mode=echo --n=16 --distinct_requests=1 \
+  --concurrency=1 --channels=4 --warmup_seconds=1 --measure_seconds=3 2>&1 \
+  | tee -a "$out/resident_scan_2e28.txt" | tail -2
 stop_server
 
 echo "== 3. scans of a resident 64M int32 buffer, concurrency 1 and 4"
-start_server
+# The one load generator stands for 4 callers: each caller's in-flight and
+# queued bounds (96 and 256 MiB by default) would refuse a second 268 MB scan.
+start_server --max_peer_in_flight_bytes=$((8 << 30)) --max_peer_queued_bytes=$((8 << 30))
 "$here/primload" --address=$address --rpc=scan --n=$n64 --distinct_requests=1 \
   --concurrency=1,4 --channels=4 --resident --warmup_seconds=1 --measure_seconds=5 2>&1 \
   | tee "$out/resident_scan_64m.txt" | tail -5

@@ -13,7 +13,7 @@ import numpy as np
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message
 
-from primserve import _arrays, _wire
+from primserve import _arrays, _steps, _wire
 from primserve.results import ArgExtreme, KeyedReduction, Partition, Runs, Selection, Sorted
 from primserve.v1 import primitives_pb2 as pb
 
@@ -25,11 +25,22 @@ class Call(NamedTuple):
     response: Descriptor  # the response's message type
     parse: Callable[[Any], Any]  # the response as _wire.parse reads it -> what the method returns
     streams: bool = True  # whether the *Stream form of rpc can answer it
+    # A pipeline's serialized request (each step's arrays spliced in), where
+    # message + arrays cannot say it; such a call's parse reads the serialized
+    # response itself, (buffer, start, end), since it nests one per step.
+    body: Optional[bytes] = None
 
     @property
     def request(self) -> bytes:
         """The unary request, serialized with the arrays' data spliced in (see _wire)."""
-        return _wire.serialize(self.message, self.arrays)
+        return self.body if self.body is not None else _wire.serialize(self.message, self.arrays)
+
+    def answer(self, buffer: bytes, start: int = 0, end: Optional[int] = None,
+               placed: Optional[Dict[str, np.ndarray]] = None) -> Any:
+        """What the method returns for its response in buffer[start:end]."""
+        if self.body is not None:
+            return self.parse(buffer, start, len(buffer) if end is None else end)
+        return self.parse(_wire.parse(buffer, self.response, start, end, placed))
 
 
 _OPS = {"sum": pb.SUM, "prod": pb.PROD, "min": pb.MIN, "max": pb.MAX, "argmin": pb.ARGMIN, "argmax": pb.ARGMAX}
@@ -111,9 +122,10 @@ def reduce(a: np.ndarray, op: str, segments: Segments, reproducible: bool = Fals
     if offsets is not None:
         request.segment_offsets.extend(offsets.tolist())
     whole = offsets is None
-    if whole and a.size == 0 and code not in (pb.SUM, pb.PROD):
+    if whole and a.size == 0 and code not in (pb.SUM, pb.PROD) and not isinstance(a, _steps.StepArray):
         # As numpy: an extreme of nothing is an error, not the identity (the
-        # server's answer for an empty segment).
+        # server's answer for an empty segment). A pipeline step's output
+        # has its length only on the server.
         raise ValueError(f"zero-size array to reduction operation {op} which has no identity; "
                          f"pass segments=[0] for the server's answer (the op's identity)")
 

@@ -66,4 +66,4 @@ def result(call: _calls.Call, buffer: bytes, answer: Answer) -> Any:
     if answer.response is None or _RESPONSE_TYPE[answer.response[0]] != call.response.full_name:
         raise ValueError(f"the server's Multiplex answer {answer.id} is not a {call.response.name}")
     _, start, end = answer.response
-    return call.parse(_wire.parse(buffer, call.response, start, end))
+    return call.answer(buffer, start, end)

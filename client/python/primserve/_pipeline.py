@@ -12,9 +12,14 @@ before it (keys, then values): so
 
 is ``SELECT SUM(v) GROUP BY k WHERE a > t`` in one call, its intermediates kept
 on the server (on the GPU with the CUDA backend).
+
+A pipeline is sent as a Call (``call()``) by whatever made it: the blocking
+client, the asyncio client or either's Multiplex stream, so it goes where
+their other calls go (to the instance holding the buffers it names) and
+comes back as theirs do (an answer, an awaitable, a Future).
 """
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
@@ -59,8 +64,8 @@ class Pipeline:
     earlier step for a later one.
     """
 
-    def __init__(self, invoke: Callable[[bytes], bytes]):
-        self._invoke = invoke
+    def __init__(self, send: Callable[[_calls.Call], Any]):
+        self._send = send
         self._calls: List[_calls.Call] = []
         self._returned: List[bool] = []
         self._outputs: List[Dict[str, np.dtype]] = []  # each step's outputs' dtypes
@@ -116,6 +121,8 @@ class Pipeline:
 
     def reduce(self, a: Any = None, op: str = "sum", segments: _calls.Segments = None, *,
                reproducible: bool = False, returned: bool = False, out: Any = None) -> "Pipeline":
+        """As Client.reduce; an extreme of a step's output that turns out
+        empty is the op's identity (index -1), as for an empty segment."""
         a = self._main() if a is None else a
         call = _calls.reduce(a, op, segments, reproducible)
         outputs = {"values": call.arrays["input"].dtype}
@@ -187,13 +194,15 @@ class Pipeline:
             outputs["indices"] = np.dtype(np.int64)
         return self._add(call, outputs, returned, None)
 
+    def _returned_steps(self) -> List[bool]:
+        return self._returned if any(self._returned) else self._returned[:-1] + [True]
+
     def request(self) -> bytes:
         """The serialized PipelineRequest, each step's arrays spliced in without protobuf's copies."""
         if not self._calls:
             raise ValueError("the pipeline has no step")
-        returned = self._returned if any(self._returned) else self._returned[:-1] + [True]
         parts: List[object] = []
-        for call, back in zip(self._calls, returned):
+        for call, back in zip(self._calls, self._returned_steps()):
             step = [_wire.key(_STEP_FIELDS[call.rpc].number, _wire.LEN)]
             body = call.request
             step += [_wire.varint(len(body)), body]
@@ -203,10 +212,22 @@ class Pipeline:
             parts += [_wire.key(_STEPS, _wire.LEN), _wire.varint(len(step_bytes)), step_bytes]
         return b"".join(parts)
 
-    def parse(self, answer: bytes) -> Any:
-        """The returned steps' answers from a serialized PipelineResponse."""
+    def call(self) -> _calls.Call:
+        """The pipeline as one Call: its message holds the steps without their
+        arrays' data (what routing reads: the buffers it names), its body the
+        request sent."""
+        body = self.request()
+        message = pb.PipelineRequest()
+        for call, back in zip(self._calls, self._returned_steps()):
+            step = message.steps.add(returned=back)
+            getattr(step, _STEP_FIELDS[call.rpc].name).CopyFrom(call.message)
+        return _calls.Call("Pipeline", message, {}, pb.PipelineResponse.DESCRIPTOR, self.parse, streams=False,
+                           body=body)
+
+    def parse(self, answer: bytes, start: int = 0, end: Optional[int] = None) -> Any:
+        """The returned steps' answers from a serialized PipelineResponse in answer[start:end]."""
         results: List[Any] = []
-        for number, wire_type, span in _wire.fields(answer, 0, len(answer)):
+        for number, wire_type, span in _wire.fields(answer, start, len(answer) if end is None else end):
             if number != _RESULTS or wire_type != _wire.LEN:
                 continue
             step, response = 0, None  # proto3 leaves step 0 out
@@ -221,9 +242,12 @@ class Pipeline:
             expected = _STEP_FIELDS[call.rpc].number + 1
             if response[0] != expected:
                 raise ValueError(f"the server answered step {step} with a response of another kind")
-            results.append(call.parse(_wire.parse(answer, call.response, *response[1])))
+            results.append(call.answer(answer, *response[1]))
         return results[0] if len(results) == 1 else results
 
     def run(self) -> Any:
-        """Sends the pipeline; see the class's docstring for what comes back."""
-        return self.parse(self._invoke(self.request()))
+        """Sends the pipeline: the returned step's answer, as its client method
+        would give it, or a list of them (in step order) when several are
+        returned; from primserve.aio an awaitable of that, from a Multiplex
+        stream a Future (blocking client) or an awaitable (asyncio) of it."""
+        return self._send(self.call())

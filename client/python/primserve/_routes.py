@@ -2,18 +2,18 @@
 several servers ("ipv4:a:1,b:2", "dns:///name:port").
 
 A buffer lives on one instance, so every call naming it (inputs, out=,
-put's writes, get, free) must reach that one: as in Arrow Flight, each buffer
-has a location (BufferInfo.location, the instance's --advertise_address) and
-the client connects to it there. Calls naming no buffer keep going to the
-address as given. Both clients share this bookkeeping; each makes its own
-connections (``connect``) and calls.
+put's writes, get, free, a pipeline's steps, a Multiplex request) must reach
+that one: as in Arrow Flight, each buffer has a location (BufferInfo.location,
+the instance's --advertise_address) and the client connects to it there.
+Calls naming no buffer keep going to the address as given. Both clients share
+this bookkeeping; each makes its own connections (``connect``) and calls.
 """
 
 from __future__ import annotations
 
 import socket
 import threading
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 import grpc
 
@@ -81,9 +81,22 @@ def gone(error: ServerError, name: str, location: str) -> ServerError:
                        f"({error.details}): it went away, and its buffers with it")
 
 
+class Route(NamedTuple):
+    """Where a call naming buffers goes: the instance at `location`; `name`
+    (a buffer it names) for its errors; `outputs`, the buffers it stores,
+    remembered there once it succeeds."""
+
+    location: str
+    name: str
+    outputs: List[str]
+
+    def failed(self, error: ServerError) -> ServerError:
+        return gone(error, self.name, self.location)
+
+
 def different(first: str, first_at: str, name: str, at: str) -> ValueError:
     return ValueError(f"buffers {first} (at {first_at}) and {name} (at {at}) are on different instances; "
-                      "one call reads buffers of one")
+                      "one call (a pipeline's steps together, a Multiplex request) reads buffers of one")
 
 
 class Routes:

@@ -19,8 +19,8 @@ import grpc
 import grpc.aio
 import numpy as np
 
-from primserve import (_arrays, _buffers, _calls, _channel, _cuda, _methods, _multiplex, _routes, _shm, _streams,
-                       _wire)
+from primserve import (_arrays, _buffers, _calls, _channel, _cuda, _methods, _multiplex, _pipeline, _routes, _shm,
+                       _streams)
 from primserve.errors import ServerError
 from primserve.results import KeyedReduction, Partition, Runs, Selection
 from primserve.v1 import primitives_pb2 as pb
@@ -75,6 +75,18 @@ class _Methods:
                    out: Optional[np.ndarray] = None) -> Any:
         """primserve.Client.sort, awaited."""
         return await self._invoke(_calls.sort(keys, values, descending, return_indices, segment_offsets), out)
+
+    async def gather(self, values: np.ndarray, indices: np.ndarray, out: Optional[np.ndarray] = None) -> np.ndarray:
+        """primserve.Client.gather, awaited."""
+        return await self._invoke(_calls.gather(values, indices), out)
+
+    def pipeline(self) -> _pipeline.Pipeline:
+        """primserve.Client.pipeline, the same builder: ``await p.run()``.
+
+        >>> await client.pipeline().select(a, gt=0.5, indices=True).gather(k).gather(v) \\
+        ...     .aggregate_by_key(num_keys=16, op="sum").run()
+        """
+        return _pipeline.Pipeline(lambda call: self._invoke(call, None))
 
 
 class Client(_Methods):
@@ -140,9 +152,13 @@ class Client(_Methods):
             raise _routes.not_found(name)
         return location
 
-    async def _location_for(self, call: _calls.Call) -> Tuple[str, str, List[str]]:
-        """primserve.Client._location_for, awaited."""
+    async def _route(self, call: _calls.Call) -> Optional[_routes.Route]:
+        """primserve.Client._route, awaited."""
+        if self._routes is None:
+            return None
         inputs, outputs = _routes.named(call)
+        if not inputs and not outputs:
+            return None
         location = first = None
         for name in inputs:
             at = await self._find(name)
@@ -157,7 +173,7 @@ class Client(_Methods):
                 location = (await self._buffers.list(pb.ListBuffersRequest(), timeout=self.timeout)).location
             except grpc.RpcError as error:
                 raise ServerError.from_rpc_error(error) from error
-        return location, (inputs + outputs)[0], outputs
+        return _routes.Route(location, (inputs + outputs)[0], outputs)
 
     async def __aenter__(self) -> "Client":
         return self
@@ -166,13 +182,11 @@ class Client(_Methods):
         await self.close()
 
     async def _invoke(self, call: _calls.Call, out: Optional[np.ndarray]) -> Any:
-        rpcs, where = self._rpcs, None
         if _buffers.wants_buffers(call, out):
             call = _buffers.place(call, out)
             out = None
-            if self._routes is not None:
-                where = await self._location_for(call)
-                rpcs = self._routes.instance(where[0]).methods.rpcs
+        route = await self._route(call)
+        rpcs = self._rpcs if route is None else self._routes.instance(route.location).methods.rpcs
         call, placed = _shm.place(call, self._regions, out)
         if _streams.wanted(call, self.stream_bytes):
             return await self._stream(call)
@@ -180,10 +194,10 @@ class Client(_Methods):
             response = await rpcs[call.rpc](call.request, timeout=self.timeout)
         except grpc.RpcError as error:
             failure = ServerError.from_rpc_error(error)
-            raise (failure if where is None else _routes.gone(failure, where[1], where[0])) from error
-        if where is not None:
-            self._routes.remember(where[2], where[0])
-        return call.parse(_wire.parse(response, call.response, placed=placed))
+            raise (failure if route is None else route.failed(failure)) from error
+        if route is not None:
+            self._routes.remember(route.outputs, route.location)
+        return call.answer(response, placed=placed)
 
     async def _stream(self, call: _calls.Call) -> Any:
         # grpc.aio sends the pieces from a task of its own while this one reads the answers.
@@ -375,13 +389,14 @@ class Client(_Methods):
 
     def multiplex(self) -> "Multiplex":
         """A Multiplex stream (see primserve.Client.multiplex): many calls on one gRPC
-        stream, each method awaited for its own answer.
+        stream (with several servers, one per instance whose buffers they name),
+        each method awaited for its own answer.
 
         >>> async with client.multiplex() as stream:
         ...     await asyncio.gather(*(stream.reduce(np.arange(n, dtype=np.int64)) for n in (10, 100)))
         [45, 4950]
         """
-        return Multiplex(self._multiplex)
+        return Multiplex(self)
 
     async def health(self, service: str = "") -> str:
         """primserve.Client.health, awaited."""
@@ -439,34 +454,39 @@ class Region(_shm.Memory):
         await self.close()
 
 
-class Multiplex(_Methods):
-    """Calls on one Multiplex stream, from Client.multiplex(); use it in one event loop.
+def _failed(failure: Exception, route: Optional[_routes.Route]) -> Exception:
+    """A call's failure, as seen from a stream to its route's instance."""
+    return route.failed(failure) if route is not None and isinstance(failure, ServerError) else failure
 
-    Each method sends its request at once and returns the answer when it
-    arrives, as the unary call would (a refusal raises ServerError and the
-    stream goes on). A task reads the answers; an error that ends the stream
-    fails every call still waiting with its ServerError.
-    """
 
-    def __init__(self, method: Any):
+class _Stream:
+    """One Multiplex gRPC stream: frames written one at a time, and a task
+    matching each answer to its call by id. Once the stream fails, every call
+    on it fails with that error, later ones at once."""
+
+    def __init__(self, method: Any, routes: Optional[_routes.Routes]):
         self._stream = method()
-        self._pending: Dict[int, Tuple[asyncio.Future, _calls.Call]] = {}
+        self._pending: Dict[int, Tuple[asyncio.Future, _calls.Call, Optional[_routes.Route]]] = {}
         self._ids = itertools.count()
         self._closed = False
+        self._failure: Optional[Exception] = None
+        self._routes = routes
         self._writing = asyncio.Lock()  # gRPC takes one message write at a time
         self._reader = asyncio.ensure_future(self._read())
 
-    async def _invoke(self, call: _calls.Call, out: Optional[np.ndarray]) -> Any:
-        if out is not None:
-            raise ValueError("out= is for the Client's own calls, not a Multiplex stream's")
-        call = _buffers.place(call, None)
+    async def send(self, call: _calls.Call, route: Optional[_routes.Route]) -> Any:
         if self._closed:
             raise ValueError("this Multiplex stream is closed")
+        if self._failure is not None:
+            raise _failed(self._failure, route)
         request_id = next(self._ids)
         future = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = (future, call)
-        async with self._writing:
-            await self._stream.write(_multiplex.frame(request_id, call))
+        self._pending[request_id] = (future, call, route)
+        try:
+            async with self._writing:
+                await self._stream.write(_multiplex.frame(request_id, call))
+        except (grpc.RpcError, asyncio.InvalidStateError):
+            pass  # the stream ended: the reader fails this call with its error
         return await future
 
     async def _read(self) -> None:
@@ -474,29 +494,75 @@ class Multiplex(_Methods):
         try:
             while (buffer := await self._stream.read()) is not grpc.aio.EOF:
                 answer = _multiplex.read(buffer)
-                future, call = self._pending.pop(answer.id, (None, None))
+                future, call, route = self._pending.pop(answer.id, (None, None, None))
                 if future is None:
                     raise ValueError(f"the server answered Multiplex id {answer.id}, which no call has")
                 try:
-                    future.set_result(_multiplex.result(call, buffer, answer))
+                    result = _multiplex.result(call, buffer, answer)
                 except ServerError as error:
-                    future.set_exception(error)
+                    future.set_exception(_failed(error, route))
+                    continue
+                if route is not None:
+                    self._routes.remember(route.outputs, route.location)
+                future.set_result(result)
         except grpc.RpcError as error:
             failure = ServerError.from_rpc_error(error)
         except ValueError as error:  # a malformed answer: the stream cannot be trusted further
             self._stream.cancel()
             failure = error
+        self._failure = failure
         unanswered, self._pending = list(self._pending.values()), {}
-        for future, _ in unanswered:
-            future.set_exception(failure)
+        for future, _, route in unanswered:
+            future.set_exception(_failed(failure, route))
 
     async def close(self) -> None:
-        """Sends no more calls and waits for the answers to those sent."""
         if not self._closed:
             self._closed = True
             async with self._writing:
                 await self._stream.done_writing()
         await self._reader
+
+
+class Multiplex(_Methods):
+    """Calls on Multiplex streams, from Client.multiplex(); use it in one event loop.
+
+    Each method sends its request at once and returns the answer when it
+    arrives, as the unary call would (a refusal raises ServerError and the
+    stream goes on); pipeline()'s run() is awaited likewise. Calls naming no
+    buffer go on one stream to the client's address; with several servers, a
+    call naming buffers goes on a stream to the instance holding them (opened
+    on first use), as primserve.Client.multiplex's. A task per stream reads
+    its answers; an error that ends a stream fails every call still waiting
+    on it with its ServerError.
+    """
+
+    def __init__(self, client: Client):
+        self._client = client
+        self._streams: Dict[Optional[str], _Stream] = {}  # by location; None: the client's address
+        self._closed = False
+
+    async def _invoke(self, call: _calls.Call, out: Optional[np.ndarray]) -> Any:
+        if out is not None:
+            raise ValueError("out= is for the Client's own calls, not a Multiplex stream's")
+        if self._closed:
+            raise ValueError("this Multiplex stream is closed")
+        call = _buffers.place(call, None)
+        route = await self._client._route(call)
+        location = None if route is None else route.location
+        stream = self._streams.get(location)
+        if stream is None:
+            if self._closed:  # closed while the route was looked up
+                raise ValueError("this Multiplex stream is closed")
+            method = (self._client._multiplex if location is None
+                      else self._client._routes.instance(location).methods.multiplex)
+            stream = self._streams[location] = _Stream(method, self._client._routes)
+        return await stream.send(call, route)
+
+    async def close(self) -> None:
+        """Sends no more calls and waits for the answers to those sent."""
+        self._closed = True
+        for stream in list(self._streams.values()):
+            await stream.close()
 
     async def __aenter__(self) -> "Multiplex":
         return self

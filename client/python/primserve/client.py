@@ -11,7 +11,7 @@ import grpc
 import numpy as np
 
 from primserve import (_arrays, _buffers, _calls, _channel, _cuda, _methods, _multiplex, _pipeline, _routes, _shm,
-                       _streams, _wire)
+                       _streams)
 from primserve.errors import ServerError
 from primserve.results import KeyedReduction, Partition, Runs, Selection
 from primserve.v1 import primitives_pb2 as pb
@@ -65,11 +65,12 @@ class Client:
 
     Given several servers (``"ipv4:10.0.0.1:50051,10.0.0.2:50051"``) or a
     ``dns:///`` name, calls spread over them, and every call that names a
-    buffer (an input, ``out=``, get, free) goes to the instance holding it,
-    at its Buffer's ``location`` (Arrow Flight's model): put creates a buffer
-    on the instance the address picks. A buffer whose instance went away is
-    ServerError NOT_FOUND saying so. Multiplex streams go to the address as
-    given, so with several servers they take buffers of that one only.
+    buffer (an input, ``out=``, get, free, a pipeline, a Multiplex request)
+    goes to the instance holding it, at its Buffer's ``location`` (Arrow
+    Flight's model): put creates a buffer on the instance the address picks.
+    One call reads buffers of one instance (else ValueError naming both,
+    before sending). A buffer whose instance went away is ServerError
+    NOT_FOUND saying so.
 
     >>> import numpy as np, primserve
     >>> with primserve.Client("localhost:50051") as client:
@@ -146,9 +147,16 @@ class Client:
             raise _routes.not_found(name)
         return location
 
-    def _location_for(self, call: _calls.Call) -> Tuple[str, str, List[str]]:
-        """Where a call naming buffers goes: (location, a buffer it names, its outputs)."""
+    def _route(self, call: _calls.Call) -> Optional[_routes.Route]:
+        """Where a placed call goes when the address names several servers and
+        the call names buffers (None: to the address as given): its inputs'
+        instance (ValueError if they are on two), else an output's, else the
+        instance the address picks, which then holds the new outputs."""
+        if self._routes is None:
+            return None
         inputs, outputs = _routes.named(call)
+        if not inputs and not outputs:
+            return None
         location = first = None
         for name in inputs:
             at = self._find(name)
@@ -163,7 +171,7 @@ class Client:
                 location = self._buffers.list(pb.ListBuffersRequest(), timeout=self.timeout).location
             except grpc.RpcError as error:
                 raise ServerError.from_rpc_error(error) from error
-        return location, (inputs + outputs)[0], outputs
+        return _routes.Route(location, (inputs + outputs)[0], outputs)
 
     def __enter__(self) -> "Client":
         return self
@@ -172,13 +180,11 @@ class Client:
         self.close()
 
     def _invoke(self, call: _calls.Call, out: Optional[np.ndarray] = None) -> Any:
-        rpcs, where = self._rpcs, None
         if _buffers.wants_buffers(call, out):
             call = _buffers.place(call, out)
             out = None
-            if self._routes is not None:
-                where = self._location_for(call)
-                rpcs = self._routes.instance(where[0]).methods.rpcs
+        route = self._route(call)
+        rpcs = self._rpcs if route is None else self._routes.instance(route.location).methods.rpcs
         call, placed = _shm.place(call, self._regions, out)
         if _streams.wanted(call, self.stream_bytes):
             return self._stream(call)
@@ -186,10 +192,10 @@ class Client:
             response = rpcs[call.rpc](call.request, timeout=self.timeout)
         except grpc.RpcError as error:
             failure = ServerError.from_rpc_error(error)
-            raise (failure if where is None else _routes.gone(failure, where[1], where[0])) from error
-        if where is not None:
-            self._routes.remember(where[2], where[0])
-        return call.parse(_wire.parse(response, call.response, placed=placed))
+            raise (failure if route is None else route.failed(failure)) from error
+        if route is not None:
+            self._routes.remember(route.outputs, route.location)
+        return call.answer(response, placed=placed)
 
     def _stream(self, call: _calls.Call) -> Any:
         # gRPC sends the pieces from its own thread while this one reads the answers.
@@ -422,13 +428,11 @@ class Client:
 
         Every step takes its client method's arguments (arrays, Buffers from
         put(), or ``pipeline.output(step, which)``); see primserve._pipeline.
+        With several servers, the pipeline goes to the instance holding the
+        buffers it names; buffers of two instances raise ValueError naming
+        both, before anything is sent.
         """
-        def invoke(request: bytes) -> bytes:
-            try:
-                return self._rpcs["Pipeline"](request, timeout=self.timeout)
-            except grpc.RpcError as error:
-                raise ServerError.from_rpc_error(error) from error
-        return _pipeline.Pipeline(invoke)
+        return _pipeline.Pipeline(self._invoke)
 
     def _stripe_methods(self, count: int) -> List["_BufferMethods"]:
         """Buffer methods on `count` channels with connections of their own."""
@@ -733,18 +737,22 @@ class Client:
     def multiplex(self) -> "Multiplex":
         """A Multiplex stream: many calls on one gRPC stream, each answered as it finishes.
 
-        Its methods are this client's, but send at once and return a
-        ``concurrent.futures.Future`` of the answer; a refused call's future
-        raises ServerError, and the stream goes on. Leaving the ``with``
-        block waits for every answer. The stream has no deadline (the
-        client's timeout bounds unary calls only).
+        Its methods are this client's (pipeline() too, its run() a Future),
+        but send at once and return a ``concurrent.futures.Future`` of the
+        answer; a refused call's future raises ServerError, and the stream
+        goes on. Leaving the ``with`` block waits for every answer. The
+        stream has no deadline (the client's timeout bounds unary calls
+        only). With several servers, a call naming buffers goes on a stream
+        to the instance holding them, opened on first use: one session may
+        use buffers of every instance, each call still answered through its
+        own Future.
 
         >>> with client.multiplex() as stream:
         ...     futures = [stream.reduce(np.arange(n, dtype=np.int64)) for n in (10, 100, 1000)]
         >>> [f.result() for f in futures]
         [45, 4950, 499500]
         """
-        return Multiplex(self._multiplex)
+        return Multiplex(self)
 
     def health(self, service: str = "") -> str:
         """The standard gRPC health check: "SERVING", or "NOT_SERVING" while draining.
@@ -860,35 +868,41 @@ def _run_each(count: int, f: Any) -> None:
         raise errors[0]
 
 
-_END = object()  # ends a Multiplex's request queue
+_END = object()  # ends a Multiplex stream's request queue
 
 
-class Multiplex:
-    """Calls on one Multiplex stream, from Client.multiplex(); each method returns a Future.
+def _failed(failure: Exception, route: Optional[_routes.Route]) -> Exception:
+    """A call's failure, as seen from a stream to its route's instance."""
+    return route.failed(failure) if route is not None and isinstance(failure, ServerError) else failure
 
-    Thread-safe: any thread may make calls. A thread reads the answers and
-    completes the futures; an error that ends the stream fails every call
-    still waiting with its ServerError.
-    """
 
-    def __init__(self, method: Any):
+class _Stream:
+    """One Multiplex gRPC stream: frames written from a queue, and a thread
+    matching each answer to its call's Future by id. Once the stream fails,
+    every call on it fails with that error, later ones at once."""
+
+    def __init__(self, method: Any, routes: Optional[_routes.Routes]):
         self._requests: "queue.Queue[Any]" = queue.Queue()
-        self._pending: Dict[int, Tuple[Future, _calls.Call]] = {}
+        self._pending: Dict[int, Tuple[Future, _calls.Call, Optional[_routes.Route]]] = {}
         self._lock = threading.Lock()
         self._ids = itertools.count()
         self._closed = False
+        self._failure: Optional[Exception] = None
+        self._routes = routes
         self._answers = method(iter(self._requests.get, _END))
         self._reader = threading.Thread(target=self._read, name="primserve-multiplex", daemon=True)
         self._reader.start()
 
-    def _invoke(self, call: _calls.Call) -> Future:
-        call = _buffers.place(call, None)
+    def send(self, call: _calls.Call, route: Optional[_routes.Route]) -> Future:
         future: Future = Future()
         with self._lock:  # so that no frame can follow close()'s end of the queue
             if self._closed:
                 raise ValueError("this Multiplex stream is closed")
+            if self._failure is not None:
+                future.set_exception(_failed(self._failure, route))
+                return future
             request_id = next(self._ids)
-            self._pending[request_id] = (future, call)
+            self._pending[request_id] = (future, call, route)
             self._requests.put(_multiplex.frame(request_id, call))
         return future
 
@@ -898,31 +912,88 @@ class Multiplex:
             for buffer in self._answers:
                 answer = _multiplex.read(buffer)
                 with self._lock:
-                    future, call = self._pending.pop(answer.id, (None, None))
+                    future, call, route = self._pending.pop(answer.id, (None, None, None))
                 if future is None:
                     raise ValueError(f"the server answered Multiplex id {answer.id}, which no call has")
                 try:
-                    future.set_result(_multiplex.result(call, buffer, answer))
+                    result = _multiplex.result(call, buffer, answer)
                 except ServerError as error:
-                    future.set_exception(error)
+                    future.set_exception(_failed(error, route))
+                    continue
+                if route is not None:
+                    self._routes.remember(route.outputs, route.location)
+                future.set_result(result)
         except grpc.RpcError as error:
             failure = ServerError.from_rpc_error(error)
         except ValueError as error:  # a malformed answer: the stream cannot be trusted further
             self._answers.cancel()
             failure = error
         with self._lock:
+            self._failure = failure
             unanswered, self._pending = list(self._pending.values()), {}
-        for future, _ in unanswered:
-            future.set_exception(failure)
+        for future, _, route in unanswered:
+            future.set_exception(_failed(failure, route))
 
     def close(self) -> None:
-        """Sends no more calls and waits for the answers to those sent."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
         self._requests.put(_END)
         self._reader.join()
+
+
+class Multiplex:
+    """Calls on Multiplex streams, from Client.multiplex(); each method returns a Future.
+
+    Calls naming no buffer go on one stream to the client's address. With
+    several servers, a call naming buffers goes on a stream to the instance
+    holding them (one per instance, opened on first use); one naming buffers
+    of two instances raises ValueError naming both, and one naming a buffer
+    no instance holds gets a Future raising ServerError NOT_FOUND.
+
+    Thread-safe: any thread may make calls. A thread per stream reads its
+    answers and completes the futures; an error that ends a stream fails
+    every call still waiting on it with its ServerError (NOT_FOUND saying
+    so where a buffer's instance went away).
+    """
+
+    def __init__(self, client: Client):
+        self._client = client
+        self._streams: Dict[Optional[str], _Stream] = {}  # by location; None: the client's address
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _stream(self, location: Optional[str]) -> _Stream:
+        with self._lock:
+            if self._closed:
+                raise ValueError("this Multiplex stream is closed")
+            stream = self._streams.get(location)
+            if stream is None:
+                method = (self._client._multiplex if location is None
+                          else self._client._routes.instance(location).methods.multiplex)
+                stream = self._streams[location] = _Stream(method, self._client._routes)
+            return stream
+
+    def _invoke(self, call: _calls.Call) -> Future:
+        if self._closed:
+            raise ValueError("this Multiplex stream is closed")
+        call = _buffers.place(call, None)
+        try:
+            route = self._client._route(call)
+        except ServerError as error:  # no instance holds a buffer it names: this call fails alone
+            future: Future = Future()
+            future.set_exception(error)
+            return future
+        return self._stream(None if route is None else route.location).send(call, route)
+
+    def close(self) -> None:
+        """Sends no more calls and waits for the answers to those sent."""
+        with self._lock:
+            self._closed = True
+            streams = list(self._streams.values())
+        for stream in streams:
+            stream.close()
 
     def __enter__(self) -> "Multiplex":
         return self
@@ -967,3 +1038,11 @@ class Multiplex:
              return_indices: bool = False, segment_offsets: _calls.Segments = None) -> "Future[Any]":
         """Client.sort, answered through a Future."""
         return self._invoke(_calls.sort(keys, values, descending, return_indices, segment_offsets))
+
+    def gather(self, values: np.ndarray, indices: np.ndarray) -> "Future[np.ndarray]":
+        """Client.gather, answered through a Future."""
+        return self._invoke(_calls.gather(values, indices))
+
+    def pipeline(self) -> _pipeline.Pipeline:
+        """Client.pipeline on this stream: its run() returns a Future of the answer."""
+        return _pipeline.Pipeline(self._invoke)

@@ -1,11 +1,14 @@
 """primserve.Client.pipeline and gather against numpy on a CPU primserve: the filtered group-by of the
 docstring, chains with explicit outputs, buffers in and out, the returned steps, and the errors (each
-naming its step)."""
+naming its step); the same pipelines from primserve.aio and on Multiplex streams."""
+
+import asyncio
 
 import numpy as np
 import pytest
 
 import primserve
+import primserve.aio
 
 
 @pytest.fixture
@@ -69,6 +72,15 @@ def test_sort_then_reduce_by_key_from_buffers_into_a_buffer(client, rng):
             client.free("py-pipeline-unique")
 
 
+def test_an_extreme_of_a_step_output_is_asked_of_the_server(client):
+    a = np.array([3, -1, 7, 2], dtype=np.int32)
+    assert client.pipeline().scan(a).reduce(op="max").run() == 11  # of 3 2 9 11
+    assert client.pipeline().select(a, gt=0).reduce(op="argmin").run() == (2, 2)  # of 3 7 2
+    # Nothing kept: the server's answer for an empty segment, the op's identity (index -1).
+    assert client.pipeline().select(a, gt=100).reduce(op="max").run() == np.iinfo(np.int32).min
+    assert client.pipeline().select(a, gt=100).reduce(op="argmax").run() == (np.iinfo(np.int32).min, -1)
+
+
 def test_refusals_name_their_step(client):
     a = np.arange(10, dtype=np.int32)
     p = client.pipeline().select(a, gt=3, indices=True).gather(np.arange(5, dtype=np.int64))
@@ -83,3 +95,39 @@ def test_refusals_name_their_step(client):
         client.pipeline().run()
     with pytest.raises(TypeError, match="unexpected keyword"):
         client.pipeline().select(a, between=3)
+
+
+def test_asyncio_and_multiplexed_pipelines_equal_the_blocking_ones(client, address, rng):
+    a = rng.standard_normal(20_000)
+    k = rng.integers(0, 40, 20_000).astype(np.int32)
+    x = np.sort(rng.integers(0, 30, 5_000)).astype(np.int64)
+
+    def build(p, kb):
+        """The same pipelines on any client or stream: a filtered group-by, and runs with their offsets."""
+        group_by = p().select(a, gt=0.0, indices=True).gather(kb).gather(a).aggregate_by_key(num_keys=40)
+        runs = p()
+        runs.run_length_encode(x, returned=True)
+        runs.scan(runs.output(0, "lengths"), exclusive=True, returned=True)
+        return group_by, runs
+
+    with client.put(k) as kb:
+        blocking = [p.run() for p in build(client.pipeline, kb)]
+        with client.multiplex() as stream:
+            futures = [p.run() for p in build(stream.pipeline, kb)]
+        multiplexed = [future.result() for future in futures]
+
+        async def main():
+            async with primserve.aio.Client(address, timeout=60) as aio:
+                async with aio.multiplex() as aio_stream:
+                    return (await asyncio.gather(*(p.run() for p in build(aio.pipeline, kb))),
+                            await asyncio.gather(*(p.run() for p in build(aio_stream.pipeline, kb))))
+
+        awaited, aio_multiplexed = asyncio.run(main())
+    for answers in (multiplexed, awaited, aio_multiplexed):
+        np.testing.assert_array_equal(answers[0], blocking[0])
+        (runs, offsets), (expected_runs, expected_offsets) = answers[1], blocking[1]
+        np.testing.assert_array_equal(runs.values, expected_runs.values)
+        np.testing.assert_array_equal(runs.lengths, expected_runs.lengths)
+        np.testing.assert_array_equal(offsets, expected_offsets)
+    keep = a > 0
+    np.testing.assert_allclose(blocking[0], np.bincount(k[keep], weights=a[keep], minlength=40))
