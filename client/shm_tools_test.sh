@@ -51,6 +51,14 @@ for address in "$SHM" "$PLAIN"; do
   done
 done
 
+# made_by <pid>: the /dev/shm objects process <pid> of this test made (newer
+# than $TMP/start: a killed process of another run with the same pid may have
+# left one of its name behind long ago).
+touch "$TMP/start"
+made_by() {
+  find /dev/shm -maxdepth 1 -name "primserve-client-$1-*" -newer "$TMP/start"
+}
+
 # run <out> <binary> <args...>: runs it, its stdout and stderr in $TMP/<out>
 # and $TMP/<out>.err; sets STATUS and checks that nothing of its process is
 # left in /dev/shm.
@@ -61,9 +69,7 @@ run() {
   pid=$!
   wait "$pid"
   STATUS=$?
-  if compgen -G "/dev/shm/primserve-client-$pid-*" >/dev/null; then
-    fail "$* left $(ls /dev/shm/primserve-client-"$pid"-*) behind"
-  fi
+  [[ -z "$(made_by "$pid")" ]] || fail "$* left $(made_by "$pid") behind"
 }
 
 # same <primctl args...>: --print=all answers, inline and with --shm, equal.
@@ -162,13 +168,13 @@ refused 2 "--verify" "$PRIMLOAD" --address="$SHM" --shm --in_place --verify
   >"$TMP/term.out" 2>&1 &
 pid=$!
 for ((i = 0; i < 100; i++)); do
-  compgen -G "/dev/shm/primserve-client-$pid-*" >/dev/null && break
+  [[ -n "$(made_by "$pid")" ]] && break
   sleep 0.1
 done
-compgen -G "/dev/shm/primserve-client-$pid-*" >/dev/null || fail "primload made no region"
+[[ -n "$(made_by "$pid")" ]] || fail "primload made no region"
 kill -TERM "$pid"
 wait "$pid"
-compgen -G "/dev/shm/primserve-client-$pid-*" >/dev/null && fail "SIGTERM left the region behind"
+[[ -z "$(made_by "$pid")" ]] || fail "SIGTERM left the region behind"
 echo "primload: every RPC verified through --shm; refusals ok; nothing left in /dev/shm"
 
 kill -TERM "$SERVER_PID" "$PLAIN_PID"
