@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "core/messages.h"
 #include "reference/gpu_order.h"
 #include "reference/reference.h"
@@ -105,12 +106,60 @@ ScanResult ScanInGpuOrder(const ScanOperation& o) {
   return result;
 }
 
+// The wider accumulator of T (int32 -> int64, uint32 -> uint64, float ->
+// double), where it has one.
+template <typename T>
+using Wide = std::conditional_t<std::is_same_v<T, int32_t>, int64_t,
+                                std::conditional_t<std::is_same_v<T, uint32_t>, uint64_t, double>>;
+template <typename T>
+constexpr bool kWidens =
+    std::is_same_v<T, int32_t> || std::is_same_v<T, uint32_t> || std::is_same_v<T, float>;
+
+template <typename Operation>
+absl::Status NotWidened(const Operation& o, absl::string_view rpc) {
+  return absl::InternalError(absl::StrCat("a ", rpc, " of ", DTypeName(o.input.dtype), " into ",
+                                          DTypeName(ValuesDType(o)), " reached the CPU backend"));
+}
+
+// A SUM or PROD scan accumulated in a wider dtype than the input's T.
+template <typename T>
+absl::StatusOr<Result> ScanWidened(const ScanOperation& o, const CpuContext& context) {
+  if constexpr (kWidens<T>) {
+    if (DTypeOf<Wide<T>>() == ValuesDType(o)) {
+      HostArray out = NewAnswer<Wide<T>>(ValuesDType(o), o.input.size(), context.answers);
+      cpu::Scan<T, Wide<T>>(o.input.as<T>(), o.op, o.exclusive, o.segment_offsets,
+                            Elements<Wide<T>>(out), context.parallelism);
+      return ScanResult{std::move(out)};
+    }
+  }
+  return NotWidened(o, "Scan");
+}
+
+// A SUM or PROD accumulated in a wider dtype than the input's T.
+template <typename T>
+absl::StatusOr<Result> ReduceWidened(const ReduceOperation& o, const CpuContext& context) {
+  if constexpr (kWidens<T>) {
+    using W = Wide<T>;
+    if (DTypeOf<W>() == ValuesDType(o)) {
+      HostArray values = NewAnswer<W>(
+          ValuesDType(o), std::max<size_t>(1, o.segment_offsets.size()), context.answers);
+      cpu::Reduce<T, W>(o.input.as<T>(), o.op, o.segment_offsets, Elements<W>(values),
+                        context.parallelism);
+      return ReduceResult{std::move(values), std::nullopt};
+    }
+  }
+  return NotWidened(o, "Reduce");
+}
+
 absl::StatusOr<Result> Run(const ScanOperation& o, const CpuContext& context) {
   if ((o.carry_in || o.wants_carry) && !o.segment_offsets.empty()) {
     return absl::InternalError("a scan with a carry reached the backend with segments");
   }
   return VisitDType(o.input.dtype, [&](auto zero) -> absl::StatusOr<Result> {
     using T = decltype(zero);
+    // Streams (carries) never widen; a widened scan is one sequential fold
+    // per segment where floats are concerned, so reproducible as it is.
+    if (o.accumulator) return ScanWidened<T>(o, context);
     if (RunsReproducibly(o)) return ScanInGpuOrder<T>(o);
     if (o.carry_in || o.wants_carry) return ScanWithCarry<T>(o);
     HostArray out = NewAnswer<T>(o.input.dtype, o.input.size(), context.answers);
@@ -120,24 +169,6 @@ absl::StatusOr<Result> Run(const ScanOperation& o, const CpuContext& context) {
   });
 }
 
-// A SUM or PROD accumulated in a wider dtype than the input's T.
-template <typename T>
-absl::StatusOr<Result> ReduceWidened(const ReduceOperation& o, const CpuContext& context) {
-  using Wide = std::conditional_t<std::is_same_v<T, int32_t>, int64_t,
-                                  std::conditional_t<std::is_same_v<T, uint32_t>, uint64_t, double>>;
-  if constexpr (std::is_same_v<T, int32_t> || std::is_same_v<T, uint32_t> ||
-                std::is_same_v<T, float>) {
-    if (DTypeOf<Wide>() == ValuesDType(o)) {
-      HostArray values = NewAnswer<Wide>(ValuesDType(o), std::max<size_t>(1, o.segment_offsets.size()),
-                                         context.answers);
-      cpu::Reduce<T, Wide>(o.input.as<T>(), o.op, o.segment_offsets, Elements<Wide>(values),
-                           context.parallelism);
-      return ReduceResult{std::move(values), std::nullopt};
-    }
-  }
-  return absl::InternalError(absl::StrCat("a Reduce of ", DTypeName(o.input.dtype), " into ",
-                                          DTypeName(ValuesDType(o)), " reached the CPU backend"));
-}
 
 absl::StatusOr<Result> Run(const ReduceOperation& o, const CpuContext& context) {
   return VisitDType(o.input.dtype, [&](auto zero) -> absl::StatusOr<Result> {

@@ -284,5 +284,39 @@ TEST(CpuBackendAccumulator, WidensSumAndProdAsNumpyDtypeDoes) {
   }
 }
 
+TEST(CpuBackendAccumulator, WidensScansAsNumpyCumsumDtypeDoes) {
+  constexpr int32_t kMax = std::numeric_limits<int32_t>::max();
+  std::vector<int32_t> ints(5000, kMax);  // past 2^31 from the second element on
+  ScanOperation o;
+  o.input = ViewOf(ints);
+  o.accumulator = DType::kInt64;
+  std::vector<int64_t> inclusive(ints.size()), exclusive(ints.size());
+  for (size_t i = 0; i < ints.size(); ++i) {
+    inclusive[i] = int64_t{kMax} * static_cast<int64_t>(i + 1);
+    exclusive[i] = int64_t{kMax} * static_cast<int64_t>(i);
+  }
+  EXPECT_EQ(RunScan(o).output.bytes, BytesOf(inclusive));
+  o.exclusive = true;
+  EXPECT_EQ(RunScan(o).output.bytes, BytesOf(exclusive));
+  const std::vector<uint64_t> segments = {0, 2};
+  o.segment_offsets = segments;
+  o.exclusive = false;
+  std::vector<int64_t> segmented = {kMax, 2 * int64_t{kMax}};
+  for (size_t i = 2; i < ints.size(); ++i) segmented.push_back(int64_t{kMax} * static_cast<int64_t>(i - 1));
+  EXPECT_EQ(RunScan(o).output.bytes, BytesOf(segmented));
+
+  std::vector<float> floats(1 << 20, 1.0f);
+  floats[0] = 16777216.0f;
+  ScanOperation f;
+  f.input = ViewOf(floats);
+  f.accumulator = DType::kFloat64;
+  f.reproducible = true;
+  const std::string bytes = RunScan(f).output.bytes;
+  ASSERT_EQ(bytes.size(), floats.size() * sizeof(double));
+  double last = 0;
+  std::memcpy(&last, bytes.data() + bytes.size() - sizeof(double), sizeof(double));
+  EXPECT_EQ(last, 16777216.0 + (1 << 20) - 1);
+}
+
 }  // namespace
 }  // namespace primserve

@@ -63,24 +63,25 @@ A LaneFold(const T* input, uint64_t begin, uint64_t end) {
   return lanes[0];
 }
 
-// Scans input[begin, end) into out, continuing `prefix` (the inclusive scan
-// of everything before `begin` in the segment) when `has_prefix`.
-template <Op kOp, typename T>
-void ScanRange(const T* input, T* out, uint64_t begin, uint64_t end, bool exclusive,
-               bool has_prefix, T prefix) {
+// Scans input[begin, end) into out in A (T or a wider accumulator),
+// continuing `prefix` (the inclusive scan of everything before `begin` in
+// the segment) when `has_prefix`.
+template <Op kOp, typename T, typename A>
+void ScanRange(const T* input, A* out, uint64_t begin, uint64_t end, bool exclusive,
+               bool has_prefix, A prefix) {
   if (begin == end) return;
-  T acc = has_prefix ? Combine(kOp, prefix, input[begin]) : input[begin];
+  A acc = has_prefix ? Combine(kOp, prefix, static_cast<A>(input[begin])) : static_cast<A>(input[begin]);
   if (exclusive) {
-    out[begin] = has_prefix ? prefix : Identity<T>(kOp);
+    out[begin] = has_prefix ? prefix : Identity<A>(kOp);
     for (uint64_t i = begin + 1; i < end; ++i) {
-      const T x = input[i];  // read before the write: out may be input
+      const A x = static_cast<A>(input[i]);  // read before the write: out may be input
       out[i] = acc;
       acc = Combine(kOp, acc, x);
     }
   } else {
     out[begin] = acc;
     for (uint64_t i = begin + 1; i < end; ++i) {
-      acc = Combine(kOp, acc, input[i]);
+      acc = Combine(kOp, acc, static_cast<A>(input[i]));
       out[i] = acc;
     }
   }
@@ -96,31 +97,31 @@ void ForEachSegment(uint64_t n, absl::Span<const uint64_t> starts, F&& f) {
 
 }  // namespace
 
-template <typename T>
+template <typename T, typename A>
 void Scan(absl::Span<const T> input, Op op, bool exclusive,
-          absl::Span<const uint64_t> segment_starts, absl::Span<T> out,
+          absl::Span<const uint64_t> segment_starts, absl::Span<A> out,
           const Parallelism& parallelism) {
   const uint64_t n = input.size();
   WithOp(op, [&](auto op_constant) {
     constexpr Op kOp = decltype(op_constant)::value;
-    if (!segment_starts.empty() || !SplitsExactly<T>(kOp)) {
+    if (!segment_starts.empty() || !SplitsExactly<A>(kOp)) {
       ForEachSegment(n, segment_starts, [&](uint64_t begin, uint64_t end, size_t) {
-        ScanRange<kOp>(input.data(), out.data(), begin, end, exclusive, false, T{});
+        ScanRange<kOp>(input.data(), out.data(), begin, end, exclusive, false, A{});
       });
       return;
     }
     // Two passes: each part's total, then each part scanned from the fold of
     // the totals before it.
     const int most = std::max(1, parallelism.threads);
-    std::vector<T> totals(most);
+    std::vector<A> totals(most);
     const int parts = ForEachPart(n, parallelism, [&](int p, uint64_t begin, uint64_t end) {
-      if (begin < end) totals[p] = Fold<kOp, T>(input.data(), begin, end);
+      if (begin < end) totals[p] = Fold<kOp, A>(input.data(), begin, end);
     });
     if (parts == 1) {
-      ScanRange<kOp>(input.data(), out.data(), 0, n, exclusive, false, T{});
+      ScanRange<kOp>(input.data(), out.data(), 0, n, exclusive, false, A{});
       return;
     }
-    std::vector<T> prefixes(parts);
+    std::vector<A> prefixes(parts);
     for (int p = 1; p < parts; ++p) {
       prefixes[p] = p == 1 ? totals[0] : Combine(kOp, prefixes[p - 1], totals[p - 1]);
     }
@@ -157,8 +158,8 @@ void Reduce(absl::Span<const T> input, Op op, absl::Span<const uint64_t> segment
 }
 
 #define PRIMSERVE_CPU_KERNELS(T)                                                           \
-  template void Scan<T>(absl::Span<const T>, Op, bool, absl::Span<const uint64_t>,         \
-                        absl::Span<T>, const Parallelism&);                                \
+  template void Scan<T, T>(absl::Span<const T>, Op, bool, absl::Span<const uint64_t>,      \
+                           absl::Span<T>, const Parallelism&);                             \
   template void Reduce<T, T>(absl::Span<const T>, Op, absl::Span<const uint64_t>, absl::Span<T>, \
                              const Parallelism&);
 PRIMSERVE_CPU_KERNELS(int32_t)
@@ -169,7 +170,14 @@ PRIMSERVE_CPU_KERNELS(float)
 PRIMSERVE_CPU_KERNELS(double)
 #undef PRIMSERVE_CPU_KERNELS
 
-// The accumulators ReduceRequest.accumulator_dtype widens to.
+// The accumulators Scan's and Reduce's accumulator_dtype widen to.
+template void Scan<int32_t, int64_t>(absl::Span<const int32_t>, Op, bool, absl::Span<const uint64_t>,
+                                     absl::Span<int64_t>, const Parallelism&);
+template void Scan<uint32_t, uint64_t>(absl::Span<const uint32_t>, Op, bool,
+                                       absl::Span<const uint64_t>, absl::Span<uint64_t>,
+                                       const Parallelism&);
+template void Scan<float, double>(absl::Span<const float>, Op, bool, absl::Span<const uint64_t>,
+                                  absl::Span<double>, const Parallelism&);
 template void Reduce<int32_t, int64_t>(absl::Span<const int32_t>, Op, absl::Span<const uint64_t>,
                                        absl::Span<int64_t>, const Parallelism&);
 template void Reduce<uint32_t, uint64_t>(absl::Span<const uint32_t>, Op,

@@ -23,12 +23,13 @@ struct Parallelism {
   uint64_t min_items = uint64_t{1} << 20;
 };
 
-// The scan of `input` into `out` (same length; may be the same memory),
-// restarting at each segment start, as reference::Scan gives it (same bits).
-// `op` is SUM, PROD, MIN or MAX.
-template <typename T>
+// The scan of `input` into `out` (same length; may be the same memory when
+// A is T), restarting at each segment start, as reference::Scan gives it
+// (same bits). `op` is SUM, PROD, MIN or MAX. A, the accumulator and the
+// answer's type, is T or (SUM, PROD) a wider one, as for Reduce.
+template <typename T, typename A = T>
 void Scan(absl::Span<const T> input, Op op, bool exclusive,
-          absl::Span<const uint64_t> segment_starts, absl::Span<T> out,
+          absl::Span<const uint64_t> segment_starts, absl::Span<A> out,
           const Parallelism& parallelism);
 
 // The SUM, PROD, MIN or MAX of each segment (one over all of `input` when

@@ -65,7 +65,7 @@ StepOutputSpecs OutputsOf(const Operation& operation) {
   using K = StepOutputKind;
   std::visit(
       Overloaded{
-          [&](const ScanOperation& o) { set(K::kValues, o.input.dtype, o.input.size()); },
+          [&](const ScanOperation& o) { set(K::kValues, ValuesDType(o), o.input.size()); },
           [&](const ReduceOperation& o) {
             const uint64_t answers = std::max<uint64_t>(1, o.segment_offsets.size());
             set(K::kValues, ValuesDType(o), answers);

@@ -75,6 +75,7 @@ BatchKey BatchKeyOf(const Operation& operation) {
           [&](const ScanOperation& o) {
             key.op = static_cast<int>(o.op);
             key.dtype = DTypeInt(o.input.dtype);
+            key.second_dtype = DTypeInt(ValuesDType(o));
             key.detail = o.exclusive;
             key.reproducible = RunsReproducibly(o);
           },
@@ -149,7 +150,7 @@ uint64_t MaxAnswerBytes(const Operation& operation) {
   };
   return std::visit(
       Overloaded{
-          [&](const ScanOperation& o) { return o.input.bytes.size(); },
+          [&](const ScanOperation& o) { return bytes(o.input.size(), DTypeSize(ValuesDType(o))); },
           [&](const ReduceOperation& o) {
             const uint64_t segments = std::max<uint64_t>(1, o.segment_offsets.size());
             const bool arg = o.op == Op::kArgMin || o.op == Op::kArgMax;

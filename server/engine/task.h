@@ -174,12 +174,17 @@ struct ScanOperation {
   // through this operation's last element (gpu::ScanWithCarry's
   // d_carry_out), for the stream's next operation.
   bool wants_carry = false;
+  // As ReduceOperation::accumulator (ScanRequest.accumulator_dtype).
+  std::optional<DType> accumulator;
 };
+
+// The dtype of a Scan's output.
+inline DType ValuesDType(const ScanOperation& o) { return o.accumulator.value_or(o.input.dtype); }
 
 // Whether a scan must run exactly as it would alone (see
 // ScanOperation::reproducible).
 inline bool RunsReproducibly(const ScanOperation& o) {
-  return o.reproducible && OrderSensitive(o.op, o.input.dtype);
+  return o.reproducible && OrderSensitive(o.op, ValuesDType(o));
 }
 
 struct ReduceOperation {

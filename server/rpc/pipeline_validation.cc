@@ -99,7 +99,12 @@ absl::StatusOr<Operation> StepOperation(const v1::PipelineStep& step, const Requ
     return ToOperation(request, limits, memory, payloads);
   };
   switch (step.op_case()) {
-    case v1::PipelineStep::kScan: return validate(step.scan());
+    case v1::PipelineStep::kScan:
+      if (step.scan().accumulator_dtype() != v1::DTYPE_UNSPECIFIED) {
+        return absl::InvalidArgumentError(
+            "scan.accumulator_dtype is not taken in a Pipeline step (a unary Scan takes it)");
+      }
+      return validate(step.scan());
     case v1::PipelineStep::kReduce:
       if (step.reduce().accumulator_dtype() != v1::DTYPE_UNSPECIFIED) {
         return absl::InvalidArgumentError(

@@ -363,7 +363,7 @@ bool Reproducible(bool requested, const RequestLimits& limits) {
   return requested || limits.reproducible_floats;
 }
 
-// ReduceRequest.accumulator_dtype: none where unset or the input's own.
+// Scan's and Reduce's accumulator_dtype: none where unset or the input's own.
 absl::StatusOr<std::optional<DType>> ParseAccumulator(v1::DType asked, Op op, DType input,
                                                       const RequestLimits& limits) {
   if (asked == v1::DTYPE_UNSPECIFIED || static_cast<DType>(asked) == input) return std::nullopt;
@@ -418,13 +418,17 @@ absl::StatusOr<Operation> ToOperation(const v1::ScanRequest& request, const Requ
   o.op = *op;
   o.exclusive = request.exclusive();
   o.reproducible = Reproducible(request.reproducible(), limits);
+  absl::StatusOr<std::optional<DType>> accumulator =
+      ParseAccumulator(request.accumulator_dtype(), o.op, o.input.dtype, limits);
+  if (!accumulator.ok()) return accumulator.status();
+  o.accumulator = *accumulator;
   absl::StatusOr<absl::Span<const uint64_t>> segments =
       ParseSegments(request.segment_offsets(), o.input.size(), limits);
   if (!segments.ok()) return segments.status();
   o.segment_offsets = *segments;
   if (absl::Status s = PlaceOutputs(
           request,
-          {{shm::Slot::kValues, o.input.dtype, KnownSize(o.input, o.input.size()), o.input.size()}},
+          {{shm::Slot::kValues, ValuesDType(o), KnownSize(o.input, o.input.size()), o.input.size()}},
           memory, "Scan");
       !s.ok()) {
     return s;

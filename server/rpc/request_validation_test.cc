@@ -274,6 +274,25 @@ TEST(RequestValidationTest, AccumulatorDtypeWidensSumAndProdOnly) {
                            "dtype only");
 }
 
+TEST(RequestValidationTest, ScanTakesTheAccumulatorDtypeAsReduceDoes) {
+  RequestLimits cpu;
+  cpu.wide_accumulators = true;
+  v1::ScanRequest request;
+  request.mutable_input()->set_dtype(v1::FLOAT32);
+  request.mutable_input()->set_data(std::string(8, '\0'));
+  request.set_op(v1::SUM);
+  request.set_accumulator_dtype(v1::FLOAT64);
+  absl::StatusOr<Operation> o = ToOperation(request, cpu);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(std::get<ScanOperation>(*o).accumulator, DType::kFloat64);
+  request.set_op(v1::MIN);
+  EXPECT_THAT(std::string(ToOperation(request, cpu).status().message()),
+              HasSubstr("accumulator_dtype FLOAT64 applies to SUM and PROD, not MIN"));
+  request.set_op(v1::SUM);
+  EXPECT_EQ(ToOperation(request, RequestLimits{}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(RequestValidationTest, AccumulatorDtypeCountsInTheAnswerLimit) {
   RequestLimits limits;
   limits.wide_accumulators = true;

@@ -109,6 +109,11 @@ class ScanFamily : public IndependentPieces<v1::ScanRequest> {
     const absl::Span<const uint64_t> offsets(first.segment_offsets().data(),
                                              first.segment_offsets().size());
     if (absl::Status s = CheckStreamOffsets(offsets, limits.max_elements); !s.ok()) return s;
+    if (first.accumulator_dtype() != v1::DTYPE_UNSPECIFIED &&
+        first.accumulator_dtype() != first.input().dtype()) {
+      return absl::InvalidArgumentError(
+          "accumulator_dtype is not taken by ScanStream (a unary Scan takes it)");
+    }
     stitch_.emplace(static_cast<Op>(first.op()), first.exclusive(),
                     std::vector<uint64_t>(offsets.begin(), offsets.end()));
     dtype_ = static_cast<DType>(first.input().dtype());

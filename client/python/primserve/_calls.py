@@ -98,26 +98,38 @@ def _first_if(whole: bool, values: np.ndarray) -> Any:
     return values[0] if whole else values
 
 
-def scan(a: np.ndarray, op: str, exclusive: bool, segments: Segments, reproducible: bool = False) -> Call:
+def _accumulator(dtype: Any, a: np.ndarray) -> Optional[int]:
+    """accumulator_dtype for numpy's dtype= (None where it is a's own)."""
+    if dtype is None or np.dtype(dtype) == a.dtype:
+        return None
+    if np.dtype(dtype) not in _arrays.DTYPES:
+        raise TypeError(f"dtype {np.dtype(dtype)} is not one of {_arrays.SUPPORTED}")
+    return _arrays.DTYPES[np.dtype(dtype)]
+
+
+def scan(a: np.ndarray, op: str, exclusive: bool, segments: Segments, reproducible: bool = False,
+         dtype: Any = None) -> Call:
     a = _arrays.check_array(a, "a")
     request = pb.ScanRequest(input=_arrays.header(a), op=_op(op, _SCAN_OPS, "scan"), exclusive=bool(exclusive),
                              reproducible=_reproducible(reproducible))
+    accumulator = _accumulator(dtype, a)
+    if accumulator is not None:
+        request.accumulator_dtype = accumulator
     offsets = _offsets(segments)
     if offsets is not None:
         request.segment_offsets.extend(offsets.tolist())
+    # ScanStream does not take accumulator_dtype: a widened scan stays unary.
     return Call("Scan", request, {"input": a}, pb.ScanResponse.DESCRIPTOR,
-                lambda response: response.output)
+                lambda response: response.output, streams=accumulator is None)
 
 
 def reduce(a: np.ndarray, op: str, segments: Segments, reproducible: bool = False, dtype: Any = None) -> Call:
     a = _arrays.check_array(a, "a")
     code = _op(op, tuple(_OPS), "reduce")
     request = pb.ReduceRequest(input=_arrays.header(a), op=code, reproducible=_reproducible(reproducible))
-    widened = dtype is not None and np.dtype(dtype) != a.dtype
-    if widened:
-        if np.dtype(dtype) not in _arrays.DTYPES:
-            raise TypeError(f"dtype {np.dtype(dtype)} is not one of {_arrays.SUPPORTED}")
-        request.accumulator_dtype = _arrays.DTYPES[np.dtype(dtype)]
+    accumulator = _accumulator(dtype, a)
+    if accumulator is not None:
+        request.accumulator_dtype = accumulator
     offsets = _offsets(segments)
     if offsets is not None:
         request.segment_offsets.extend(offsets.tolist())
@@ -136,7 +148,8 @@ def reduce(a: np.ndarray, op: str, segments: Segments, reproducible: bool = Fals
         return values
 
     # ReduceStream does not take accumulator_dtype: a widened reduce stays unary.
-    return Call("Reduce", request, {"input": a}, pb.ReduceResponse.DESCRIPTOR, parse, streams=not widened)
+    return Call("Reduce", request, {"input": a}, pb.ReduceResponse.DESCRIPTOR, parse,
+                streams=accumulator is None)
 
 
 def _scalar(value: Any, dtype: np.dtype, field: str) -> pb.Scalar:

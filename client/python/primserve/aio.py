@@ -35,9 +35,10 @@ class _Methods:
 
     async def scan(self, a: np.ndarray, op: str = "sum", exclusive: bool = False,
                    segments: _calls.Segments = None, out: Optional[np.ndarray] = None, *,
-                   reproducible: bool = False) -> np.ndarray:
-        """primserve.Client.scan, awaited (reproducible=True: float sum/prod get the same bits every time)."""
-        return await self._invoke(_calls.scan(a, op, exclusive, segments, reproducible), out)
+                   reproducible: bool = False, dtype: Any = None) -> np.ndarray:
+        """primserve.Client.scan, awaited (reproducible=True: float sum/prod get the same bits every
+        time; dtype=: the accumulator, as numpy's cumsum(dtype=))."""
+        return await self._invoke(_calls.scan(a, op, exclusive, segments, reproducible, dtype), out)
 
     async def reduce(self, a: np.ndarray, op: str = "sum", segments: _calls.Segments = None,
                      out: Optional[np.ndarray] = None, *, reproducible: bool = False, dtype: Any = None) -> Any:

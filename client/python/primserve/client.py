@@ -214,7 +214,7 @@ class Client:
 
     def scan(self, a: np.ndarray, op: str = "sum", exclusive: bool = False,
              segments: _calls.Segments = None, out: Optional[np.ndarray] = None, *,
-             reproducible: bool = False) -> np.ndarray:
+             reproducible: bool = False, dtype: Any = None) -> np.ndarray:
         """Inclusive or exclusive scan: ``numpy.cumsum`` and its kin.
 
         Args:
@@ -235,9 +235,12 @@ class Client:
                 the server (at most its --max_request_elements); False keeps
                 the server's default (``--reproducible_floats``, off unless
                 set). A non-bool raises TypeError.
+            dtype: "sum" and "prod" only: the dtype to accumulate and answer
+                in, as numpy's ``cumsum(dtype=)``; as for reduce() (which
+                see).
 
         Returns:
-            An array of a's dtype and length.
+            An array of a's length and dtype (dtype='s where given).
 
         >>> client.scan(np.array([1, 2, 3, 4], dtype=np.int64), exclusive=True)
         array([0, 1, 3, 6])
@@ -245,8 +248,10 @@ class Client:
         array([1., 2., 3., 4.])
         >>> client.scan(np.array([0.5, 0.25, 2.0], dtype=np.float32), reproducible=True)
         array([0.5 , 0.75, 2.75], dtype=float32)
+        >>> client.scan(np.array([2**31 - 1, 1], dtype=np.int32), dtype=np.int64)
+        array([2147483647, 2147483648])
         """
-        return self._invoke(_calls.scan(a, op, exclusive, segments, reproducible), out)
+        return self._invoke(_calls.scan(a, op, exclusive, segments, reproducible, dtype), out)
 
     def reduce(self, a: np.ndarray, op: str = "sum", segments: _calls.Segments = None,
                out: Optional[np.ndarray] = None, *, reproducible: bool = False, dtype: Any = None) -> Any:
@@ -1002,9 +1007,10 @@ class Multiplex:
         self.close()
 
     def scan(self, a: np.ndarray, op: str = "sum", exclusive: bool = False,
-             segments: _calls.Segments = None, *, reproducible: bool = False) -> "Future[np.ndarray]":
+             segments: _calls.Segments = None, *, reproducible: bool = False,
+             dtype: Any = None) -> "Future[np.ndarray]":
         """Client.scan, answered through a Future (reproducible=True: the unary call's bits)."""
-        return self._invoke(_calls.scan(a, op, exclusive, segments, reproducible))
+        return self._invoke(_calls.scan(a, op, exclusive, segments, reproducible, dtype))
 
     def reduce(self, a: np.ndarray, op: str = "sum", segments: _calls.Segments = None, *,
                reproducible: bool = False, dtype: Any = None) -> "Future[Any]":
