@@ -21,6 +21,7 @@
 #   tools/shm_ipc_bench.sh OUT_DIR [--only=PART,...]           (--engine)
 #   tools/huge_stream_check.sh OUT_DIR [--n=N] [--piece_bytes=B] (--engine)
 #   tools/gpu_multi_bench.sh OUT_DIR [resident|shm] [ELEMENTS]  one GPU against two (--engine)
+#   tools/gpu_bdp_probe_ab.sh OUT_DIR [ROUNDS]  gRPC's BDP probe off (default) against on (--engine)
 #   tools/sort_gpu_round.sh OUT_DIR [--bench] [--service] ...   the sort's round
 #                                      (--only=sort_gpu_test,sort_bench,sort_variants,
 #                                      with --server for --service)
@@ -85,7 +86,7 @@ cp tools/gpu_run_all.sh "$out/run_all.sh"
 cp tools/kernel_bench.sh tools/gpu_checks.sh tools/gpu_engine_bench.sh tools/huge_stream_check.sh \
   tools/shm_ipc_bench.sh tools/shm_bench.py tools/gpu_buffers_bench.sh tools/gpu_pipeline_bench.sh \
   tools/pipeline_bench.py tools/sort_gpu_round.sh tools/sort_service_bench.py \
-  tools/gpu_multi_bench.sh "$out/"
+  tools/gpu_multi_bench.sh tools/gpu_bdp_probe_ab.sh "$out/"
 echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!gpu_bundle' || echo '+changes')" \
   >"$out/commit.txt"
 if [[ ${#engine[@]} -gt 0 ]]; then
