@@ -177,8 +177,7 @@ absl::Status BuffersClient::ReadRange(const std::string& location, size_t channe
   return Routed(status, name, location);
 }
 
-absl::Status BuffersClient::ReadInto(const std::string& name, const v1::BufferInfo& info,
-                                     char* out, size_t stripes) {
+absl::Status BuffersClient::ReadInto(const v1::BufferInfo& info, char* out, size_t stripes) {
   const size_t element_size = DTypeSize(static_cast<DType>(info.dtype()));
   const uint64_t elements = info.length();
   const std::string location = routes_ != nullptr ? info.location() : "";
@@ -186,7 +185,8 @@ absl::Status BuffersClient::ReadInto(const std::string& name, const v1::BufferIn
   return OnEach(n, [&](size_t i) {
     const uint64_t begin = elements * i / n, end = elements * (i + 1) / n;
     if (begin == end) return absl::OkStatus();
-    return ReadRange(location, i, name, begin, end, element_size, out + begin * element_size);
+    return ReadRange(location, i, info.name(), begin, end, element_size,
+                     out + begin * element_size);
   });
 }
 
@@ -194,7 +194,7 @@ absl::StatusOr<std::string> BuffersClient::GetBytes(const std::string& name, siz
   absl::StatusOr<v1::BufferInfo> info = Info(name);
   if (!info.ok()) return info.status();
   std::string bytes(info->length() * DTypeSize(static_cast<DType>(info->dtype())), '\0');
-  absl::Status read = ReadInto(name, *info, bytes.data(), stripes);
+  absl::Status read = ReadInto(*info, bytes.data(), stripes);
   if (!read.ok()) return read;
   return bytes;
 }

@@ -10,6 +10,7 @@
 //   instance went away is NOT_FOUND saying so.
 #include "client/buffers_client.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <numeric>
@@ -167,6 +168,24 @@ TEST_F(TypedCallsTest, IntoStoresOutputsThatGetReadsBack) {
   into.set_values("big");
   ASSERT_TRUE(streaming.Into(into).Scan<int32_t>(x, Op::kSum).ok());
   EXPECT_EQ(buffers.Get<int32_t>("big").value(), inline_scan);
+}
+
+TEST_F(TypedCallsTest, ReadIntoFillsMemoryNothingTouchedInStripes) {
+  std::vector<std::shared_ptr<grpc::Channel>> channels(3, channel_);
+  BuffersClient buffers(channels);
+  const std::vector<int32_t> x = Values(100003, 5);
+  ASSERT_TRUE(buffers.Put<int32_t>("x", x).ok());
+  const v1::BufferInfo info = buffers.Info("x").value();
+  // Poisoned, so that a range no stripe wrote shows.
+  std::vector<int32_t> out(x.size() + 1, -7);
+  ASSERT_TRUE(buffers.ReadInto(info, reinterpret_cast<char*>(out.data())).ok());
+  EXPECT_TRUE(std::equal(x.begin(), x.end(), out.begin()));
+  EXPECT_EQ(out.back(), -7) << "wrote past the buffer's length";
+  // A description of a buffer the caller does not hold reads nothing.
+  v1::BufferInfo gone = info;
+  gone.set_name("gone");
+  EXPECT_EQ(buffers.ReadInto(gone, reinterpret_cast<char*>(out.data())).code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST(TargetAddressesTest, ListsAndDnsNamesGiveTheirServers) {
