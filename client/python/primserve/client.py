@@ -1,9 +1,11 @@
 """The blocking client, and its Multiplex stream."""
 
+import atexit
 import itertools
 import queue
 import threading
 import traceback
+import weakref
 from concurrent.futures import Future
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -15,6 +17,19 @@ from primserve import (_arrays, _buffers, _calls, _channel, _cuda, _methods, _mu
 from primserve.errors import ServerError
 from primserve.results import KeyedReduction, Partition, Runs, Selection
 from primserve.v1 import primitives_pb2 as pb
+
+
+# Clients not yet closed. At interpreter exit their channels are closed while
+# gRPC's threads still run: left to the garbage collector after those threads
+# are frozen, a channel's finalizer can wait forever on a lock one of them
+# holds (1 of 261 interrupted calls hung at exit so here).
+_OPEN: "weakref.WeakSet[Client]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_channels() -> None:
+    for client in list(_OPEN):
+        client._close_channels()
 
 
 class Client:
@@ -107,6 +122,7 @@ class Client:
         self.stream_bytes = stream_bytes
         self.piece_bytes = piece_bytes
         self.progress = progress
+        _OPEN.add(self)
 
     def close(self) -> None:
         """Closes the regions still open (unregistered, unlinked) and the
@@ -117,6 +133,10 @@ class Client:
                 region.close()
             except ServerError:  # a server gone took its registrations with it
                 pass
+        self._close_channels()
+
+    def _close_channels(self) -> None:
+        _OPEN.discard(self)
         self._channel.close()
         for channel, _ in self._stripes:
             channel.close()
@@ -200,13 +220,19 @@ class Client:
     def _stream(self, call: _calls.Call) -> Any:
         # gRPC sends the pieces from its own thread while this one reads the answers.
         stream = self._streams[call.rpc](_streams.pieces(call, self.piece_bytes, self.progress), timeout=self.timeout)
+
+        def read() -> List[Any]:
+            try:
+                return [stream.result()] if call.rpc in _streams.ONE_ANSWER else list(stream)
+            except grpc.RpcError as error:
+                raise ServerError.from_rpc_error(error) from error
+
         try:
-            answers = [stream.result()] if call.rpc in _streams.ONE_ANSWER else list(stream)
-        except grpc.RpcError as error:
-            raise ServerError.from_rpc_error(error) from error
+            # Ctrl-C cancels the call: left running, gRPC's thread would go on sending the pieces.
+            answers = _off_this_thread(read, stream.cancel)
+        except ServerError:
+            raise
         except BaseException as error:
-            # Ctrl-C: left running, gRPC's thread would go on sending the pieces.
-            stream.cancel()
             del stream
             _let_go(error)
             raise
@@ -835,9 +861,33 @@ class _Calls:
             self._calls.clear()
 
 
+def _off_this_thread(work: Any, cancel: Any) -> Any:
+    """work() on a thread of its own, waited for here, so that a Ctrl-C lands
+    in this wait and not inside gRPC's locks: an acquire interrupted there can
+    leave a lock held, and the call's cancel() then waits for it forever (1 of
+    144 interrupted calls hung so here). The interrupt cancels the work's
+    calls (cancel()) and propagates; work()'s own errors propagate as they are."""
+    result: Future = Future()
+
+    def run() -> None:
+        try:
+            result.set_result(work())
+        except BaseException as error:  # noqa: re-raised on the waiting thread
+            result.set_exception(error)
+
+    threading.Thread(target=run, daemon=True).start()
+    try:
+        return result.result()
+    except BaseException:
+        if not result.done():
+            cancel()
+        raise
+
+
 def _run_each(count: int, f: Any) -> None:
-    """f(i, calls) for i in range(count), each on a thread of its own (the
-    first on this one); the first ServerError (or other error) raised is
+    """f(i, calls) for i in range(count), each on a thread of its own, joined
+    here (a Ctrl-C lands in the join, not inside gRPC's locks: see
+    _off_this_thread); the first ServerError (or other error) raised is
     raised here, once every call has ended: the first error cancels the
     others, and so does Ctrl-C on this thread (then raised at once)."""
     errors: List[BaseException] = []
@@ -853,11 +903,10 @@ def _run_each(count: int, f: Any) -> None:
             errors.append(error)
             calls.cancel()
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(1, count)]
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
     try:
         for thread in threads:
             thread.start()
-        run(0)
         for thread in threads:
             thread.join()
     except BaseException as error:
