@@ -4,6 +4,7 @@ import atexit
 import itertools
 import queue
 import threading
+import time
 import traceback
 import weakref
 from concurrent.futures import Future
@@ -30,6 +31,14 @@ _OPEN: "weakref.WeakSet[Client]" = weakref.WeakSet()
 def _close_open_channels() -> None:
     for client in list(_OPEN):
         client._close_channels()
+    # gRPC's threads (daemons: a call's request sender, a channel's poller)
+    # end a moment after their calls are cancelled and channels closed; one
+    # that meets interpreter exit inside a call's lock dies holding it, and
+    # the call's finalizer then waits for it forever. They get a second.
+    deadline = time.monotonic() + 1
+    for thread in threading.enumerate():
+        if thread.daemon and getattr(getattr(thread, "_target", None), "__module__", "").startswith("grpc."):
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
 class Client:
@@ -219,9 +228,12 @@ class Client:
 
     def _stream(self, call: _calls.Call) -> Any:
         # gRPC sends the pieces from its own thread while this one reads the answers.
-        stream = self._streams[call.rpc](_streams.pieces(call, self.piece_bytes, self.progress), timeout=self.timeout)
+        method = self._streams[call.rpc]
+        pieces = _streams.pieces(call, self.piece_bytes, self.progress)
+        calls = _Calls()
 
         def read() -> List[Any]:
+            stream = calls.add(method(pieces, timeout=self.timeout))
             try:
                 return [stream.result()] if call.rpc in _streams.ONE_ANSWER else list(stream)
             except grpc.RpcError as error:
@@ -229,13 +241,14 @@ class Client:
 
         try:
             # Ctrl-C cancels the call: left running, gRPC's thread would go on sending the pieces.
-            answers = _off_this_thread(read, stream.cancel)
+            answers = _off_this_thread(read, calls.cancel)
         except ServerError:
             raise
         except BaseException as error:
-            del stream
+            calls.forget()
             _let_go(error)
             raise
+        calls.forget()
         return _streams.join(call, answers)
 
     def scan(self, a: np.ndarray, op: str = "sum", exclusive: bool = False,
@@ -835,7 +848,8 @@ def _let_go(error: BaseException) -> None:
 
 
 class _Calls:
-    """The gRPC calls of one put() or get(), to cancel them all at once."""
+    """The gRPC calls of one streamed call, put() or get(), to cancel them all
+    at once."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -862,11 +876,13 @@ class _Calls:
 
 
 def _off_this_thread(work: Any, cancel: Any) -> Any:
-    """work() on a thread of its own, waited for here, so that a Ctrl-C lands
-    in this wait and not inside gRPC's locks: an acquire interrupted there can
-    leave a lock held, and the call's cancel() then waits for it forever (1 of
-    144 interrupted calls hung so here). The interrupt cancels the work's
-    calls (cancel()) and propagates; work()'s own errors propagate as they are."""
+    """work() (which makes its gRPC calls) on a thread of its own, waited for
+    here, so that a Ctrl-C lands in this wait and never inside gRPC's code,
+    which holds its locks as a call starts, waits and ends: an acquire
+    interrupted there can leave a lock held, and the call's cancel() or its
+    finalizer then waits for it forever (1 of 144 interrupted calls hung so
+    here). The interrupt cancels the work's calls (cancel()), waits for the
+    thread and propagates; work()'s own errors propagate as they are."""
     result: Future = Future()
 
     def run() -> None:
@@ -875,12 +891,16 @@ def _off_this_thread(work: Any, cancel: Any) -> Any:
         except BaseException as error:  # noqa: re-raised on the waiting thread
             result.set_exception(error)
 
-    threading.Thread(target=run, daemon=True).start()
+    thread = threading.Thread(target=run)
+    thread.start()
     try:
         return result.result()
     except BaseException:
         if not result.done():
             cancel()
+            # Ended before the interrupt goes on (promptly, once cancelled): a
+            # thread frozen at exit inside gRPC's locks would hang the exit.
+            thread.join(timeout=10)
         raise
 
 
