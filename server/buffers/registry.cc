@@ -156,31 +156,10 @@ Registry::Registry(const Limits& limits, ExecutionBackend* backend, Metrics* met
       backend_(backend),
       metrics_(metrics),
       usage_(std::make_shared<Usage>(limits, metrics)),
-      location_(limits.location) {
-  if (limits_.idle == absl::InfiniteDuration()) return;
-  // Idle buffers are refused as soon as they expire (Get checks); this
-  // thread gives their memory back when no request comes to find them.
-  const absl::Duration period =
-      std::clamp(limits_.idle / 4, absl::Milliseconds(10), absl::Seconds(1));
-  expiry_ = std::thread([this, period] {
-    absl::MutexLock lock(&mu_);
-    while (!stopping_) {
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), period);
-      if (stopping_) break;
-      mu_.Unlock();
-      DropIdle();
-      mu_.Lock();
-    }
-  });
-}
-
-Registry::~Registry() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  if (expiry_.joinable()) expiry_.join();
-}
+      location_(limits.location),
+      // Idle buffers are refused as soon as they expire (Get checks); the
+      // sweeper gives their memory back when no request comes to find them.
+      sweeper_(limits_.idle, [this] { DropIdle(); }) {}
 
 absl::Status Registry::Refuse(absl::string_view limit, const std::string& message) {
   if (metrics_ != nullptr) metrics_->BufferQuotaRefused(limit);

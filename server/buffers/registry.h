@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -25,6 +24,7 @@
 #include "absl/time/time.h"
 #include "core/primitives.h"
 #include "server/engine/backend.h"
+#include "server/engine/idle_sweeper.h"
 #include "server/engine/metrics.h"
 
 namespace primserve::buffers {
@@ -107,7 +107,6 @@ class Registry final {
   // Memory comes from `backend` (not owned; outlives every storage);
   // `metrics` (may be null) gets the usage, transfers and refusals.
   Registry(const Limits& limits, ExecutionBackend* backend, Metrics* metrics);
-  ~Registry();  // stops the expiry thread; storage still held lives on
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
 
@@ -150,7 +149,7 @@ class Registry final {
   void RecordWritten(uint64_t bytes);
   void RecordRead(uint64_t bytes);
 
-  // Drops every buffer idle for limits().idle or longer (the expiry thread
+  // Drops every buffer idle for limits().idle or longer (the sweeper
   // calls it; tests too).
   void DropIdle();
 
@@ -181,8 +180,7 @@ class Registry final {
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Owned> owners_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread expiry_;  // last: started once the rest is built
+  IdleSweeper sweeper_;  // runs DropIdle; last, so that it stops first
 };
 
 }  // namespace primserve::buffers

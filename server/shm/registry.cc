@@ -103,29 +103,9 @@ absl::Status Lease::Write(char* to, const char* from, size_t bytes) const {
 }
 
 Registry::Registry(const RegistryOptions& options, ExecutionBackend* backend)
-    : options_(options), backend_(backend) {
-  if (options_.idle == absl::InfiniteDuration()) return;
-  const absl::Duration period =
-      std::clamp(options_.idle / 4, absl::Milliseconds(10), absl::Seconds(1));
-  expiry_ = std::thread([this, period] {
-    absl::MutexLock lock(&mu_);
-    while (!stopping_) {
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), period);
-      if (stopping_) break;
-      mu_.Unlock();
-      DropIdle();
-      mu_.Lock();
-    }
-  });
-}
-
-Registry::~Registry() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  if (expiry_.joinable()) expiry_.join();
-}
+    : options_(options),
+      backend_(backend),
+      sweeper_(options_.idle, [this] { DropIdle(); }) {}
 
 void Registry::DropIdle() {
   // Unmapped after the lock, as Unregister does.

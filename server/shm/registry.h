@@ -15,7 +15,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -25,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/engine/backend.h"
+#include "server/engine/idle_sweeper.h"
 #include "server/shm/system_region.h"
 
 namespace primserve::shm {
@@ -145,7 +145,6 @@ class Registry final {
   // Regions are pinned by `backend` (ExecutionBackend::PinHostMemory) while
   // mapped, when it is not null; it must outlive every region.
   explicit Registry(const RegistryOptions& options, ExecutionBackend* backend = nullptr);
-  ~Registry();  // stops the idle expiry
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
 
@@ -185,8 +184,7 @@ class Registry final {
   const std::shared_ptr<Usage> usage_ = std::make_shared<Usage>();
   mutable absl::Mutex mu_;
   absl::btree_map<std::string, std::shared_ptr<Entry>> regions_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread expiry_;  // runs DropIdle; none when regions never expire
+  IdleSweeper sweeper_;  // runs DropIdle; last, so that it stops first
 };
 
 }  // namespace primserve::shm
