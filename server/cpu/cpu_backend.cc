@@ -15,6 +15,7 @@
 #include "core/messages.h"
 #include "reference/gpu_order.h"
 #include "reference/reference.h"
+#include "server/cpu/cpu_gather.h"
 #include "server/cpu/cpu_kernels.h"
 #include "server/cpu/cpu_select.h"
 #include "server/cpu/cpu_sort.h"
@@ -204,41 +205,55 @@ absl::StatusOr<Result> Run(const SelectOperation& o, const CpuContext& context) 
     const bool values = o.output == SelectOutput::kValues || o.output == SelectOutput::kValuesAndIndices;
     const bool indices =
         o.output == SelectOutput::kIndices || o.output == SelectOutput::kValuesAndIndices;
-    // A count needs no mask.
-    std::vector<uint8_t> keep(values || indices ? input.size() : 0);
+    // Flags are compacted through a mask; a predicate, and a count, need none.
+    std::vector<uint8_t> keep(!o.predicate && (values || indices) ? input.size() : 0);
+    const cpu::KeptCounts counts =
+        o.predicate ? cpu::CountPassing<T>(input, o.predicate->As<T>(), context.parallelism)
+                    : VisitDType(o.flags->dtype, [&](auto flag_zero) {
+                        using F = decltype(flag_zero);
+                        return cpu::CountFlagged<F>(o.flags->as<F>(), absl::MakeSpan(keep),
+                                                    context.parallelism);
+                      });
     SelectResult result;
-    result.count = o.predicate ? cpu::Keep<T>(input, o.predicate->As<T>(), absl::MakeSpan(keep),
-                                              context.parallelism)
-                               : VisitDType(o.flags->dtype, [&](auto flag_zero) {
-                                   using F = decltype(flag_zero);
-                                   return cpu::KeepFlags<F>(o.flags->as<F>(), absl::MakeSpan(keep),
-                                                            context.parallelism);
-                                 });
+    result.count = counts.total;
     const uint64_t size = o.partition ? input.size() : result.count;
     if (values) result.values = NewAnswer<T>(o.input.dtype, size, context.answers);
     if (indices) result.indices = NewAnswer<int64_t>(DType::kInt64, size, context.answers);
-    if (values || indices) {
-      cpu::Compact<T>(input, keep, result.count, o.partition,
-                      values ? Elements<T>(*result.values) : absl::Span<T>(),
-                      indices ? Elements<int64_t>(*result.indices) : absl::Span<int64_t>(),
-                      context.parallelism);
+    const absl::Span<T> value_slots = values ? Elements<T>(*result.values) : absl::Span<T>();
+    const absl::Span<int64_t> index_slots =
+        indices ? Elements<int64_t>(*result.indices) : absl::Span<int64_t>();
+    if (o.predicate) {
+      cpu::CompactPassing<T>(input, o.predicate->As<T>(), counts, o.partition, value_slots,
+                             index_slots, context.parallelism);
+    } else if (values || indices) {
+      cpu::CompactMarked<T>(input, keep, counts, o.partition, value_slots, index_slots,
+                            context.parallelism);
     }
     return result;
   });
 }
 
-absl::StatusOr<Result> Run(const UniqueOperation& o, const CpuContext&) {
+absl::StatusOr<Result> Run(const UniqueOperation& o, const CpuContext& context) {
   return VisitDType(o.input.dtype, [&](auto zero) -> absl::StatusOr<Result> {
     using T = decltype(zero);
-    return UniqueResult{ToHost(o.input.dtype, reference::Unique<T>(o.input.as<T>()))};
+    const absl::Span<const T> input = o.input.as<T>();
+    const cpu::KeptCounts runs = cpu::CountRuns<T>(input, context.parallelism);
+    UniqueResult result{NewAnswer<T>(o.input.dtype, runs.total, context.answers)};
+    cpu::CompactRuns<T>(input, runs, Elements<T>(result.values), {}, context.parallelism);
+    return result;
   });
 }
 
-absl::StatusOr<Result> Run(const RunLengthEncodeOperation& o, const CpuContext&) {
+absl::StatusOr<Result> Run(const RunLengthEncodeOperation& o, const CpuContext& context) {
   return VisitDType(o.input.dtype, [&](auto zero) -> absl::StatusOr<Result> {
     using T = decltype(zero);
-    reference::Runs<T> runs = reference::RunLengthEncode<T>(o.input.as<T>());
-    return RunLengthEncodeResult{ToHost(o.input.dtype, runs.values), ToHostIndices(runs.lengths)};
+    const absl::Span<const T> input = o.input.as<T>();
+    const cpu::KeptCounts runs = cpu::CountRuns<T>(input, context.parallelism);
+    RunLengthEncodeResult result{NewAnswer<T>(o.input.dtype, runs.total, context.answers),
+                                 NewAnswer<int64_t>(DType::kInt64, runs.total, context.answers)};
+    cpu::CompactRuns<T>(input, runs, Elements<T>(result.values), Elements<int64_t>(result.lengths),
+                        context.parallelism);
+    return result;
   });
 }
 
@@ -287,11 +302,13 @@ HostArray Permuted(const ArrayView& array, const std::vector<int64_t>& permutati
 absl::StatusOr<Result> Run(const SortOperation& o, const CpuContext& context) {
   return VisitDType(o.keys.dtype, [&](auto key_zero) -> absl::StatusOr<Result> {
     using K = decltype(key_zero);
-    const std::vector<int64_t> permutation = cpu::SortPermutation<K>(
-        o.keys.as<K>(), o.descending, o.segment_offsets, context.parallelism);
-    SortResult r{Permuted(o.keys, permutation)};
-    if (o.values) r.values = Permuted(*o.values, permutation);
-    if (o.return_indices) r.indices = ToHostIndices(permutation);
+    const size_t n = o.keys.size();
+    SortResult r{NewAnswer<K>(o.keys.dtype, n, context.answers)};
+    std::vector<int64_t> order(n);
+    cpu::Sort<K>(o.keys.as<K>(), o.descending, o.segment_offsets, context.parallelism,
+                 Elements<K>(r.keys), absl::MakeSpan(order));
+    if (o.values) r.values = Permuted(*o.values, order);
+    if (o.return_indices) r.indices = ToHostIndices(order);
     return r;
   });
 }
@@ -299,17 +316,12 @@ absl::StatusOr<Result> Run(const SortOperation& o, const CpuContext& context) {
 absl::StatusOr<Result> Run(const GatherOperation& o, const CpuContext& context) {
   const uint64_t n = o.values.size();
   const absl::Span<const int64_t> indices = o.indices.as<int64_t>();
-  for (size_t i = 0; i < indices.size(); ++i) {
-    if (indices[i] < 0 || static_cast<uint64_t>(indices[i]) >= n) {
-      return absl::InvalidArgumentError(IndexOutOfRangeMessage(i, indices[i], n));
-    }
-  }
+  const int64_t bad = cpu::FirstIndexOutOfRange(indices, n, context.parallelism);
+  if (bad >= 0) return absl::InvalidArgumentError(IndexOutOfRangeMessage(bad, indices[bad], n));
   return VisitDType(o.values.dtype, [&](auto zero) -> absl::StatusOr<Result> {
     using T = decltype(zero);
     HostArray out = NewAnswer<T>(o.values.dtype, indices.size(), context.answers);
-    const absl::Span<const T> values = o.values.as<T>();
-    const absl::Span<T> at = Elements<T>(out);
-    for (size_t i = 0; i < indices.size(); ++i) at[i] = values[indices[i]];
+    cpu::Gather<T>(o.values.as<T>(), indices, Elements<T>(out), context.parallelism);
     return GatherResult{std::move(out)};
   });
 }
