@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <memory>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "reference/sort.h"
 #include "server/cpu/parts.h"
+#include "server/cpu/scratch.h"
 
 namespace primserve::cpu {
 namespace {
@@ -93,36 +93,38 @@ K FromSortKey(RadixKey<K> key, bool descending, bool& exact) {
   return k;
 }
 
+// A radix key beside its position in the segment, moved together in one
+// store (8 bytes for 4-byte keys).
+template <typename K>
+struct RadixItem {
+  RadixKey<K> key;
+  uint32_t position;
+};
+
 // Radix sorts keys[begin, end) (fewer than 2^32 keys) into sorted and
 // order: least significant byte first, each pass stable, so the last pass
 // leaves equal keys in input order. A pass counts each part's bytes, gives
 // each (bucket, part) its slots, bucket by bucket and in each bucket part by
-// part, and moves each part's keys on its own thread; a byte that every key
+// part, and moves each part's items on its own thread; a byte that every key
 // shares is skipped.
 template <typename K>
 void RadixSort(const K* keys, uint64_t begin, uint64_t end, bool descending,
                const Parallelism& parallelism, K* sorted, int64_t* order) {
-  using U = RadixKey<K>;
   const uint64_t n = end - begin;
-  std::unique_ptr<U[]> key_buffers[2] = {std::unique_ptr<U[]>(new U[n]),
-                                         std::unique_ptr<U[]>(new U[n])};
-  std::unique_ptr<uint32_t[]> position_buffers[2] = {std::unique_ptr<uint32_t[]>(new uint32_t[n]),
-                                                     std::unique_ptr<uint32_t[]>(new uint32_t[n])};
-  U* from = key_buffers[0].get();
-  U* to = key_buffers[1].get();
-  uint32_t* from_positions = position_buffers[0].get();
-  uint32_t* to_positions = position_buffers[1].get();
+  Scratch<RadixItem<K>> buffers[2] = {NewScratch<RadixItem<K>>(n), NewScratch<RadixItem<K>>(n)};
+  RadixItem<K>* from = buffers[0].get();
+  RadixItem<K>* to = buffers[1].get();
   ForEachPart(n, parallelism, [&](int, uint64_t b, uint64_t e) {
-    for (uint64_t i = b; i < e; ++i) from[i] = SortKey(keys[begin + i], descending);
+    for (uint64_t i = b; i < e; ++i) {
+      from[i] = {SortKey(keys[begin + i], descending), static_cast<uint32_t>(i)};
+    }
   });
-  // Until a pass has moved the keys, a key's position is its index.
-  bool moved = false;
   std::vector<std::array<uint64_t, 256>> slots(PartCount(n, parallelism));
-  for (unsigned shift = 0; shift < 8 * sizeof(U); shift += 8) {
+  for (unsigned shift = 0; shift < 8 * sizeof(K); shift += 8) {
     ForEachPart(n, parallelism, [&](int p, uint64_t b, uint64_t e) {
       std::array<uint64_t, 256>& count = slots[p];
       count.fill(0);
-      for (uint64_t i = b; i < e; ++i) ++count[(from[i] >> shift) & 255];
+      for (uint64_t i = b; i < e; ++i) ++count[(from[i].key >> shift) & 255];
     });
     uint64_t next = 0;
     bool shared = false;
@@ -137,22 +139,15 @@ void RadixSort(const K* keys, uint64_t begin, uint64_t end, bool descending,
     if (shared) continue;
     ForEachPart(n, parallelism, [&](int p, uint64_t b, uint64_t e) {
       std::array<uint64_t, 256>& at = slots[p];
-      for (uint64_t i = b; i < e; ++i) {
-        const U key = from[i];
-        const uint64_t slot = at[(key >> shift) & 255]++;
-        to[slot] = key;
-        to_positions[slot] = moved ? from_positions[i] : static_cast<uint32_t>(i);
-      }
+      for (uint64_t i = b; i < e; ++i) to[at[(from[i].key >> shift) & 255]++] = from[i];
     });
     std::swap(from, to);
-    std::swap(from_positions, to_positions);
-    moved = true;
   }
   ForEachPart(n, parallelism, [&](int, uint64_t b, uint64_t e) {
     for (uint64_t i = b; i < e; ++i) {
-      const uint64_t position = begin + (moved ? from_positions[i] : i);
+      const uint64_t position = begin + from[i].position;
       bool exact;
-      const K key = FromSortKey<K>(from[i], descending, exact);
+      const K key = FromSortKey<K>(from[i].key, descending, exact);
       sorted[begin + i] = exact ? key : keys[position];
       order[begin + i] = static_cast<int64_t>(position);
     }
