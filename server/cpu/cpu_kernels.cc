@@ -192,7 +192,11 @@ void Scan(absl::Span<const T> input, Op op, bool exclusive,
     // everything before it. Round r's totals sit in totals[r % 2]: a thread
     // writes round r + 1's only after the barrier that all threads reach
     // after reading round r - 1's.
-    const uint64_t chunk = std::max<uint64_t>(1, parallelism.scan_chunk_items);
+    // At most kMostRounds rounds: a thread that the machine's other work
+    // keeps off its core holds up every round's barrier.
+    constexpr uint64_t kMostRounds = 16;
+    const uint64_t chunk = std::max<uint64_t>(
+        {1, parallelism.scan_chunk_items, (n + kMostRounds * threads - 1) / (kMostRounds * threads)});
     const uint64_t round_items = chunk * threads;
     std::vector<A> totals(2 * threads);
     Barrier barrier(threads);

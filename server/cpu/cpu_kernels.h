@@ -20,9 +20,10 @@ namespace primserve::cpu {
 
 // How a call may split its work: into at most `threads` parts (the calling
 // thread runs one), none smaller than `min_items` elements. A threaded scan
-// goes through its input in rounds of `scan_chunk_items` elements a thread,
-// few enough that each chunk is still in cache when it is read the second
-// time (once for its total, once to scan it).
+// goes through its input in rounds of `scan_chunk_items` elements a thread
+// (more where that would take over 16 rounds), few enough that each chunk is
+// still in cache when it is read the second time (once for its total, once
+// to scan it).
 struct Parallelism {
   int threads = 1;
   uint64_t min_items = uint64_t{1} << 20;
