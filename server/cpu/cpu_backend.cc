@@ -19,6 +19,7 @@
 #include "server/cpu/cpu_kernels.h"
 #include "server/cpu/cpu_select.h"
 #include "server/cpu/cpu_sort.h"
+#include "server/cpu/scratch.h"
 #include "server/engine/pipeline_run.h"
 
 namespace primserve {
@@ -37,16 +38,24 @@ HostArray ToHostIndices(const std::vector<int64_t>& indices) {
 // allocator when it has one, and are sent from there without a copy.
 constexpr size_t kMinHeldAnswerBytes = 16 * 1024;
 
-// Room for an answer of `n` elements of T.
+// Room for an answer of `n` elements of T, every byte of which the caller
+// writes. A large one the task's allocator gives no buffer for gets one of
+// the backend's own, uninitialised and on huge pages (cpu/scratch.h): a
+// string would be zero-filled first, faulting in each of its 4 KiB pages
+// (a 64 MiB answer took seconds so on a loaded virtual machine).
 template <typename T>
 HostArray NewAnswer(DType dtype, size_t n, const AnswerAllocator* answers) {
   const size_t bytes = n * sizeof(T);
   HostArray array{dtype};
-  if (answers != nullptr && *answers && bytes >= kMinHeldAnswerBytes) {
-    array.held = (*answers)(bytes);
-    if (array.held != nullptr) array.held_bytes = bytes;
+  if (bytes < kMinHeldAnswerBytes) {
+    array.bytes.resize(bytes);
+    return array;
   }
-  if (array.held == nullptr) array.bytes.resize(bytes);
+  if (answers != nullptr && *answers) array.held = (*answers)(bytes);
+  if (array.held == nullptr) {
+    array.held = std::shared_ptr<char>(cpu::NewScratch<char>(bytes).release(), cpu::FreeScratch());
+  }
+  array.held_bytes = bytes;
   return array;
 }
 
@@ -287,7 +296,7 @@ absl::StatusOr<Result> Run(const AggregateByKeyOperation& o, const CpuContext&) 
 }
 
 // Elements of `array` (any dtype, as bytes) in the order of `permutation`.
-HostArray Permuted(const ArrayView& array, const std::vector<int64_t>& permutation) {
+HostArray Permuted(const ArrayView& array, absl::Span<const int64_t> permutation) {
   const size_t size = DTypeSize(array.dtype);
   std::string bytes(permutation.size() * size, '\0');
   for (size_t i = 0; i < permutation.size(); ++i) {
@@ -304,11 +313,11 @@ absl::StatusOr<Result> Run(const SortOperation& o, const CpuContext& context) {
     using K = decltype(key_zero);
     const size_t n = o.keys.size();
     SortResult r{NewAnswer<K>(o.keys.dtype, n, context.answers)};
-    std::vector<int64_t> order(n);
+    HostArray order = NewAnswer<int64_t>(DType::kInt64, n, context.answers);
     cpu::Sort<K>(o.keys.as<K>(), o.descending, o.segment_offsets, context.parallelism,
-                 Elements<K>(r.keys), absl::MakeSpan(order));
-    if (o.values) r.values = Permuted(*o.values, order);
-    if (o.return_indices) r.indices = ToHostIndices(order);
+                 Elements<K>(r.keys), Elements<int64_t>(order));
+    if (o.values) r.values = Permuted(*o.values, Elements<int64_t>(order));
+    if (o.return_indices) r.indices = std::move(order);
     return r;
   });
 }
