@@ -1,7 +1,9 @@
 #include "server/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <new>
 #include <optional>
 #include <thread>
@@ -59,12 +61,51 @@ HostArray NewAnswer(DType dtype, size_t n, const AnswerAllocator* answers) {
   return array;
 }
 
+// Where an answer of n elements of T may be written in place: the caller's
+// placed output (a shared-memory region or a kept buffer), when it has room,
+// is aligned for T and lies apart from every input (a scan's may be its
+// input exactly: the scan works in place); else null, and the answer goes
+// through NewAnswer and the service copies it there. Writing in place saves
+// that copy, and the zero-filled string it went through.
+template <typename T>
+T* PlaceFor(const OutputPlace& place, size_t n, std::initializer_list<absl::string_view> inputs,
+            const char* may_be = nullptr) {
+  const size_t bytes = n * sizeof(T);
+  if (place.data == nullptr || bytes == 0 || place.room < bytes ||
+      reinterpret_cast<uintptr_t>(place.data) % alignof(T) != 0) {
+    return nullptr;
+  }
+  for (absl::string_view input : inputs) {
+    const bool apart = place.data + bytes <= input.data() || input.data() + input.size() <= place.data;
+    if (!apart && !(place.data == may_be && input.data() == may_be && input.size() == bytes)) {
+      return nullptr;
+    }
+  }
+  return reinterpret_cast<T*>(place.data);
+}
+
+// An answer of n elements of T: written at `at` (PlaceFor's, non-null) or
+// into NewAnswer's room.
+template <typename T>
+HostArray AnswerAt(T* at, DType dtype, size_t n, const AnswerAllocator* answers) {
+  if (at == nullptr) return NewAnswer<T>(dtype, n, answers);
+  HostArray array{dtype};
+  array.bytes_in_place = n * sizeof(T);
+  return array;
+}
+
 // The elements of an answer, to write (before it moves: a short answer's
 // bytes live inside the string).
 template <typename T>
 absl::Span<T> Elements(HostArray& array) {
   absl::Span<char> bytes = array.mutable_data();
   return absl::MakeSpan(reinterpret_cast<T*>(bytes.data()), bytes.size() / sizeof(T));
+}
+
+// The elements of an answer from AnswerAt, to write.
+template <typename T>
+absl::Span<T> Elements(HostArray& array, T* at) {
+  return at != nullptr ? absl::MakeSpan(at, array.bytes_in_place / sizeof(T)) : Elements<T>(array);
 }
 
 // A stream's piece that continues the running prefix `carry` (the identity
@@ -136,9 +177,11 @@ template <typename T>
 absl::StatusOr<Result> ScanWidened(const ScanOperation& o, const CpuContext& context) {
   if constexpr (kWidens<T>) {
     if (DTypeOf<Wide<T>>() == ValuesDType(o)) {
-      HostArray out = NewAnswer<Wide<T>>(ValuesDType(o), o.input.size(), context.answers);
+      const size_t n = o.input.size();
+      Wide<T>* at = PlaceFor<Wide<T>>({o.output_place, n * sizeof(Wide<T>)}, n, {o.input.bytes});
+      HostArray out = AnswerAt<Wide<T>>(at, ValuesDType(o), n, context.answers);
       cpu::Scan<T, Wide<T>>(o.input.as<T>(), o.op, o.exclusive, o.segment_offsets,
-                            Elements<Wide<T>>(out), context.parallelism);
+                            Elements<Wide<T>>(out, at), context.parallelism);
       return ScanResult{std::move(out)};
     }
   }
@@ -172,8 +215,11 @@ absl::StatusOr<Result> Run(const ScanOperation& o, const CpuContext& context) {
     if (o.accumulator) return ScanWidened<T>(o, context);
     if (RunsReproducibly(o)) return ScanInGpuOrder<T>(o);
     if (o.carry_in || o.wants_carry) return ScanWithCarry<T>(o);
-    HostArray out = NewAnswer<T>(o.input.dtype, o.input.size(), context.answers);
-    cpu::Scan<T>(o.input.as<T>(), o.op, o.exclusive, o.segment_offsets, Elements<T>(out),
+    const size_t n = o.input.size();
+    T* at = PlaceFor<T>({o.output_place, o.input.bytes.size()}, n, {o.input.bytes},
+                        o.input.bytes.data());
+    HostArray out = AnswerAt<T>(at, o.input.dtype, n, context.answers);
+    cpu::Scan<T>(o.input.as<T>(), o.op, o.exclusive, o.segment_offsets, Elements<T>(out, at),
                  context.parallelism);
     return ScanResult{std::move(out)};
   });
@@ -226,11 +272,18 @@ absl::StatusOr<Result> Run(const SelectOperation& o, const CpuContext& context) 
     SelectResult result;
     result.count = counts.total;
     const uint64_t size = o.partition ? input.size() : result.count;
-    if (values) result.values = NewAnswer<T>(o.input.dtype, size, context.answers);
-    if (indices) result.indices = NewAnswer<int64_t>(DType::kInt64, size, context.answers);
-    const absl::Span<T> value_slots = values ? Elements<T>(*result.values) : absl::Span<T>();
+    const std::initializer_list<absl::string_view> inputs = {
+        o.input.bytes, o.flags ? o.flags->bytes : absl::string_view()};
+    T* values_at = values ? PlaceFor<T>(o.places.values, size, inputs) : nullptr;
+    int64_t* indices_at = indices ? PlaceFor<int64_t>(o.places.indices, size, inputs) : nullptr;
+    if (values) result.values = AnswerAt<T>(values_at, o.input.dtype, size, context.answers);
+    if (indices) {
+      result.indices = AnswerAt<int64_t>(indices_at, DType::kInt64, size, context.answers);
+    }
+    const absl::Span<T> value_slots =
+        values ? Elements<T>(*result.values, values_at) : absl::Span<T>();
     const absl::Span<int64_t> index_slots =
-        indices ? Elements<int64_t>(*result.indices) : absl::Span<int64_t>();
+        indices ? Elements<int64_t>(*result.indices, indices_at) : absl::Span<int64_t>();
     if (o.predicate) {
       cpu::CompactPassing<T>(input, o.predicate->As<T>(), counts, o.partition, value_slots,
                              index_slots, context.parallelism);
@@ -247,8 +300,9 @@ absl::StatusOr<Result> Run(const UniqueOperation& o, const CpuContext& context) 
     using T = decltype(zero);
     const absl::Span<const T> input = o.input.as<T>();
     const cpu::KeptCounts runs = cpu::CountRuns<T>(input, context.parallelism);
-    UniqueResult result{NewAnswer<T>(o.input.dtype, runs.total, context.answers)};
-    cpu::CompactRuns<T>(input, runs, Elements<T>(result.values), {}, context.parallelism);
+    T* at = PlaceFor<T>(o.places.values, runs.total, {o.input.bytes});
+    UniqueResult result{AnswerAt<T>(at, o.input.dtype, runs.total, context.answers)};
+    cpu::CompactRuns<T>(input, runs, Elements<T>(result.values, at), {}, context.parallelism);
     return result;
   });
 }
@@ -258,10 +312,13 @@ absl::StatusOr<Result> Run(const RunLengthEncodeOperation& o, const CpuContext& 
     using T = decltype(zero);
     const absl::Span<const T> input = o.input.as<T>();
     const cpu::KeptCounts runs = cpu::CountRuns<T>(input, context.parallelism);
-    RunLengthEncodeResult result{NewAnswer<T>(o.input.dtype, runs.total, context.answers),
-                                 NewAnswer<int64_t>(DType::kInt64, runs.total, context.answers)};
-    cpu::CompactRuns<T>(input, runs, Elements<T>(result.values), Elements<int64_t>(result.lengths),
-                        context.parallelism);
+    T* values_at = PlaceFor<T>(o.places.values, runs.total, {o.input.bytes});
+    int64_t* lengths_at = PlaceFor<int64_t>(o.places.lengths, runs.total, {o.input.bytes});
+    RunLengthEncodeResult result{
+        AnswerAt<T>(values_at, o.input.dtype, runs.total, context.answers),
+        AnswerAt<int64_t>(lengths_at, DType::kInt64, runs.total, context.answers)};
+    cpu::CompactRuns<T>(input, runs, Elements<T>(result.values, values_at),
+                        Elements<int64_t>(result.lengths, lengths_at), context.parallelism);
     return result;
   });
 }
@@ -312,11 +369,15 @@ absl::StatusOr<Result> Run(const SortOperation& o, const CpuContext& context) {
   return VisitDType(o.keys.dtype, [&](auto key_zero) -> absl::StatusOr<Result> {
     using K = decltype(key_zero);
     const size_t n = o.keys.size();
-    SortResult r{NewAnswer<K>(o.keys.dtype, n, context.answers)};
-    HostArray order = NewAnswer<int64_t>(DType::kInt64, n, context.answers);
+    const std::initializer_list<absl::string_view> inputs = {
+        o.keys.bytes, o.values ? o.values->bytes : absl::string_view()};
+    K* keys_at = PlaceFor<K>(o.places.keys, n, inputs);
+    int64_t* order_at = o.return_indices ? PlaceFor<int64_t>(o.places.indices, n, inputs) : nullptr;
+    SortResult r{AnswerAt<K>(keys_at, o.keys.dtype, n, context.answers)};
+    HostArray order = AnswerAt<int64_t>(order_at, DType::kInt64, n, context.answers);
     cpu::Sort<K>(o.keys.as<K>(), o.descending, o.segment_offsets, context.parallelism,
-                 Elements<K>(r.keys), Elements<int64_t>(order));
-    if (o.values) r.values = Permuted(*o.values, Elements<int64_t>(order));
+                 Elements<K>(r.keys, keys_at), Elements<int64_t>(order, order_at));
+    if (o.values) r.values = Permuted(*o.values, Elements<int64_t>(order, order_at));
     if (o.return_indices) r.indices = std::move(order);
     return r;
   });
@@ -329,8 +390,9 @@ absl::StatusOr<Result> Run(const GatherOperation& o, const CpuContext& context) 
   if (bad >= 0) return absl::InvalidArgumentError(IndexOutOfRangeMessage(bad, indices[bad], n));
   return VisitDType(o.values.dtype, [&](auto zero) -> absl::StatusOr<Result> {
     using T = decltype(zero);
-    HostArray out = NewAnswer<T>(o.values.dtype, indices.size(), context.answers);
-    cpu::Gather<T>(o.values.as<T>(), indices, Elements<T>(out), context.parallelism);
+    T* at = PlaceFor<T>(o.places.values, indices.size(), {o.values.bytes, o.indices.bytes});
+    HostArray out = AnswerAt<T>(at, o.values.dtype, indices.size(), context.answers);
+    cpu::Gather<T>(o.values.as<T>(), indices, Elements<T>(out, at), context.parallelism);
     return GatherResult{std::move(out)};
   });
 }
