@@ -2,11 +2,12 @@
 // real gRPC path, on the CPU backend (or the CUDA backend when built as
 // cuda_accumulator_gpu_test): INT32 into INT64, UINT32 into UINT64 and
 // FLOAT32 into FLOAT64, SUM and PROD, inclusive and exclusive, whole and
-// segmented, 1 to 2^24 + 7 elements (past the CUDA engine's pipelined-scan
-// size), against the reference on the widened input: integers exact (the
-// random 32-bit values overflow 32-bit partial sums at once, so a narrow
-// accumulation fails), FLOAT64 SUM within 1e-12 of the sums of |x| and PROD
-// within 2^-52 per factor (a FLOAT32 accumulation, about 6e-8 off, fails).
+// segmented, 1 to 2^24 + 7 elements on the CUDA backend (past its
+// pipelined-scan size; 2^22 + 7 on the CPU backend), against the reference
+// on the widened input: integers exact (the random 32-bit values overflow
+// 32-bit partial sums at once, so a narrow accumulation fails), FLOAT64 SUM
+// within 1e-12 of the sums of |x| and PROD within 2^-52 per factor (a
+// FLOAT32 accumulation, about 6e-8 off, fails).
 // Then 64 small requests at once, fused by the batcher (a counting backend
 // checks that such batches formed), each checked the same way; and
 // reproducible FLOAT32 into FLOAT64 requests, alone and batched: one set of
@@ -40,6 +41,8 @@ namespace primserve {
 namespace {
 
 #ifdef PRIMSERVE_ACCUMULATOR_TEST_CUDA
+// Past the CUDA engine's pipelined-scan size (a widened scan is staged whole).
+constexpr size_t kLargest = (size_t{1} << 24) + 7;
 std::unique_ptr<ExecutionBackend> TestBackend() {
   absl::StatusOr<std::unique_ptr<CudaBackend>> backend = CudaBackend::Create({});
   EXPECT_TRUE(backend.ok()) << backend.status();
@@ -48,6 +51,8 @@ std::unique_ptr<ExecutionBackend> TestBackend() {
   return *std::move(backend);
 }
 #else
+// Smaller on the CPU backend, whose test runs in CI on two shared cores.
+constexpr size_t kLargest = (size_t{1} << 22) + 7;
 std::unique_ptr<ExecutionBackend> TestBackend() { return std::make_unique<CpuBackend>(); }
 #endif
 
@@ -275,7 +280,7 @@ template <typename T, typename A>
 void AloneAllCases(uint64_t salt) {
   std::mt19937_64 rng(AccumulatorTest::seed_ + salt);
   for (v1::Op op : {v1::SUM, v1::PROD}) {
-    for (size_t n : {size_t{1}, size_t{1027}, (size_t{1} << 20) + 7, (size_t{1} << 24) + 7}) {
+    for (size_t n : {size_t{1}, size_t{1027}, (size_t{1} << 20) + 7, kLargest}) {
       const std::string what = absl::StrCat(DTypeName(DTypeOf<T>()), " into ",
                                             DTypeName(DTypeOf<A>()), " ", v1::Op_Name(op),
                                             " n=", n);
