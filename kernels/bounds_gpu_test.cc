@@ -134,6 +134,41 @@ class BoundsTest : public ::testing::Test {
     EXPECT_EQ(Download<int64_t>(indices.get(), starts.size()), want.indices);
   }
 
+  // Into a wider accumulator (gpu::WidenedScan, gpu::WidenedReduce): the
+  // narrow input and the wide answers each in a buffer of exactly their
+  // bytes, plain and segmented, as the server runs them.
+  template <typename T, typename A>
+  void Widened(uint64_t n, bool segmented) {
+    SCOPED_TRACE(::testing::Message() << "n=" << n << " segmented=" << segmented);
+    const std::vector<T> input = Random<T>(n);
+    std::vector<uint64_t> starts;
+    if (segmented) starts = {0, n / 3, n / 3, n / 2};
+    const std::vector<A> wide(input.begin(), input.end());
+    size_t scan_bytes = 0, reduce_bytes = 0;
+    ASSERT_EQ(gpu::WidenedScan(nullptr, &scan_bytes, nullptr, nullptr, n, nullptr, starts.size(),
+                               DTypeOf<T>(), DTypeOf<A>(), Op::kSum, true, stream_),
+              0);
+    ASSERT_EQ(gpu::WidenedReduce(nullptr, &reduce_bytes, nullptr, n, nullptr, starts.size(),
+                                 DTypeOf<T>(), DTypeOf<A>(), Op::kSum, nullptr, stream_),
+              0);
+    const size_t results = std::max<size_t>(1, starts.size());
+    Exact data(n * sizeof(T), stream_), out(n * sizeof(A), stream_),
+        values(results * sizeof(A), stream_), d_starts(starts.size() * sizeof(uint64_t), stream_),
+        scan_temp(scan_bytes, stream_), reduce_temp(reduce_bytes, stream_);
+    Upload(data.get(), input);
+    Upload(d_starts.get(), starts);
+    ASSERT_EQ(gpu::WidenedScan(scan_temp.get(), &scan_bytes, data.get(), out.get(), n,
+                               d_starts.get<uint64_t>(), starts.size(), DTypeOf<T>(),
+                               DTypeOf<A>(), Op::kSum, true, stream_),
+              0);
+    ASSERT_EQ(gpu::WidenedReduce(reduce_temp.get(), &reduce_bytes, data.get(), n,
+                                 d_starts.get<uint64_t>(), starts.size(), DTypeOf<T>(),
+                                 DTypeOf<A>(), Op::kSum, values.get(), stream_),
+              0);
+    EXPECT_EQ(Download<A>(out.get(), n), reference::Scan<A>(wide, Op::kSum, true, starts));
+    EXPECT_EQ(Download<A>(values.get(), results), reference::Reduce<A>(wide, Op::kSum, starts).values);
+  }
+
   // Partition with indices: the largest shared-memory staging of Select.
   template <typename T>
   void Partition(uint64_t n) {
@@ -180,6 +215,16 @@ TEST_F(BoundsTest, SegmentedReduces) {
   for (uint64_t n : Sizes()) {
     SegmentedReduce<int32_t>(n);
     SegmentedReduce<double>(n);
+  }
+}
+
+// Small integers: the FLOAT32 into FLOAT64 sums are exact in any order.
+TEST_F(BoundsTest, WidenedScansAndReduces) {
+  for (uint64_t n : Sizes()) {
+    for (bool segmented : {false, true}) {
+      Widened<int32_t, int64_t>(n, segmented);
+      Widened<float, double>(n, segmented);
+    }
   }
 }
 

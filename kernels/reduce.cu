@@ -24,20 +24,22 @@ namespace {
 
 using namespace detail;
 
-// What a reduction with kOp carries per element: the value itself, or a
-// (value, index) candidate for ARGMIN/ARGMAX.
-template <typename T, Op kOp>
+// What a reduction with kOp carries per element: the value itself (in A,
+// T or, for SUM/PROD, a wider accumulator that is also the answer's type),
+// or a (value, index) candidate for ARGMIN/ARGMAX.
+template <typename T, Op kOp, typename A = T>
 struct ReduceConfig {
   static constexpr bool kArg = kOp == Op::kArgMin || kOp == Op::kArgMax;
-  using R = std::conditional_t<kArg, ArgItem<T>, T>;
+  static_assert(!kArg || std::is_same_v<T, A>, "ARGMIN/ARGMAX answer in the input's type");
+  using R = std::conditional_t<kArg, ArgItem<T>, A>;
   using ReduceOp =
-      std::conditional_t<kArg, ArgCombineOp<T, kOp == Op::kArgMin>, CombineOp<T, kOp>>;
+      std::conditional_t<kArg, ArgCombineOp<T, kOp == Op::kArgMin>, CombineOp<A, kOp>>;
 
   __device__ static R Lift(T x, uint64_t index) {
     if constexpr (kArg) {
       return R{x, static_cast<int64_t>(index)};
     } else {
-      return x;
+      return static_cast<A>(x);
     }
   }
   // Folds element x at `index` into acc, where every index folded into acc
@@ -49,18 +51,18 @@ struct ReduceConfig {
         acc = R{x, static_cast<int64_t>(index)};
       }
     } else {
-      acc = CombineOp<T, kOp>{}(acc, x);
+      acc = CombineOp<A, kOp>{}(acc, static_cast<A>(x));
     }
   }
   __device__ static R NeutralValue() {
     if constexpr (kArg) {
       return R{Identity<T>(kOp), kNoIndex};
     } else {
-      return Neutral<T, kOp>();
+      return Neutral<A, kOp>();
     }
   }
   // Writes a result; ARG results of empty ranges become (Identity, -1).
-  __device__ static void Write(const R& r, T* value_out, int64_t* index_out) {
+  __device__ static void Write(const R& r, A* value_out, int64_t* index_out) {
     if constexpr (kArg) {
       const bool empty = r.index == kNoIndex;
       *value_out = empty ? Identity<T>(kOp) : r.value;
@@ -69,8 +71,8 @@ struct ReduceConfig {
       *value_out = r;
     }
   }
-  __device__ static void WriteEmpty(T* value_out, int64_t* index_out) {
-    *value_out = Identity<T>(kOp);
+  __device__ static void WriteEmpty(A* value_out, int64_t* index_out) {
+    *value_out = Identity<A>(kOp);
     if constexpr (kArg) *index_out = -1;
   }
 };
@@ -105,20 +107,20 @@ inline constexpr int kReduceItems = kBytesPerThread / sizeof(T);
 template <typename T>
 inline constexpr int kReduceTileItems = kBlockThreads * kReduceItems<T>;
 
-template <typename T, Op kOp>
+template <typename T, Op kOp, typename A = T>
 struct ReduceParams {
-  using R = typename ReduceConfig<T, kOp>::R;
+  using R = typename ReduceConfig<T, kOp, A>::R;
   const T* in;
   uint64_t n;
   R* partials;              // one per block (grid > 1)
   unsigned int* ticket;     // zeroed before the launch (grid > 1)
-  T* value_out;
+  A* value_out;
   int64_t* index_out;
 };
 
-template <typename T, Op kOp>
-__global__ void __launch_bounds__(kBlockThreads) ReduceKernel(const ReduceParams<T, kOp> p) {
-  using Config = ReduceConfig<T, kOp>;
+template <typename T, Op kOp, typename A = T>
+__global__ void __launch_bounds__(kBlockThreads) ReduceKernel(const ReduceParams<T, kOp, A> p) {
+  using Config = ReduceConfig<T, kOp, A>;
   using R = typename Config::R;
   constexpr int kItems = kReduceItems<T>;
   constexpr int kVec = 16 / sizeof(T);
@@ -241,14 +243,14 @@ int ReduceGridLimit() {
   return sms * kReduceBlocksPerSm;
 }
 
-template <typename T, Op kOp>
-int LaunchReduce(void* temp_storage, size_t* temp_bytes, const T* in, uint64_t n, T* value_out,
+template <typename T, Op kOp, typename A = T>
+int LaunchReduce(void* temp_storage, size_t* temp_bytes, const T* in, uint64_t n, A* value_out,
                  int64_t* index_out, cudaStream_t stream) {
-  using R = typename ReduceConfig<T, kOp>::R;
+  using R = typename ReduceConfig<T, kOp, A>::R;
   // Float SUM/PROD: the grid (so the partials, so the bits) is the same on
   // every GPU; other ops give the same result on any grid.
   const int grid_limit =
-      AssociationMatters<CombineOp<T, kOp>>::value ? kFixedOrderReduceGrid : ReduceGridLimit();
+      AssociationMatters<CombineOp<A, kOp>>::value ? kFixedOrderReduceGrid : ReduceGridLimit();
   if (grid_limit <= 0) return cudaErrorInvalidDevice;
   const int64_t tiles = CeilDiv(n, kReduceTileItems<T>);
   const bool single_block = n * sizeof(T) <= static_cast<uint64_t>(kReduceSingleBlockMaxBytes);
@@ -260,7 +262,7 @@ int LaunchReduce(void* temp_storage, size_t* temp_bytes, const T* in, uint64_t n
     return cudaSuccess;
   }
   if (*temp_bytes < bytes) return cudaErrorInvalidValue;
-  ReduceParams<T, kOp> params{};
+  ReduceParams<T, kOp, A> params{};
   params.in = in;
   params.n = n;
   params.ticket = static_cast<unsigned int*>(temp_storage);
@@ -273,25 +275,25 @@ int LaunchReduce(void* temp_storage, size_t* temp_bytes, const T* in, uint64_t n
       return err;
     }
   }
-  ReduceKernel<T, kOp><<<grid, kBlockThreads, 0, stream>>>(params);
+  ReduceKernel<T, kOp, A><<<grid, kBlockThreads, 0, stream>>>(params);
   return cudaGetLastError();
 }
 
 // ------------------------------------------------------- SegmentedReduce
 
-template <typename T, Op kOp>
+template <typename T, Op kOp, typename A = T>
 struct SegmentedReduceConfig {
-  using R = typename ReduceConfig<T, kOp>::R;
+  using R = typename ReduceConfig<T, kOp, A>::R;
   using V = Flagged<R>;
-  using ScanOp = SegmentedOp<R, typename ReduceConfig<T, kOp>::ReduceOp>;
+  using ScanOp = SegmentedOp<R, typename ReduceConfig<T, kOp, A>::ReduceOp>;
   static constexpr int kItems = kItemsPerThread<T, V>;
   static constexpr int kTileItems = kBlockThreads * kItems;
   static constexpr int kWarpItems = kWarpThreads * kItems;
 };
 
-template <typename T, Op kOp>
+template <typename T, Op kOp, typename A = T>
 struct SegmentedReduceParams {
-  using Config = SegmentedReduceConfig<T, kOp>;
+  using Config = SegmentedReduceConfig<T, kOp, A>;
   const T* in;
   uint64_t n;
   const uint64_t* segment_starts;
@@ -299,17 +301,17 @@ struct SegmentedReduceParams {
   int64_t num_tiles;
   TileStatus<typename Config::V> status;  // several tiles
   const uint64_t* tile_first_segment;     // several tiles
-  T* values_out;
+  A* values_out;
   int64_t* indices_out;
 };
 
 // Segment s is written by the tile holding its last element (an empty one:
 // the tile holding its start; the last tile also takes those starting at n).
-template <typename T, Op kOp>
+template <typename T, Op kOp, typename A = T>
 __global__ void __launch_bounds__(kBlockThreads)
-    SegmentedReduceKernel(const SegmentedReduceParams<T, kOp> p) {
-  using Config = SegmentedReduceConfig<T, kOp>;
-  using Reduce = ReduceConfig<T, kOp>;
+    SegmentedReduceKernel(const SegmentedReduceParams<T, kOp, A> p) {
+  using Config = SegmentedReduceConfig<T, kOp, A>;
+  using Reduce = ReduceConfig<T, kOp, A>;
   using R = typename Config::R;
   using V = typename Config::V;
   constexpr int kItems = Config::kItems;
@@ -386,11 +388,11 @@ __global__ void __launch_bounds__(kBlockThreads)
 // Many small segments: one warp per segment, no look-back and no tile
 // bookkeeping (the scan-based kernel above pays those per tile, which only
 // amortizes over long segments). Each lane folds its elements in index order.
-template <typename T, Op kOp>
+template <typename T, Op kOp, typename A = T>
 __global__ void __launch_bounds__(kBlockThreads)
     WarpPerSegmentReduceKernel(const T* in, uint64_t n, const uint64_t* starts,
-                               uint64_t num_segments, T* values_out, int64_t* indices_out) {
-  using Config = ReduceConfig<T, kOp>;
+                               uint64_t num_segments, A* values_out, int64_t* indices_out) {
+  using Config = ReduceConfig<T, kOp, A>;
   const uint64_t s = (static_cast<uint64_t>(blockIdx.x) * kBlockThreads + threadIdx.x) / kWarpThreads;
   if (s >= num_segments) return;  // whole warps leave together
   const uint64_t begin = starts[s];
@@ -420,11 +422,11 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 }
 
-template <typename T, Op kOp>
+template <typename T, Op kOp, typename A = T>
 int LaunchSegmentedReduce(void* temp_storage, size_t* temp_bytes, const T* in, uint64_t n,
-                          const uint64_t* starts, uint64_t num_segments, T* values_out,
+                          const uint64_t* starts, uint64_t num_segments, A* values_out,
                           int64_t* indices_out, cudaStream_t stream) {
-  using Config = SegmentedReduceConfig<T, kOp>;
+  using Config = SegmentedReduceConfig<T, kOp, A>;
   using Status = TileStatus<typename Config::V>;
   const int64_t num_tiles = n == 0 ? 1 : CeilDiv(n, Config::kTileItems);
   const size_t status_bytes = num_tiles > 1 ? Status::StorageBytes(num_tiles) : 0;
@@ -439,11 +441,11 @@ int LaunchSegmentedReduce(void* temp_storage, size_t* temp_bytes, const T* in, u
 
   if (n <= kWarpPerSegmentMaxAverage * num_segments) {
     const uint64_t blocks = CeilDiv(num_segments, kBlockThreads / kWarpThreads);
-    WarpPerSegmentReduceKernel<T, kOp><<<static_cast<unsigned>(blocks), kBlockThreads, 0, stream>>>(
+    WarpPerSegmentReduceKernel<T, kOp, A><<<static_cast<unsigned>(blocks), kBlockThreads, 0, stream>>>(
         in, n, starts, num_segments, values_out, indices_out);
     return cudaGetLastError();
   }
-  SegmentedReduceParams<T, kOp> params{};
+  SegmentedReduceParams<T, kOp, A> params{};
   params.in = in;
   params.n = n;
   params.segment_starts = starts;
@@ -460,12 +462,37 @@ int LaunchSegmentedReduce(void* temp_storage, size_t* temp_bytes, const T* in, u
         params.status, starts, num_segments, Config::kTileItems, map);
     if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
   }
-  SegmentedReduceKernel<T, kOp>
+  SegmentedReduceKernel<T, kOp, A>
       <<<static_cast<unsigned>(num_tiles), kBlockThreads, 0, stream>>>(params);
   return cudaGetLastError();
 }
 
 }  // namespace
+
+int WidenedReduce(void* temp_storage, size_t* temp_bytes, const void* d_in, uint64_t n,
+                  const uint64_t* d_segment_starts, uint64_t num_segments, DType dtype,
+                  DType accumulator, Op op, void* d_values_out, CUstream_st* stream) {
+  if (temp_bytes == nullptr) return cudaErrorInvalidValue;
+  if (temp_storage != nullptr &&
+      ((n > 0 && d_in == nullptr) || d_values_out == nullptr ||
+       (num_segments > 1 && d_segment_starts == nullptr))) {
+    return cudaErrorInvalidValue;
+  }
+  return VisitWidening(dtype, accumulator, op, [&](auto type_tag, auto wide_tag, auto op_tag) {
+    using T = decltype(type_tag);
+    using A = decltype(wide_tag);
+    constexpr Op kOp = decltype(op_tag)::value;
+    const T* in = static_cast<const T*>(d_in);
+    A* values_out = static_cast<A*>(d_values_out);
+    // As SegmentedReduce: one segment is the whole input, the plain Reduce.
+    if (num_segments <= 1) {
+      return LaunchReduce<T, kOp, A>(temp_storage, temp_bytes, in, n, values_out, nullptr,
+                                     stream);
+    }
+    return LaunchSegmentedReduce<T, kOp, A>(temp_storage, temp_bytes, in, n, d_segment_starts,
+                                            num_segments, values_out, nullptr, stream);
+  });
+}
 
 int Reduce(void* temp_storage, size_t* temp_bytes, const void* d_in, uint64_t n, DType dtype,
            Op op, void* d_value_out, int64_t* d_index_out, CUstream_st* stream) {

@@ -34,6 +34,16 @@ int SegmentedReduce(void* temp_storage, size_t* temp_bytes, const void* d_in, ui
                     const uint64_t* d_segment_starts, uint64_t num_segments, DType dtype,
                     Op op, void* d_values_out, int64_t* d_indices_out, CUstream_st* stream);
 
+// As SegmentedReduce (num_segments <= 1: Reduce), for SUM and PROD with the
+// `dtype` input accumulated and answered in `accumulator`, a wider dtype, as
+// numpy's sum(dtype=): kInt32 into kInt64, kUint32 into kUint64, kFloat32
+// into kFloat64 (any other pair or op: cudaErrorInvalidValue). d_values_out
+// holds one `accumulator` element per segment. Float bits as Reduce's and
+// SegmentedReduce's, in the wide type.
+int WidenedReduce(void* temp_storage, size_t* temp_bytes, const void* d_in, uint64_t n,
+                  const uint64_t* d_segment_starts, uint64_t num_segments, DType dtype,
+                  DType accumulator, Op op, void* d_values_out, CUstream_st* stream);
+
 }  // namespace primserve::gpu
 
 #endif  // PRIMSERVE_KERNELS_REDUCE_H_

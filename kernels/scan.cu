@@ -78,4 +78,29 @@ int SegmentedScan(void* temp_storage, size_t* temp_bytes, const void* d_in, void
                             num_segments, dtype, op, exclusive, nullptr, nullptr, stream);
 }
 
+int WidenedScan(void* temp_storage, size_t* temp_bytes, const void* d_in, void* d_out,
+                uint64_t n, const uint64_t* d_segment_starts, uint64_t num_segments,
+                DType dtype, DType accumulator, Op op, bool exclusive, CUstream_st* stream) {
+  if (temp_bytes == nullptr) return cudaErrorInvalidValue;
+  if (temp_storage != nullptr &&
+      ((n > 0 && (d_in == nullptr || d_out == nullptr)) ||
+       (num_segments > 0 && d_segment_starts == nullptr))) {
+    return cudaErrorInvalidValue;
+  }
+  return VisitWidening(dtype, accumulator, op, [&](auto type_tag, auto wide_tag, auto op_tag) {
+    using T = decltype(type_tag);
+    using A = decltype(wide_tag);
+    constexpr Op kOp = decltype(op_tag)::value;
+    const T* in = static_cast<const T*>(d_in);
+    A* out = static_cast<A*>(d_out);
+    if (num_segments == 0) {
+      return LaunchScan<T, kOp, false, DefaultScanPolicy, false, A>(
+          temp_storage, temp_bytes, in, out, n, nullptr, 0, exclusive, nullptr, nullptr, stream);
+    }
+    return LaunchScan<T, kOp, true, DefaultScanPolicy, false, A>(
+        temp_storage, temp_bytes, in, out, n, d_segment_starts, num_segments, exclusive, nullptr,
+        nullptr, stream);
+  });
+}
+
 }  // namespace primserve::gpu

@@ -52,6 +52,17 @@ int SegmentedScan(void* temp_storage, size_t* temp_bytes, const void* d_in, void
                   uint64_t n, const uint64_t* d_segment_starts, uint64_t num_segments,
                   DType dtype, Op op, bool exclusive, CUstream_st* stream);
 
+// As SegmentedScan (num_segments == 0: Scan), with the `dtype` input
+// accumulated and written in `accumulator`, a wider dtype, as numpy's
+// cumsum(dtype=): kInt32 into kInt64, kUint32 into kUint64, kFloat32 into
+// kFloat64; SUM and PROD only (any other pair or op: cudaErrorInvalidValue).
+// d_out holds n elements of `accumulator` and must not overlap d_in (the
+// answer is wider than the input, so no scan in place). Float bits as
+// Scan's: the tile aggregates, in the wide type, combined in tile order.
+int WidenedScan(void* temp_storage, size_t* temp_bytes, const void* d_in, void* d_out,
+                uint64_t n, const uint64_t* d_segment_starts, uint64_t num_segments,
+                DType dtype, DType accumulator, Op op, bool exclusive, CUstream_st* stream);
+
 // Elements per tile of Scan/ScanWithCarry (segmented == false) or
 // SegmentedScan (true) for `dtype`; 0 for an invalid dtype. The unit of
 // reproducible chunking (reference/gpu_order.h mirrors these numbers).

@@ -630,6 +630,166 @@ TEST(SegmentedReduceGpuTest, Uint64) { SegmentedReduceAllCases<uint64_t>(); }
 TEST(SegmentedReduceGpuTest, Float32) { SegmentedReduceAllCases<float>(); }
 TEST(SegmentedReduceGpuTest, Float64) { SegmentedReduceAllCases<double>(); }
 
+// ------------------------------------------- Wider accumulators (dtype=)
+
+// The narrow input as the wide type: numpy's cumsum(dtype=) and
+// sum(dtype=) convert each element, then accumulate; so does the reference
+// given the converted input. Integers must match exactly (random int32 and
+// uint32 values overflow 32-bit partial sums at once, so a narrow
+// accumulation fails); float64 SUM within 1e-12 of the sums of |x|, PROD
+// within 2^-52 per factor (a float32 accumulation, 6e-8 off, fails).
+template <typename T, typename A>
+std::vector<A> Widen(const std::vector<T>& narrow) {
+  return std::vector<A>(narrow.begin(), narrow.end());
+}
+
+template <typename T, typename A>
+void CheckWidenedScan(uint64_t n, Op op, bool exclusive, const std::vector<uint64_t>& starts,
+                      uint64_t salt, int offset = 0) {
+  const std::string what = Describe(starts.empty() ? "WidenedScan" : "WidenedSegmentedScan",
+                                    DTypeOf<T>(), op, exclusive, n) +
+                           " into " + DTypeName(DTypeOf<A>()) +
+                           " segments=" + std::to_string(starts.size()) +
+                           " offset=" + std::to_string(offset);
+  SCOPED_TRACE(what);
+  const std::vector<T> input = RandomInput<T>(n, op, salt);
+  DeviceBuffer d_in((n + offset) * sizeof(T)), d_out((n + offset) * sizeof(A));
+  DeviceBuffer d_starts(starts.size() * sizeof(uint64_t));
+  ASSERT_TRUE(d_in.ok() && d_out.ok() && d_starts.ok());
+  T* in = d_in.get<T>() + offset;
+  A* out = d_out.get<A>() + offset;
+  CUDA_ASSERT(d_out.Poison());
+  CUDA_ASSERT(ToDevice(in, input));
+  CUDA_ASSERT(ToDevice(d_starts.get(), starts));
+  size_t temp_bytes = 0;
+  CUDA_ASSERT(gpu::WidenedScan(nullptr, &temp_bytes, in, out, n, d_starts.get<uint64_t>(),
+                               starts.size(), DTypeOf<T>(), DTypeOf<A>(), op, exclusive, nullptr));
+  DeviceBuffer temp(temp_bytes);
+  CUDA_ASSERT(temp.Poison());
+  CUDA_ASSERT(gpu::WidenedScan(temp.get(), &temp_bytes, in, out, n, d_starts.get<uint64_t>(),
+                               starts.size(), DTypeOf<T>(), DTypeOf<A>(), op, exclusive, nullptr));
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  ExpectMatchesReference(Widen<T, A>(input), ToHost<A>(out, n), op,
+                         [&](auto span, Op o) {
+                           return reference::Scan(span, o, exclusive, absl::MakeConstSpan(starts));
+                         },
+                         what);
+}
+
+template <typename T, typename A>
+void CheckWidenedReduce(uint64_t n, Op op, const std::vector<uint64_t>& starts, uint64_t salt,
+                        int offset = 0) {
+  const std::string what = Describe(starts.empty() ? "WidenedReduce" : "WidenedSegmentedReduce",
+                                    DTypeOf<T>(), op, false, n) +
+                           " into " + DTypeName(DTypeOf<A>()) +
+                           " segments=" + std::to_string(starts.size()) +
+                           " offset=" + std::to_string(offset);
+  SCOPED_TRACE(what);
+  const std::vector<T> input = RandomInput<T>(n, op, salt);
+  const size_t results = starts.empty() ? 1 : starts.size();
+  DeviceBuffer d_in((n + offset) * sizeof(T)), d_values(results * sizeof(A)),
+      d_starts(starts.size() * sizeof(uint64_t));
+  ASSERT_TRUE(d_in.ok() && d_values.ok() && d_starts.ok());
+  T* in = d_in.get<T>() + offset;
+  CUDA_ASSERT(ToDevice(in, input));
+  CUDA_ASSERT(ToDevice(d_starts.get(), starts));
+  CUDA_ASSERT(d_values.Poison());
+  size_t temp_bytes = 0;
+  CUDA_ASSERT(gpu::WidenedReduce(nullptr, &temp_bytes, in, n, d_starts.get<uint64_t>(),
+                                 starts.size(), DTypeOf<T>(), DTypeOf<A>(), op, d_values.get(),
+                                 nullptr));
+  DeviceBuffer temp(temp_bytes);
+  CUDA_ASSERT(temp.Poison());
+  CUDA_ASSERT(gpu::WidenedReduce(temp.get(), &temp_bytes, in, n, d_starts.get<uint64_t>(),
+                                 starts.size(), DTypeOf<T>(), DTypeOf<A>(), op, d_values.get(),
+                                 nullptr));
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  const auto span_starts = absl::MakeConstSpan(starts);
+  ExpectMatchesReference(Widen<T, A>(input), ToHost<A>(d_values.get(), results), op,
+                         [&](auto span, Op o) { return reference::Reduce(span, o, span_starts).values; },
+                         what);
+}
+
+const std::vector<uint64_t> kWidenedSizes = {0, 1, (1u << 10) + 3, (1u << 20) + 7, 1u << 24};
+
+template <typename T, typename A>
+void WidenedAllCases() {
+  uint64_t salt = 5000;
+  for (const Op op : {Op::kSum, Op::kProd}) {
+    for (const uint64_t n : kWidenedSizes) {
+      for (const bool exclusive : {false, true}) CheckWidenedScan<T, A>(n, op, exclusive, {}, salt++);
+      CheckWidenedReduce<T, A>(n, op, {}, salt++);
+    }
+    // Off 16-byte alignment: the loads without vectors.
+    CheckWidenedScan<T, A>(100003, op, true, {}, salt++, /*offset=*/1);
+    CheckWidenedReduce<T, A>(100003, op, {}, salt++, /*offset=*/1);
+    // Segmented: many small segments (a warp each, for the reduce), a few
+    // long ones (the look-back pass), empty ones.
+    const uint64_t n = (1u << 20) + 7;
+    for (const std::vector<uint64_t>& starts :
+         {RandomStarts(n, 40, salt), EvenStarts(n, 100000), std::vector<uint64_t>{0, 0, 5, n}}) {
+      for (const bool exclusive : {false, true}) {
+        CheckWidenedScan<T, A>(n, op, exclusive, starts, salt++);
+      }
+      CheckWidenedReduce<T, A>(n, op, starts, salt++);
+    }
+  }
+}
+
+TEST(WidenedGpuTest, Int32IntoInt64) { WidenedAllCases<int32_t, int64_t>(); }
+TEST(WidenedGpuTest, Uint32IntoUint64) { WidenedAllCases<uint32_t, uint64_t>(); }
+TEST(WidenedGpuTest, Float32IntoFloat64) { WidenedAllCases<float, double>(); }
+
+// 2^24 + 1 is not a float32: 2^24 followed by ones sums to 2^24 in float32
+// however many ones follow, and exactly in float64.
+TEST(WidenedGpuTest, OnesAfterTwoPow24AreKeptInFloat64) {
+  const uint64_t n = (1u << 20) + 7;
+  std::vector<float> input(n, 1.0f);
+  input[0] = 16777216.0f;
+  DeviceBuffer d_in(n * sizeof(float)), d_out(n * sizeof(double));
+  ASSERT_TRUE(d_in.ok() && d_out.ok());
+  CUDA_ASSERT(ToDevice(d_in.get(), input));
+  size_t scan_bytes = 0, reduce_bytes = 0;
+  CUDA_ASSERT(gpu::WidenedScan(nullptr, &scan_bytes, d_in.get(), d_out.get(), n, nullptr, 0,
+                               DType::kFloat32, DType::kFloat64, Op::kSum, false, nullptr));
+  CUDA_ASSERT(gpu::WidenedReduce(nullptr, &reduce_bytes, d_in.get(), n, nullptr, 0,
+                                 DType::kFloat32, DType::kFloat64, Op::kSum, d_out.get(), nullptr));
+  DeviceBuffer temp(std::max(scan_bytes, reduce_bytes));
+  CUDA_ASSERT(gpu::WidenedScan(temp.get(), &scan_bytes, d_in.get(), d_out.get(), n, nullptr, 0,
+                               DType::kFloat32, DType::kFloat64, Op::kSum, false, nullptr));
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  const std::vector<double> scanned = ToHost<double>(d_out.get(), n);
+  size_t bad = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    if (scanned[i] != 16777216.0 + static_cast<double>(i) && ++bad <= 5) {
+      ADD_FAILURE() << "element " << i << ": got " << scanned[i];
+    }
+  }
+  EXPECT_EQ(bad, 0u);
+  CUDA_ASSERT(gpu::WidenedReduce(temp.get(), &reduce_bytes, d_in.get(), n, nullptr, 0,
+                                 DType::kFloat32, DType::kFloat64, Op::kSum, d_out.get(), nullptr));
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  EXPECT_EQ(ToHost<double>(d_out.get(), 1)[0], 16777216.0 + static_cast<double>(n - 1));
+}
+
+TEST(WidenedGpuTest, OnlyNumpysWideningsOfSumAndProd) {
+  size_t bytes = 0;
+  EXPECT_EQ(gpu::WidenedScan(nullptr, &bytes, nullptr, nullptr, 10, nullptr, 0, DType::kInt32,
+                             DType::kInt64, Op::kSum, false, nullptr), 0);
+  EXPECT_EQ(gpu::WidenedScan(nullptr, &bytes, nullptr, nullptr, 10, nullptr, 0, DType::kInt32,
+                             DType::kInt64, Op::kMax, false, nullptr), 1);
+  EXPECT_EQ(gpu::WidenedScan(nullptr, &bytes, nullptr, nullptr, 10, nullptr, 0, DType::kInt32,
+                             DType::kFloat64, Op::kSum, false, nullptr), 1);
+  EXPECT_EQ(gpu::WidenedScan(nullptr, &bytes, nullptr, nullptr, 10, nullptr, 0, DType::kInt64,
+                             DType::kInt64, Op::kSum, false, nullptr), 1);
+  EXPECT_EQ(gpu::WidenedReduce(nullptr, &bytes, nullptr, 10, nullptr, 0, DType::kFloat32,
+                               DType::kFloat64, Op::kProd, nullptr, nullptr), 0);
+  EXPECT_EQ(gpu::WidenedReduce(nullptr, &bytes, nullptr, 10, nullptr, 0, DType::kFloat32,
+                               DType::kFloat64, Op::kArgMin, nullptr, nullptr), 1);
+  EXPECT_EQ(gpu::WidenedReduce(nullptr, &bytes, nullptr, 10, nullptr, 0, DType::kUint32,
+                               DType::kInt64, Op::kSum, nullptr, nullptr), 1);
+}
+
 // ---------------------------------------------------------- Argument checks
 
 TEST(ApiGpuTest, TwoPhaseAndBadArguments) {

@@ -790,5 +790,46 @@ TEST_F(BuffersTest, ALargeScanFromABufferIntoABuffer) {
   ExpectAGoodRequestAnswered();
 }
 
+// accumulator_dtype from and into buffers (on the CUDA backend the kernels
+// read and write device memory in place): INT32 into INT64 does not wrap; an
+// output naming the input buffer replaces it with the wider answer; a
+// Reduce's wider value lands in a buffer too.
+TEST_F(BuffersTest, AWiderAccumulatorFromAndIntoBuffers) {
+  Start();
+  const uint64_t n = kCudaBackend ? (uint64_t{1} << 22) + 3 : (uint64_t{1} << 14) + 3;
+  std::mt19937 rng(11);
+  std::vector<int32_t> input(n);
+  for (int32_t& x : input) x = static_cast<int32_t>(rng());
+  std::vector<int64_t> want(n);
+  int64_t sum = 0;
+  for (uint64_t i = 0; i < n; ++i) want[i] = sum += input[i];
+  auto read_int64 = [&](const std::string& name) {
+    std::string read;
+    EXPECT_TRUE(client_->Read(name, &read).ok());
+    std::vector<int64_t> values(read.size() / 8);
+    std::memcpy(values.data(), read.data(), values.size() * 8);
+    return values;
+  };
+  ASSERT_TRUE(client_->Put("in", PackArray<int32_t>(input)).ok());
+  v1::MultiplexRequest m;
+  *m.mutable_reduce()->mutable_input()->mutable_buffer() = Ref("in");
+  m.mutable_reduce()->set_op(v1::SUM);
+  m.mutable_reduce()->set_accumulator_dtype(v1::INT64);
+  m.mutable_reduce()->mutable_output_buffers()->set_values("total");
+  const v1::MultiplexResponse got = Unary(m);
+  EXPECT_EQ(got.reduce().values().dtype(), v1::INT64);
+  EXPECT_EQ(read_int64("total"), std::vector<int64_t>{want.back()});
+  for (const std::string output : {"wide", "in"}) {  // beside, then over the input
+    v1::ScanRequest request = ScanOf(Ref("in"), output);
+    request.set_accumulator_dtype(v1::INT64);
+    v1::ScanResponse response;
+    ASSERT_TRUE(client_->Scan(request, &response).ok()) << output;
+    EXPECT_EQ(response.output().dtype(), v1::INT64) << output;
+    EXPECT_EQ(response.output().buffer().length(), n) << output;
+    EXPECT_TRUE(read_int64(output) == want) << output;
+  }
+  ExpectAGoodRequestAnswered();
+}
+
 }  // namespace
 }  // namespace primserve

@@ -36,6 +36,25 @@ int VisitOp(Op op, F&& f) {
   return cudaErrorInvalidValue;
 }
 
+// Calls f(T{}, A{}, std::integral_constant<Op, kOp>{}) for an accumulation
+// of a `dtype` input in the wider `accumulator` with SUM or PROD (int32 into
+// int64, uint32 into uint64, float into double, as numpy's sum(dtype=));
+// cudaErrorInvalidValue for any other pair or op.
+template <typename F>
+int VisitWidening(DType dtype, DType accumulator, Op op, F&& f) {
+  auto with_op = [&](auto input, auto wide) -> int {
+    if (op == Op::kSum) return f(input, wide, std::integral_constant<Op, Op::kSum>{});
+    if (op == Op::kProd) return f(input, wide, std::integral_constant<Op, Op::kProd>{});
+    return cudaErrorInvalidValue;
+  };
+  if (dtype == DType::kInt32 && accumulator == DType::kInt64) return with_op(int32_t{}, int64_t{});
+  if (dtype == DType::kUint32 && accumulator == DType::kUint64) {
+    return with_op(uint32_t{}, uint64_t{});
+  }
+  if (dtype == DType::kFloat32 && accumulator == DType::kFloat64) return with_op(float{}, double{});
+  return cudaErrorInvalidValue;
+}
+
 inline int64_t CeilDiv(uint64_t n, uint64_t d) { return static_cast<int64_t>((n + d - 1) / d); }
 
 // Temp storage is never reported as 0 bytes, so the second phase of the

@@ -5,7 +5,10 @@
 // A segmented scan is the same pass over head-flagged values
 // (operators.cuh: SegmentedOp). Optional carry: the scan starts from
 // *carry_in instead of nothing, and *carry_out gets carry_in op all n inputs
-// (the last tile's inclusive prefix).
+// (the last tile's inclusive prefix). A, the accumulator and output type, is
+// T or (SUM/PROD) a wider one: the narrow input is loaded as T (vectorised),
+// converted once per element, and the look-back, the prefixes and the output
+// are in A.
 #ifndef PRIMSERVE_KERNELS_DETAIL_SCAN_KERNEL_CUH_
 #define PRIMSERVE_KERNELS_DETAIL_SCAN_KERNEL_CUH_
 
@@ -22,11 +25,11 @@
 
 namespace primserve::gpu::detail {
 
-template <typename T, Op kOp, bool kSegmented, typename Policy>
+template <typename T, Op kOp, bool kSegmented, typename Policy, typename A = T>
 struct ScanConfig {
-  using BaseOp = CombineOp<T, kOp>;
-  using V = std::conditional_t<kSegmented, Flagged<T>, T>;  // scanned value
-  using ScanOp = std::conditional_t<kSegmented, SegmentedOp<T, BaseOp>, BaseOp>;
+  using BaseOp = CombineOp<A, kOp>;
+  using V = std::conditional_t<kSegmented, Flagged<A>, A>;  // scanned value
+  using ScanOp = std::conditional_t<kSegmented, SegmentedOp<A, BaseOp>, BaseOp>;
   static constexpr int kThreads = Policy::kThreads;
   static constexpr int kWarps = kThreads / kWarpThreads;
   static constexpr int kItems =
@@ -35,11 +38,11 @@ struct ScanConfig {
   static constexpr int kWarpItems = kWarpThreads * kItems;
 };
 
-template <typename T, Op kOp, bool kSegmented, typename Policy>
+template <typename T, Op kOp, bool kSegmented, typename Policy, typename A = T>
 struct ScanParams {
-  using Config = ScanConfig<T, kOp, kSegmented, Policy>;
+  using Config = ScanConfig<T, kOp, kSegmented, Policy, A>;
   const T* in;
-  T* out;
+  A* out;
   uint64_t n;
   int64_t num_tiles;
   bool exclusive;
@@ -47,27 +50,29 @@ struct ScanParams {
   const uint64_t* segment_starts;         // segmented only
   uint64_t num_segments;
   const uint64_t* tile_first_segment;     // segmented, several tiles
-  const T* carry_in;                      // plain only; nullable
-  T* carry_out;                           // plain only; nullable
+  const A* carry_in;                      // plain only; nullable
+  A* carry_out;                           // plain only; nullable
 };
 
 // kSkipLookback: timing diagnostic only (wrong results): every tile uses an
 // empty prefix, so the look-back's share of the time can be measured.
-template <typename T, Op kOp, bool kSegmented, typename Policy, bool kSkipLookback = false>
+template <typename T, Op kOp, bool kSegmented, typename Policy, bool kSkipLookback = false,
+          typename A = T>
 __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
-    ScanKernel(const ScanParams<T, kOp, kSegmented, Policy> p) {
-  using Config = ScanConfig<T, kOp, kSegmented, Policy>;
+    ScanKernel(const ScanParams<T, kOp, kSegmented, Policy, A> p) {
+  using Config = ScanConfig<T, kOp, kSegmented, Policy, A>;
   using V = typename Config::V;
   constexpr int kItems = Config::kItems;
   constexpr int kTileItems = Config::kTileItems;
   constexpr int kWarpItems = Config::kWarpItems;
   const typename Config::ScanOp op{};
 
-  __shared__ WarpTransposeStorage<T, kItems, Config::kWarps> transpose;
+  // In A: the output's transpose; the input's (T, no wider) uses its start.
+  __shared__ WarpTransposeStorage<A, kItems, Config::kWarps> transpose;
   __shared__ BlockScanStorage<V, Config::kWarps> scan_storage;
   __shared__ V tile_prefix_slot;
   __shared__ int64_t tile_slot;
-  __shared__ T carry_slot;
+  __shared__ A carry_slot;
   __shared__ uint8_t heads[kSegmented ? kTileItems : 1];
 
   int64_t tile = 0;
@@ -93,7 +98,7 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
 
   T x[kItems];
   WarpLoadBlocked(p.in + tile_begin + warp_offset, warp_valid, IsVectorAligned(p.in),
-                  Neutral<T, kOp>(), x, transpose.items[WarpId()]);
+                  Neutral<T, kOp>(), x, reinterpret_cast<T*>(transpose.items[WarpId()]));
 
   // Float MIN/MAX (plain scans), per thread, bit for bit the NaN-propagating
   // op's result either way (operators.cuh):
@@ -102,7 +107,7 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
   //  - zeros but no NaN: integer min/max over ordered keys;
   //  - a NaN: the generic op.
   constexpr bool kFloatMinMax = !kSegmented && std::is_floating_point_v<T> &&
-                                (kOp == Op::kMin || kOp == Op::kMax);
+                                std::is_same_v<T, A> && (kOp == Op::kMin || kOp == Op::kMax);
   FloatMinMaxPath path = FloatMinMaxPath::kGeneric;
   if constexpr (kFloatMinMax) {
     bool nan_or_zero = false;
@@ -124,11 +129,11 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
     BlockMarkHeads<kTileItems>(p.segment_starts, first, last, tile_begin, tile_valid, heads);
 #pragma unroll
     for (int j = 0; j < kItems; ++j) {
-      values[j] = V{heads[warp_offset + LaneId() * kItems + j], x[j]};
+      values[j] = V{heads[warp_offset + LaneId() * kItems + j], static_cast<A>(x[j])};
     }
   } else {
 #pragma unroll
-    for (int j = 0; j < kItems; ++j) values[j] = x[j];
+    for (int j = 0; j < kItems; ++j) values[j] = static_cast<A>(x[j]);
   }
 
   V thread_total;
@@ -153,9 +158,9 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
 
   V neutral;
   if constexpr (kSegmented) {
-    neutral = V{0, Neutral<T, kOp>()};
+    neutral = V{0, Neutral<A, kOp>()};
   } else {
-    neutral = Neutral<T, kOp>();
+    neutral = Neutral<A, kOp>();
   }
   V running, tile_total;
   // Also orders carry_slot's write before the reads below.
@@ -184,7 +189,7 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
     if (has_carry) running = op(carry, running);
   }
 
-  T y[kItems];
+  A y[kItems];
   // A NaN prefix (it comes first) is every output of this thread.
   if (path != FloatMinMaxPath::kGeneric && IsNan(running)) {
     if constexpr (kFloatMinMax) {
@@ -216,11 +221,11 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
 #pragma unroll
     for (int j = 0; j < kItems; ++j) {
       if constexpr (kSegmented) {
-        if (p.exclusive) y[j] = values[j].head ? Identity<T>(kOp) : running.value;
+        if (p.exclusive) y[j] = values[j].head ? Identity<A>(kOp) : running.value;
         running = op(running, values[j]);
         if (!p.exclusive) y[j] = running.value;
       } else {
-        if (p.exclusive) y[j] = thread_begin + j == 0 && !has_carry ? Identity<T>(kOp) : running;
+        if (p.exclusive) y[j] = thread_begin + j == 0 && !has_carry ? Identity<A>(kOp) : running;
         running = op(running, values[j]);
         if (!p.exclusive) y[j] = running;
       }
@@ -240,16 +245,17 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
 }
 
 // n == 0 with a carry: carry_out = carry_in, or the identity.
-template <typename T, Op kOp>
-__global__ void ScanEmptyCarryKernel(const T* carry_in, T* carry_out) {
-  *carry_out = carry_in != nullptr ? *carry_in : Identity<T>(kOp);
+template <typename A, Op kOp>
+__global__ void ScanEmptyCarryKernel(const A* carry_in, A* carry_out) {
+  *carry_out = carry_in != nullptr ? *carry_in : Identity<A>(kOp);
 }
 
-template <typename T, Op kOp, bool kSegmented, typename Policy, bool kSkipLookback = false>
-int LaunchScan(void* temp_storage, size_t* temp_bytes, const T* in, T* out, uint64_t n,
+template <typename T, Op kOp, bool kSegmented, typename Policy, bool kSkipLookback = false,
+          typename A = T>
+int LaunchScan(void* temp_storage, size_t* temp_bytes, const T* in, A* out, uint64_t n,
                const uint64_t* starts, uint64_t num_segments, bool exclusive,
-               const T* carry_in, T* carry_out, cudaStream_t stream) {
-  using Config = ScanConfig<T, kOp, kSegmented, Policy>;
+               const A* carry_in, A* carry_out, cudaStream_t stream) {
+  using Config = ScanConfig<T, kOp, kSegmented, Policy, A>;
   using Status = TileStatus<typename Config::V>;
   const int64_t num_tiles = n == 0 ? 1 : CeilDiv(n, Config::kTileItems);
   const size_t status_bytes = num_tiles > 1 ? Status::StorageBytes(num_tiles) : 0;
@@ -264,13 +270,13 @@ int LaunchScan(void* temp_storage, size_t* temp_bytes, const T* in, T* out, uint
   if (*temp_bytes < bytes) return cudaErrorInvalidValue;
   if (n == 0) {
     if (!kSegmented && carry_out != nullptr) {
-      ScanEmptyCarryKernel<T, kOp><<<1, 1, 0, stream>>>(carry_in, carry_out);
+      ScanEmptyCarryKernel<A, kOp><<<1, 1, 0, stream>>>(carry_in, carry_out);
       return cudaGetLastError();
     }
     return cudaSuccess;
   }
 
-  ScanParams<T, kOp, kSegmented, Policy> params{};
+  ScanParams<T, kOp, kSegmented, Policy, A> params{};
   params.in = in;
   params.out = out;
   params.n = n;
@@ -295,7 +301,7 @@ int LaunchScan(void* temp_storage, size_t* temp_bytes, const T* in, T* out, uint
       }
     }
   }
-  ScanKernel<T, kOp, kSegmented, Policy, kSkipLookback>
+  ScanKernel<T, kOp, kSegmented, Policy, kSkipLookback, A>
       <<<static_cast<unsigned>(num_tiles), Config::kThreads, 0, stream>>>(params);
   return cudaGetLastError();
 }

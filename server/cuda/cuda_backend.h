@@ -80,6 +80,9 @@ class CudaBackend final : public ExecutionBackend {
   std::vector<std::pair<int, absl::Status>> DeviceHealth() const override;
   // gpu::ScanTileItems(dtype, false).
   uint64_t ReproducibleScanGranule(DType dtype) const override;
+  // Scans and reductions into a wider accumulator: gpu::WidenedScan and
+  // gpu::WidenedReduce.
+  bool WidensAccumulators() const override { return true; }
   // cudaHostRegister (portable: for every device's lanes) / cudaHostUnregister.
   absl::Status PinHostMemory(void* data, size_t bytes) override;
   void UnpinHostMemory(void* data) override;

@@ -42,9 +42,10 @@ class Tally {
 Footprint FootprintOf(const Operation& operation) {
   return std::visit(
       Overloaded{
-          // A scan's output place has room for an answer as large as its input.
+          // A scan's output place has room for its answer: as large as its
+          // input, or twice that with a wider accumulator.
           [](const ScanOperation& op) {
-            return Tally().Array(op.input).Place(op.output_place, op.input.bytes.size()).done();
+            return Tally().Array(op.input).Place(op.output_place, OutputBytes(op)).done();
           },
           [](const ReduceOperation& op) { return Tally().Array(op.input).Places(op.places).done(); },
           [](const SelectOperation& op) {

@@ -66,6 +66,20 @@ TEST_F(FootprintTest, OutputPlaceOnADeviceNamesIt) {
   EXPECT_EQ(FootprintOf(select).device, 3);
 }
 
+// A scan into a wider accumulator writes twice its input's bytes: its place
+// is on a device only where all of them lie in the device's range.
+TEST_F(FootprintTest, AWiderScanAnswerTakesTwiceTheInputsBytesAtItsPlace) {
+  ScanOperation scan;
+  scan.input = View(host_, 0, 400);  // 100 INT32
+  scan.output_place = on_one_.data() + 4096 - 600;
+  EXPECT_EQ(FootprintOf(scan).device, 1);  // 400 bytes of INT32 answer fit
+  scan.accumulator = DType::kInt64;
+  EXPECT_EQ(FootprintOf(scan).device, -1);  // 800 bytes of INT64 run past the range
+  scan.output_place = on_one_.data() + 4096 - 800;
+  EXPECT_EQ(FootprintOf(scan).device, 1);
+  EXPECT_EQ(FootprintOf(scan).bytes, 400u);  // the work: the input's bytes
+}
+
 TEST_F(FootprintTest, FirstDeviceInArgumentOrderWins) {
   SortOperation sort;
   sort.keys = View(on_one_, 0, 64);

@@ -4,6 +4,8 @@
 // request reduced by its own launch, exactly as alone. A request alone (one
 // that reads or writes a CUDA region runs alone: io.h TouchesDevice) reads
 // its input where it lies and writes its placed answers there (StagedRun).
+// A SUM/PROD into a wider accumulator (ReduceOperation::accumulator) answers
+// in it, through gpu::WidenedReduce.
 #include <algorithm>
 #include <vector>
 
@@ -16,6 +18,22 @@
 namespace primserve::cuda {
 namespace {
 
+// The kernel call of `like`'s reduction (its dtype, op and accumulator) over
+// n elements with num_segments segment starts (<= 1: the whole input):
+// gpu::SegmentedReduce, or gpu::WidenedReduce for a wider accumulator (no
+// indices: SUM and PROD only). Two-phase: temp_storage null sizes it.
+int LaunchReduceOf(const ReduceOperation& like, void* temp_storage, size_t* temp_bytes,
+                   const void* d_in, uint64_t n, const uint64_t* d_segment_starts,
+                   uint64_t num_segments, void* d_values_out, int64_t* d_indices_out,
+                   cudaStream_t stream) {
+  if (like.accumulator) {
+    return gpu::WidenedReduce(temp_storage, temp_bytes, d_in, n, d_segment_starts, num_segments,
+                              like.input.dtype, *like.accumulator, like.op, d_values_out, stream);
+  }
+  return gpu::SegmentedReduce(temp_storage, temp_bytes, d_in, n, d_segment_starts, num_segments,
+                              like.input.dtype, like.op, d_values_out, d_indices_out, stream);
+}
+
 // Every request reduced by the launch it gets alone (gpu::SegmentedReduce
 // over its own elements and segment starts, one segment without any), each
 // at a kAlignment-aligned place in one staged buffer as alone, one after
@@ -25,7 +43,7 @@ absl::StatusOr<Results> RunReproducibleReduces(Lane& lane,
                                                absl::Time deadline,
                                                const AnswerAllocator* answers) {
   const ReduceOperation& first = *ops.front();
-  const DType dtype = first.input.dtype;
+  const DType dtype = ValuesDType(first);  // the answers'
   const size_t element = DTypeSize(dtype);
   HostInput data;
   std::vector<size_t> place(ops.size());
@@ -43,9 +61,10 @@ absl::StatusOr<Results> RunReproducibleReduces(Lane& lane,
     first_segment.push_back(own_starts.size());
     own_starts.insert(own_starts.end(), alone.segment_starts.begin(),
                       alone.segment_starts.end());
-    PRIMSERVE_RETURN_IF_CUDA_ERROR(gpu::SegmentedReduce(
-        nullptr, &temp_of[i], nullptr, op.input.size(), nullptr, alone.segment_starts.size(),
-        dtype, op.op, nullptr, nullptr, lane.stream()));
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(LaunchReduceOf(op, nullptr, &temp_of[i], nullptr,
+                                                  op.input.size(), nullptr,
+                                                  alone.segment_starts.size(), nullptr, nullptr,
+                                                  lane.stream()));
     temp_bytes = std::max(temp_bytes, temp_of[i]);
   }
   first_segment.push_back(own_starts.size());  // the end
@@ -62,11 +81,10 @@ absl::StatusOr<Results> RunReproducibleReduces(Lane& lane,
   int error = 0;
   for (size_t i = 0; i < ops.size() && error == 0; ++i) {
     const ReduceOperation& op = *ops[i];
-    error = gpu::SegmentedReduce(
-        run.device(temp), &temp_of[i], run.device<char>(input) + place[i], op.input.size(),
+    error = LaunchReduceOf(
+        op, run.device(temp), &temp_of[i], run.device<char>(input) + place[i], op.input.size(),
         run.device<uint64_t>(starts) + first_segment[i], first_segment[i + 1] - first_segment[i],
-        dtype, op.op, run.device<char>(values) + first_segment[i] * element, nullptr,
-        lane.stream());
+        run.device<char>(values) + first_segment[i] * element, nullptr, lane.stream());
   }
   PRIMSERVE_RETURN_IF_ERROR(run.Launched(error));
   PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(values, num_segments * element));
@@ -88,7 +106,7 @@ absl::StatusOr<Results> RunReduces(Lane& lane, absl::Span<const ReduceOperation*
     return RunReproducibleReduces(lane, ops, deadline, answers);
   }
   const ReduceOperation& first = *ops.front();
-  const DType dtype = first.input.dtype;
+  const DType dtype = ValuesDType(first);  // the answers'
   const size_t element = DTypeSize(dtype);
   const bool arg = first.op == Op::kArgMin || first.op == Op::kArgMax;
   Concatenation all;
@@ -99,9 +117,9 @@ absl::StatusOr<Results> RunReduces(Lane& lane, absl::Span<const ReduceOperation*
   }
   const uint64_t num_segments = all.segment_starts.size();
   size_t temp_bytes = 0;
-  PRIMSERVE_RETURN_IF_CUDA_ERROR(gpu::SegmentedReduce(nullptr, &temp_bytes, nullptr, all.total,
-                                                      nullptr, num_segments, dtype, first.op,
-                                                      nullptr, nullptr, lane.stream()));
+  PRIMSERVE_RETURN_IF_CUDA_ERROR(LaunchReduceOf(first, nullptr, &temp_bytes, nullptr, all.total,
+                                                nullptr, num_segments, nullptr, nullptr,
+                                                lane.stream()));
   HostInput starts_input(absl::Span<const uint64_t>(all.segment_starts));
   StagedRun run(lane, deadline, ops.size() == 1 ? answers : nullptr);
   const StagedRun::Slice input = run.Input(data);
@@ -116,9 +134,9 @@ absl::StatusOr<Results> RunReduces(Lane& lane, absl::Span<const ReduceOperation*
                                               "indices");
   const StagedRun::Slice temp = run.Scratch(temp_bytes);
   PRIMSERVE_RETURN_IF_ERROR(run.Start());
-  PRIMSERVE_RETURN_IF_ERROR(run.Launched(gpu::SegmentedReduce(
-      run.device(temp), &temp_bytes, run.device(input), all.total, run.device<uint64_t>(starts),
-      num_segments, dtype, first.op, run.device(values),
+  PRIMSERVE_RETURN_IF_ERROR(run.Launched(LaunchReduceOf(
+      first, run.device(temp), &temp_bytes, run.device(input), all.total,
+      run.device<uint64_t>(starts), num_segments, run.device(values),
       arg ? run.device<int64_t>(indices) : nullptr, lane.stream())));
   PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(values, num_segments * element));
   if (arg) PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(indices, num_segments * sizeof(int64_t)));

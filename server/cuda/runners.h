@@ -29,6 +29,15 @@ inline constexpr size_t kPipelinedScanMinBytes = (size_t{64} << 20) + 1;
 // Fills the pending input of each operation (ArrayView::pending), whole.
 void FillPendingInputs(absl::Span<const ScanOperation* const> ops);
 
+// The kernel call of `like`'s scan (its dtype, op, exclusive and
+// accumulator) over n elements from d_in to d_out with num_segments segment
+// starts (0: one segment): gpu::SegmentedScan (gpu::Scan without starts),
+// or gpu::WidenedScan for a wider accumulator, whose d_out must not overlap
+// d_in. Two-phase as the kernels: temp_storage null sizes *temp_bytes.
+int LaunchScanOf(const ScanOperation& like, void* temp_storage, size_t* temp_bytes,
+                 const void* d_in, void* d_out, uint64_t n, const uint64_t* d_segment_starts,
+                 uint64_t num_segments, cudaStream_t stream);
+
 // Segmented launches over the whole batch (a large single scan: a pipeline).
 absl::StatusOr<Results> RunScans(Lane& lane, absl::Span<const ScanOperation* const> ops,
                                  absl::Time deadline, const AnswerAllocator* answers);

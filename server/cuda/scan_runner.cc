@@ -1,7 +1,9 @@
 // Scans: a batch as one segmented launch; one large unsegmented scan as a
 // pipeline of chunks that carries the running prefix on the device; a batch
 // of reproducible float SUM/PROD scans staged together, each scanned by its
-// own launch, exactly as alone.
+// own launch, exactly as alone. A scan into a wider accumulator
+// (ScanOperation::accumulator) writes its answer beside its input, never over
+// it, and is never pipelined (its chunks would not fit their slots in place).
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -162,15 +164,20 @@ absl::StatusOr<Result> RunPipelinedScan(Lane& lane, const ScanOperation& op, abs
 
 // Reproducible float SUM/PROD: every request scanned by the launch it would
 // get alone (gpu::Scan, or gpu::SegmentedScan with its own segments, or
-// gpu::ScanWithCarry for a stream's piece), each at a kAlignment-aligned
-// place in one staged buffer, as alone, on the lane's stream one after
-// another; one copy in and one copy out for the batch.
+// gpu::ScanWithCarry for a stream's piece, or gpu::WidenedScan), each at a
+// kAlignment-aligned place in one staged buffer, as alone, on the lane's
+// stream one after another; one copy in and one copy out for the batch.
 absl::StatusOr<Results> RunReproducibleScans(Lane& lane,
                                              absl::Span<const ScanOperation* const> ops,
                                              absl::Time deadline) {
   const ScanOperation& first = *ops.front();
   const DType dtype = first.input.dtype;
   const size_t element = DTypeSize(dtype);
+  // A wider answer has a buffer of its own, each request's at out_place.
+  const bool widened = first.accumulator.has_value();
+  const DType out_dtype = ValuesDType(first);
+  Layout outputs;
+  std::vector<size_t> out_place(ops.size());
   HostInput data;
   std::vector<size_t> place(ops.size());  // byte offset of each request
   std::vector<uint64_t> starts;  // each request's own segment starts
@@ -181,20 +188,21 @@ absl::StatusOr<Results> RunReproducibleScans(Lane& lane,
   size_t temp_bytes = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
     const ScanOperation& op = *ops[i];
-    if ((op.carry_in || op.wants_carry) && !op.segment_offsets.empty()) {
-      return absl::InternalError("a scan with a carry reached the engine with segments");
+    if ((op.carry_in || op.wants_carry) && (!op.segment_offsets.empty() || widened)) {
+      return absl::InternalError(
+          "a scan with a carry reached the engine with segments or a wider accumulator");
     }
     place[i] = data.AppendAligned(op.input.bytes);
+    if (widened) out_place[i] = outputs.Add(op.input.size() * DTypeSize(out_dtype));
     first_start[i] = starts.size();
     starts.insert(starts.end(), op.segment_offsets.begin(), op.segment_offsets.end());
     if (op.carry_in) carries[i] = *op.carry_in;
     any_carry |= op.carry_in || op.wants_carry;
     const uint64_t n = op.input.size();
     PRIMSERVE_RETURN_IF_CUDA_ERROR(
-        !op.segment_offsets.empty()
-            ? gpu::SegmentedScan(nullptr, &temp_of[i], nullptr, nullptr, n, nullptr,
-                                 op.segment_offsets.size(), dtype, op.op, op.exclusive,
-                                 lane.stream())
+        !op.segment_offsets.empty() || widened
+            ? LaunchScanOf(op, nullptr, &temp_of[i], nullptr, nullptr, n, nullptr,
+                           op.segment_offsets.size(), lane.stream())
         : op.carry_in || op.wants_carry
             ? gpu::ScanWithCarry(nullptr, &temp_of[i], nullptr, nullptr, n, dtype, op.op,
                                  op.exclusive, nullptr, nullptr, lane.stream())
@@ -206,6 +214,8 @@ absl::StatusOr<Results> RunReproducibleScans(Lane& lane,
   HostInput carries_input{absl::Span<const uint64_t>(carries)};
   StagedRun run(lane, deadline);
   const StagedRun::Slice in_out = run.Input(data);
+  // Same dtype: each answer over its input.
+  const StagedRun::Slice answers = widened ? run.Output(outputs.size()) : in_out;
   const StagedRun::Slice segment_starts = run.Input(starts_input);
   const StagedRun::Slice carry = any_carry ? run.Input(carries_input) : StagedRun::Slice{};
   const StagedRun::Slice temp = run.Scratch(temp_bytes);
@@ -215,12 +225,12 @@ absl::StatusOr<Results> RunReproducibleScans(Lane& lane,
     const ScanOperation& op = *ops[i];
     const uint64_t n = op.input.size();
     char* at = run.device<char>(in_out) + place[i];
+    char* out = widened ? run.device<char>(answers) + out_place[i] : at;
     uint64_t* slot = any_carry ? run.device<uint64_t>(carry) + i : nullptr;
-    error = !op.segment_offsets.empty()
-                ? gpu::SegmentedScan(run.device(temp), &temp_of[i], at, at, n,
-                                     run.device<uint64_t>(segment_starts) + first_start[i],
-                                     op.segment_offsets.size(), dtype, op.op, op.exclusive,
-                                     lane.stream())
+    error = !op.segment_offsets.empty() || widened
+                ? LaunchScanOf(op, run.device(temp), &temp_of[i], at, out, n,
+                               run.device<uint64_t>(segment_starts) + first_start[i],
+                               op.segment_offsets.size(), lane.stream())
             : op.carry_in || op.wants_carry
                 ? gpu::ScanWithCarry(run.device(temp), &temp_of[i], at, at, n, dtype, op.op,
                                      op.exclusive, op.carry_in ? slot : nullptr,
@@ -229,7 +239,7 @@ absl::StatusOr<Results> RunReproducibleScans(Lane& lane,
                             op.exclusive, lane.stream());
   }
   PRIMSERVE_RETURN_IF_ERROR(run.Launched(error));
-  PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(in_out, data.size()));
+  PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(answers, widened ? outputs.size() : data.size()));
   if (any_carry) {
     PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(carry, carries.size() * sizeof(uint64_t)));
   }
@@ -238,7 +248,9 @@ absl::StatusOr<Results> RunReproducibleScans(Lane& lane,
   Results results;
   for (size_t i = 0; i < ops.size(); ++i) {
     ScanResult result{
-        ToHostArray(dtype, run.staged(in_out) + place[i], ops[i]->input.bytes.size())};
+        widened ? ToHostArray(out_dtype, run.staged(answers) + out_place[i],
+                              ops[i]->input.size() * DTypeSize(out_dtype))
+                : ToHostArray(dtype, run.staged(in_out) + place[i], ops[i]->input.bytes.size())};
     if (ops[i]->wants_carry) {
       // The slot's first `element` bytes; the rest is what was staged.
       result.carry_out = 0;
@@ -250,6 +262,18 @@ absl::StatusOr<Results> RunReproducibleScans(Lane& lane,
 }
 
 }  // namespace
+
+int LaunchScanOf(const ScanOperation& like, void* temp_storage, size_t* temp_bytes,
+                 const void* d_in, void* d_out, uint64_t n, const uint64_t* d_segment_starts,
+                 uint64_t num_segments, cudaStream_t stream) {
+  if (like.accumulator) {
+    return gpu::WidenedScan(temp_storage, temp_bytes, d_in, d_out, n, d_segment_starts,
+                            num_segments, like.input.dtype, *like.accumulator, like.op,
+                            like.exclusive, stream);
+  }
+  return gpu::SegmentedScan(temp_storage, temp_bytes, d_in, d_out, n, d_segment_starts,
+                            num_segments, like.input.dtype, like.op, like.exclusive, stream);
+}
 
 void FillPendingInputs(absl::Span<const ScanOperation* const> ops) {
   for (const ScanOperation* op : ops) {
@@ -263,7 +287,7 @@ absl::StatusOr<Results> RunScans(Lane& lane, absl::Span<const ScanOperation* con
   if (ops.size() != 1) answers = nullptr;
   // Only where the pipeline's slots fit the lane's pinned staging: beyond
   // it, pageable staging would stall every chunk.
-  if (ops.size() == 1 && first.segment_offsets.empty() &&
+  if (ops.size() == 1 && first.segment_offsets.empty() && !first.accumulator &&
       first.input.bytes.size() >= kPipelinedScanMinBytes &&
       AlignUp(Lane::kPipelineSlots * kPipelineChunkBytes) <= lane.pinned_limit()) {
     return Results{RunPipelinedScan(lane, first, deadline, answers)};
@@ -275,8 +299,8 @@ absl::StatusOr<Results> RunScans(Lane& lane, absl::Span<const ScanOperation* con
       return absl::InternalError("a scan with a carry reached the engine unreproducible");
     }
   }
-  const DType dtype = first.input.dtype;
-  const size_t element = DTypeSize(dtype);
+  const DType out_dtype = ValuesDType(first);
+  const size_t out_element = DTypeSize(out_dtype);
   Concatenation all;
   HostInput data;
   for (const ScanOperation* op : ops) {
@@ -284,33 +308,31 @@ absl::StatusOr<Results> RunScans(Lane& lane, absl::Span<const ScanOperation* con
     data.Append(op->input.bytes);
   }
   const bool segmented = ops.size() > 1 || !first.segment_offsets.empty();
-  const uint64_t num_segments = all.segment_starts.size();
+  const uint64_t num_segments = segmented ? all.segment_starts.size() : 0;
   size_t temp_bytes = 0;
-  PRIMSERVE_RETURN_IF_CUDA_ERROR(
-      segmented ? gpu::SegmentedScan(nullptr, &temp_bytes, nullptr, nullptr, all.total, nullptr,
-                                     num_segments, dtype, first.op, first.exclusive, lane.stream())
-                : gpu::Scan(nullptr, &temp_bytes, nullptr, nullptr, all.total, dtype, first.op,
-                            first.exclusive, lane.stream()));
+  PRIMSERVE_RETURN_IF_CUDA_ERROR(LaunchScanOf(first, nullptr, &temp_bytes, nullptr, nullptr,
+                                              all.total, nullptr, num_segments, lane.stream()));
   HostInput starts_input(absl::Span<const uint64_t>(all.segment_starts));
   StagedRun run(lane, deadline, answers);
-  // In place: the scan overwrites its input, halving the device memory.
-  const StagedRun::Slice in_out = run.HoldAnswer(run.Input(data), all.total * element);
+  const StagedRun::Slice input = run.Input(data);
+  // In place where the answer has the input's dtype: the scan overwrites its
+  // input, halving the device memory. A wider answer gets room of its own.
+  const uint64_t answer_bytes = all.total * out_element;
+  const StagedRun::Slice out = first.accumulator ? run.Output(answer_bytes)
+                                                 : run.HoldAnswer(input, answer_bytes);
   const StagedRun::Slice starts = segmented ? run.Input(starts_input) : StagedRun::Slice{};
   const StagedRun::Slice temp = run.Scratch(temp_bytes);
   PRIMSERVE_RETURN_IF_ERROR(run.Start());
   PRIMSERVE_RETURN_IF_ERROR(run.Launched(
-      segmented
-          ? gpu::SegmentedScan(run.device(temp), &temp_bytes, run.device(in_out),
-                               run.device(in_out), all.total, run.device<uint64_t>(starts),
-                               num_segments, dtype, first.op, first.exclusive, lane.stream())
-          : gpu::Scan(run.device(temp), &temp_bytes, run.device(in_out), run.device(in_out),
-                      all.total, dtype, first.op, first.exclusive, lane.stream())));
-  PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(in_out, all.total * element));
+      LaunchScanOf(first, run.device(temp), &temp_bytes, run.device(input), run.device(out),
+                   all.total, segmented ? run.device<uint64_t>(starts) : nullptr, num_segments,
+                   lane.stream())));
+  PRIMSERVE_RETURN_IF_ERROR(run.CopyBack(out, answer_bytes));
   PRIMSERVE_RETURN_IF_ERROR(run.Finish());
   Results results;
   for (size_t i = 0; i < ops.size(); ++i) {
-    results.push_back(ScanResult{run.Answer(in_out, dtype, ops[i]->input.bytes.size(),
-                                            all.offsets[i] * element)});
+    results.push_back(ScanResult{run.Answer(out, out_dtype, ops[i]->input.size() * out_element,
+                                            all.offsets[i] * out_element)});
   }
   return results;
 }

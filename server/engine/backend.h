@@ -46,8 +46,8 @@ class ExecutionBackend {
   // operation's carry_in), which then give the bits of one scan of the whole.
   // 0: any cut gives those bits (a sequential scan).
   virtual uint64_t ReproducibleScanGranule(DType dtype) const { return 0; }
-  // Whether a Reduce's ReduceOperation::accumulator is honoured (else the
-  // RPC layer refuses such requests).
+  // Whether ScanOperation::accumulator and ReduceOperation::accumulator are
+  // honoured (else the RPC layer refuses such requests).
   virtual bool WidensAccumulators() const { return false; }
 
   // Host memory that stays mapped a long time (a shared-memory region): a

@@ -181,6 +181,12 @@ struct ScanOperation {
 // The dtype of a Scan's output.
 inline DType ValuesDType(const ScanOperation& o) { return o.accumulator.value_or(o.input.dtype); }
 
+// The bytes of a Scan's output: its input's, twice them with a wider
+// accumulator.
+inline uint64_t OutputBytes(const ScanOperation& o) {
+  return o.input.size() * DTypeSize(ValuesDType(o));
+}
+
 // Whether a scan must run exactly as it would alone (see
 // ScanOperation::reproducible).
 inline bool RunsReproducibly(const ScanOperation& o) {

@@ -28,9 +28,9 @@ struct RequestLimits {
   // more than 10% on some RPCs, docs/API.md "Reproducible floats"), only requests
   // that set `reproducible` are.
   bool reproducible_floats = false;
-  // Whether the backend answers a Reduce's accumulator_dtype (the CPU
-  // backend does; the CUDA backend's kernels accumulate in the input's
-  // dtype, so such requests are refused before they reach it).
+  // Whether the backend answers Scan's and Reduce's accumulator_dtype
+  // (ExecutionBackend::WidensAccumulators: the CPU and CUDA backends do;
+  // elsewhere such requests are refused before they reach the backend).
   bool wide_accumulators = false;
   // Most steps in one Pipeline (--max_pipeline_steps).
   uint64_t max_pipeline_steps = 16;

@@ -385,8 +385,7 @@ absl::StatusOr<std::optional<DType>> ParseAccumulator(v1::DType asked, Op op, DT
   }
   if (!limits.wide_accumulators) {
     return Invalid(absl::StrCat("accumulator_dtype ", DTypeName(wide),
-                                ": this server's backend accumulates in the input's dtype only (the "
-                                "CPU backend takes accumulator_dtype)"));
+                                ": this server's backend accumulates in the input's dtype only"));
   }
   return wide;
 }

@@ -316,9 +316,9 @@ class Client:
             dtype: "sum" and "prod" only: the dtype to accumulate and answer
                 in, as numpy's ``sum(dtype=)``: int64 for int32 input, uint64
                 for uint32, float64 for float32 (None or a's dtype: a's, so an
-                int32 sum wraps at 2**31 unless asked). The CPU backend
-                takes it; the CUDA backend refuses it, and every server a
-                dtype that does not widen a's (ServerError INVALID_ARGUMENT).
+                int32 sum wraps at 2**31 unless asked). The CPU and CUDA
+                backends take it; every server refuses a dtype that does not
+                widen a's (ServerError INVALID_ARGUMENT).
                 Such a call is always unary (ReduceStream does not take it).
 
         Returns:

@@ -1,4 +1,5 @@
-"""Installs the package and starts a CPU primserve for the tests.
+"""Installs the package and starts primserve servers for the tests (the CPU
+backend unless --primserve_backend says otherwise).
 
 The tests import primserve as `pip install` puts it, not from the source
 tree: before collection, the package is built and installed offline into a
@@ -29,6 +30,11 @@ def pytest_addoption(parser):
         default=os.environ.get("PRIMSERVE", str(REPO / "bazel-bin" / "server" / "primserve")),
         help="the primserve binary to test against (default: $PRIMSERVE, else bazel-bin/server/primserve)",
     )
+    parser.addoption(
+        "--primserve_backend",
+        default=os.environ.get("PRIMSERVE_BACKEND", "cpu"),
+        help="the servers' --backend (default: $PRIMSERVE_BACKEND, else cpu; cuda on a GPU machine)",
+    )
 
 
 def pytest_configure(config):
@@ -58,13 +64,13 @@ def pytest_unconfigure(config):
 class Server:
     """A primserve child process on a free loopback port, its log in a file."""
 
-    def __init__(self, binary: str, log_path: pathlib.Path, *flags: str):
+    def __init__(self, binary: str, log_path: pathlib.Path, *flags: str, backend: str = "cpu"):
         if not os.access(binary, os.X_OK):
             pytest.exit(f"no primserve binary at {binary}: build //server:primserve or pass --primserve", 2)
         self.log_path = log_path
         self._log = open(log_path, "wb")
         self.process = subprocess.Popen(
-            [binary, "--backend=cpu", "--host=127.0.0.1", "--port=0", "--metrics_port=-1",
+            [binary, f"--backend={backend}", "--host=127.0.0.1", "--port=0", "--metrics_port=-1",
              "--shutdown_grace_seconds=2", *flags],
             stdout=self._log, stderr=subprocess.STDOUT,
         )
@@ -98,12 +104,13 @@ class Server:
 
 @pytest.fixture(scope="session")
 def start_server(request, tmp_path_factory):
-    """Starts a CPU primserve with extra flags; every one is stopped at the end of the session."""
+    """Starts a primserve (--primserve_backend) with extra flags; every one is stopped at the end of the session."""
     servers = []
 
     def start(*flags: str) -> Server:
         log = tmp_path_factory.mktemp("primserve") / "server.log"
-        servers.append(Server(request.config.getoption("--primserve"), log, *flags))
+        servers.append(Server(request.config.getoption("--primserve"), log, *flags,
+                              backend=request.config.getoption("--primserve_backend")))
         return servers[-1]
 
     yield start
@@ -113,7 +120,7 @@ def start_server(request, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def address(start_server):
-    """host:port of a plaintext CPU primserve shared by the session."""
+    """host:port of a plaintext primserve shared by the session."""
     return f"127.0.0.1:{start_server().port}"
 
 
@@ -127,5 +134,5 @@ def client(address):
 
 @pytest.fixture(scope="session")
 def shm_address(start_server):
-    """host:port of a plaintext CPU primserve with --shared_memory."""
+    """host:port of a plaintext primserve with --shared_memory."""
     return f"127.0.0.1:{start_server('--shared_memory').port}"
