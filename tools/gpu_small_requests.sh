@@ -6,21 +6,23 @@
 # the CUDA backend's host path: the baseline first). Also the server's and
 # primload's CPU time per request of each load, from /proc and bash's times.
 # Each binary serves each load with each API of RPC_APIS (--rpc_api; default
-# "callback completion_queue"), in turn, ROUNDS times (default 1): an A/B of
-# gRPC's APIs on the same machine in the same call, alternated so that drift
-# falls on both. Rows are labelled LABEL-API (LABEL-API-rN past round 1).
-# A binary without --rpc_api: RPC_APIS=callback.
+# "callback completion_queue"; API:N also sets --completion_queues=N), in
+# turn, ROUNDS times (default 1): an A/B of gRPC's APIs on the same machine
+# in the same call, alternated so that drift falls on both. Rows are
+# labelled LABEL-API (LABEL-API-qN with :N; -rR past round 1). A binary
+# without --rpc_api: RPC_APIS=callback.
 #   [RPC_APIS="callback completion_queue"] [ROUNDS=N] \
 #     tools/gpu_small_requests.sh OUT_DIR BUNDLE LABEL=PRIMSERVE...
 # BUNDLE: a folder from tools/pack_gpu.sh --engine (primload, primctl, lib/).
-# Extra server flags for every server (e.g. --completion_queues=8): SERVER_FLAGS.
+# Extra server flags for every server (e.g. --completion_queues=8): SERVER_FLAGS;
+# the gRPC port: PORT (default 50061).
 set -uo pipefail
 out="${1:?usage: gpu_small_requests.sh OUT_DIR BUNDLE LABEL=PRIMSERVE...}"
 bundle="${2:?usage: gpu_small_requests.sh OUT_DIR BUNDLE LABEL=PRIMSERVE...}"
 shift 2
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$bundle/lib"
-port=50061
+port=${PORT:-50061}
 ticks=$(getconf CLK_TCK)
 server_cpu() { awk '{print $14 + $15}' "/proc/$server/stat"; }  # utime + stime, in ticks
 
@@ -68,10 +70,15 @@ for build in "$@"; do
   binary=${build#*=}
   echo "=== ${build%%=*}: $binary ($(cat "$(dirname "$binary")/commit.txt" 2>/dev/null))"
   for round in $(seq "$rounds"); do
-    for api in $apis; do
-      label=${build%%=*}-$api
+    for entry in $apis; do
+      api=(--rpc_api="${entry%%:*}")
+      label=${build%%=*}-${entry%%:*}
+      if [[ $entry == *:* ]]; then
+        api+=(--completion_queues="${entry#*:}")
+        label=$label-q${entry#*:}
+      fi
       [[ $round -gt 1 ]] && label=$label-r$round
-      start_server "$binary" --rpc_api="$api" --batch_timeout_micros=200 --max_batch_size=256 --batch_threads=8
+      start_server "$binary" "${api[@]}" --batch_timeout_micros=200 --max_batch_size=256 --batch_threads=8
       for c in 1 256; do
         load "$label" "scan-c$c" --rpc=scan --n=1024 --concurrency=$c --verify
         load "$label" "echo-c$c" --rpc=scan --n=1024 --concurrency=$c --mode=echo
@@ -79,7 +86,7 @@ for build in "$@"; do
       load "$label" "scan-multiplex-c256" --rpc=scan --n=1024 --concurrency=256 --verify --multiplex
       load "$label" "scan-multiplex-c1024" --rpc=scan --n=1024 --concurrency=1024 --verify --multiplex
       stop_server
-      start_server "$binary" --rpc_api="$api"
+      start_server "$binary" "${api[@]}"
       load "$label" "scan-1M" --rpc=scan --n=1048576 --concurrency=1 --channels=1
       load "$label" "echo-1M" --rpc=scan --n=1048576 --concurrency=1 --channels=1 --mode=echo
       stop_server
