@@ -74,7 +74,8 @@ ABSL_FLAG(uint64_t, gpu_memory_budget_bytes, 0,
           "fit waits, until its deadline. 0 means 85% of each served device's memory.");
 ABSL_FLAG(std::string, rpc_api, "callback",
           "Which of gRPC's APIs serves the unary Primitives RPCs: callback, or completion_queue "
-          "(--completion_queues queues, each drained by a thread of its own). Multiplex, the "
+          "(--completion_queues queues, each drained by a thread of its own, which hands every "
+          "task to the batch threads). Multiplex, the "
           "streams and the other services are callback methods either way.");
 ABSL_FLAG(int, completion_queues, 0,
           "With --rpc_api=completion_queue: queues (and threads) for the unary calls; 0: one per "
@@ -93,7 +94,8 @@ ABSL_FLAG(uint64_t, large_request_items, uint64_t{1} << 18,
 ABSL_FLAG(bool, run_small_requests_inline, true,
           "When no batch runs or waits, a small unary request runs on the gRPC thread that "
           "received it, answered without a hand-off to a batch thread; false: every request goes "
-          "through the batch threads.");
+          "through the batch threads. Callback API only: --rpc_api=completion_queue hands every "
+          "unary request to the batch threads.");
 ABSL_FLAG(uint64_t, max_in_flight_bytes, uint64_t{4} << 30,
           "Admission: cost (request bytes + largest answer) of all requests running at once; "
           "the rest wait, each caller in its own queue, taking turns.");

@@ -3,7 +3,8 @@
 // tests check: many calls at once on several queues each get their own
 // answer; a call cancelled, or past its deadline, while the engine holds it
 // is seen cancelled by the engine; a shutdown with calls in flight ends them
-// all and returns (ASan's leak check sees no call left behind).
+// all and returns (ASan's leak check sees no call left behind); a task the
+// engine holds leaves its queue free for other calls.
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -89,8 +90,6 @@ ServerOptions QueuedOptions(int queues) {
   options.address = "127.0.0.1:0";
   options.rpc_api = ServerOptions::RpcApi::kCompletionQueue;
   options.completion_queues = queues;
-  // Held tasks wait on the batch threads, never on a queue's thread.
-  options.batcher.run_when_idle = false;
   return options;
 }
 
@@ -150,10 +149,8 @@ TEST(RpcApiTest, ParsesTheTwoNamesAndSaysWhatElseIsWrong) {
 // 16 callers on 4 connections, 4 queues, three RPCs of random sizes and
 // contents: each answer is its own request's, as the reference computes it.
 TEST(CompletionQueueCallsTest, ManyCallsAtOnceEachGetTheirOwnAnswer) {
-  ServerOptions options = QueuedOptions(4);
-  options.batcher.run_when_idle = true;  // both: inline on a queue's thread, and batched
   absl::StatusOr<std::unique_ptr<PrimServer>> server =
-      PrimServer::Start(options, std::make_unique<CpuBackend>());
+      PrimServer::Start(QueuedOptions(4), std::make_unique<CpuBackend>());
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string target = absl::StrCat("127.0.0.1:", (*server)->port());
   std::vector<std::unique_ptr<PrimitivesClient>> clients;
@@ -215,6 +212,40 @@ TEST(CompletionQueueCallsTest, ManyCallsAtOnceEachGetTheirOwnAnswer) {
   for (std::thread& caller : callers) caller.join();
   EXPECT_EQ(failed.load(), 0);
   EXPECT_EQ(wrong.load(), 0);
+}
+
+// A queue's thread never runs a task, even where an idle engine would run
+// it on the callback thread (--run_small_requests_inline, on here): with one
+// queue, a Scan the engine holds leaves the queue free for the next call.
+TEST_F(CompletionQueueTest, ATaskTheEngineHoldsLeavesItsQueueFree) {
+  ServerOptions options = QueuedOptions(1);
+  ASSERT_TRUE(options.batcher.run_when_idle);
+  StartHolding(options);
+  grpc::Status held_status;
+  v1::ScanResponse held_response;
+  std::thread held([&] {
+    grpc::ClientContext context;
+    held_status = stub_->Scan(&context, ScanOf({3, 1, 4}), &held_response);
+  });
+  ASSERT_TRUE(Eventually([&] { return backend_->held() == 1; }, absl::Seconds(10)));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::ReduceRequest reduce;
+  const std::vector<int32_t> values = {3, 1, 4, 1, 5};
+  reduce.mutable_input()->set_dtype(v1::INT32);
+  reduce.mutable_input()->set_data(values.data(), values.size() * sizeof(int32_t));
+  reduce.set_op(v1::SUM);
+  v1::ReduceResponse reduced;
+  const grpc::Status status = stub_->Reduce(&context, reduce, &reduced);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  int32_t sum = 0;
+  ASSERT_EQ(reduced.values().data().size(), sizeof(sum));
+  std::memcpy(&sum, reduced.values().data().data(), sizeof(sum));
+  EXPECT_EQ(sum, 14);
+  backend_->Release();
+  held.join();
+  ASSERT_TRUE(held_status.ok()) << held_status.error_message();
+  EXPECT_EQ(ValuesOf(held_response), (std::vector<int32_t>{3, 4, 8}));
 }
 
 // A refused request is answered with its reason on this path too.

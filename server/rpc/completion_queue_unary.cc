@@ -19,7 +19,8 @@ struct UnaryMethod {
                   grpc::ByteBuffer* request, Responder* responder,
                   grpc::ServerCompletionQueue* queue, void* tag);
   void (*serve)(const PrimitivesEnvironment& environment, UnaryCall* call,
-                const grpc::ByteBuffer& request, std::shared_ptr<AnswerSent> sent);
+                const grpc::ByteBuffer& request, std::shared_ptr<AnswerSent> sent,
+                bool may_run_here);
 };
 
 // The call is handed over, and its events come, on the queue that asked.
@@ -96,7 +97,11 @@ class CompletionQueueUnary::Call final : public UnaryCall {
     }
     if (!owner_->stopping()) Ask(owner_, queue_, method_);
     events_left_ = 2;  // ended_ and answered_
-    method_->serve(owner_->service_->environment(), this, request_, sent_);
+    // A task run here would hold every other call of this queue until it
+    // ended (and, on a GPU, this thread waiting for the device): the
+    // engine's threads run it.
+    method_->serve(owner_->service_->environment(), this, request_, sent_,
+                   /*may_run_here=*/false);
   }
 
   // Before Answer, only a cancelled call ends (IsCancelled is safe from now

@@ -1,9 +1,11 @@
 // The unary Primitives RPCs on gRPC's completion-queue API
 // (ServerOptions::rpc_api, --rpc_api=completion_queue): a set of completion
 // queues, each drained by one thread of its own, asks gRPC for each method's
-// calls, serves each call it gets (ServeUnary, as the callback API does) and
-// sends its answer from the task's completion, on whichever thread completes
-// it. Multiplex and the streams stay callback methods.
+// calls, serves each call it gets (ServeUnary, as the callback API does, but
+// never running its task on the queue's thread: --run_small_requests_inline
+// is the callback API's) and sends its answer from the task's completion, on
+// whichever thread completes it. Multiplex and the streams stay callback
+// methods.
 #ifndef PRIMSERVE_SERVER_RPC_COMPLETION_QUEUE_UNARY_H_
 #define PRIMSERVE_SERVER_RPC_COMPLETION_QUEUE_UNARY_H_
 

@@ -65,7 +65,10 @@ grpc::ServerUnaryReactor* PrimitivesService::Handle(grpc::CallbackServerContext*
                                                     grpc::ByteBuffer* response) {
   auto sent = std::make_shared<AnswerSent>();
   auto* reactor = new UnaryReactor(context, response, sent);
-  ServeUnary<Request, Response>(environment(), reactor, *request, std::move(sent));
+  // An idle engine runs a small task on gRPC's callback thread and answers
+  // before this returns (--run_small_requests_inline).
+  ServeUnary<Request, Response>(environment(), reactor, *request, std::move(sent),
+                                /*may_run_here=*/true);
   return reactor;
 }
 

@@ -22,7 +22,8 @@ size_t MinPendingBytesOf(const ExecutionBackend* backend,
 
 template <typename Request, typename Response>
 void ServeUnary(const PrimitivesEnvironment& environment, UnaryCall* call,
-                const grpc::ByteBuffer& raw_request, std::shared_ptr<AnswerSent> sent) {
+                const grpc::ByteBuffer& raw_request, std::shared_ptr<AnswerSent> sent,
+                bool may_run_here) {
   // The parsed request and its payloads, which the operation views, live
   // until the answer is sent.
   struct Received {
@@ -85,9 +86,10 @@ void ServeUnary(const PrimitivesEnvironment& environment, UnaryCall* call,
     const grpc::Status status = ToGrpc(framed.status());
     call->Answer(framed.ok() ? *std::move(framed) : grpc::ByteBuffer(), status);
   };
-  // An idle engine runs a small task here and answers before this returns.
   // On failure the scheduler recorded its own refusal (queue full).
-  if (absl::Status scheduled = environment.scheduler->ScheduleOrRun(&task); !scheduled.ok()) {
+  if (absl::Status scheduled = may_run_here ? environment.scheduler->ScheduleOrRun(&task)
+                                            : environment.scheduler->Schedule(&task);
+      !scheduled.ok()) {
     record.Done(scheduled, nullptr, 0);
     call->Answer(grpc::ByteBuffer(), ToGrpc(scheduled));
   }
@@ -96,7 +98,7 @@ void ServeUnary(const PrimitivesEnvironment& environment, UnaryCall* call,
 #define PRIMSERVE_SERVE_UNARY(Rpc)                                                     \
   template void ServeUnary<v1::Rpc##Request, v1::Rpc##Response>(                      \
       const PrimitivesEnvironment& environment, UnaryCall* call,                       \
-      const grpc::ByteBuffer& request, std::shared_ptr<AnswerSent> sent);
+      const grpc::ByteBuffer& request, std::shared_ptr<AnswerSent> sent, bool may_run_here);
 
 PRIMSERVE_SERVE_UNARY(Scan)
 PRIMSERVE_SERVE_UNARY(Reduce)

@@ -69,10 +69,14 @@ class UnaryCall {
 // Serves `request`, the bytes of a v1 Request, on `call`: answers at once
 // when the request is refused, else from the task's completion (no thread
 // waits for it). `sent` is the task's AnswerSent: the API signals it once the
-// answer has gone or the call ended without it.
+// answer has gone or the call ended without it. With `may_run_here`, an idle
+// engine may run a small task on this thread before this returns
+// (Scheduler::ScheduleOrRun); without, the task always goes to the engine's
+// threads (Scheduler::Schedule).
 template <typename Request, typename Response>
 void ServeUnary(const PrimitivesEnvironment& environment, UnaryCall* call,
-                const grpc::ByteBuffer& request, std::shared_ptr<AnswerSent> sent);
+                const grpc::ByteBuffer& request, std::shared_ptr<AnswerSent> sent,
+                bool may_run_here);
 
 }  // namespace primserve
 
