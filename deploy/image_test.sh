@@ -79,9 +79,27 @@ uid="$(awk '/^Uid:/ {print $2}' "/proc/$SERVER_PID/status")"
 [[ $uid == "${user%%:*}" ]] || fail "the server runs as uid $uid, not $user"
 echo "entrypoint up as uid $uid: gRPC 127.0.0.1:$GRPC_PORT, metrics 127.0.0.1:$METRICS_PORT"
 
-health="$(chroot --userspec="$user" "$ROOT" /opt/primserve/bin/primctl \
-  --address="127.0.0.1:$GRPC_PORT" --timeout_seconds=3 health 2>&1)"
-[[ $health == SERVING ]] || fail "the image's primctl health: $health"
+# As the image's HEALTHCHECK does (--retries=3): one probe is one connection
+# attempt without wait-for-ready, so a connect that fails once (the CI of
+# 2026-11-28 saw one fail with ENOENT right after the server listened) is
+# tried again; each failure is printed, and the last one with gRPC's trace.
+image_health() {
+  chroot --userspec="$user" "$ROOT" /opt/primserve/bin/primctl \
+    --address="127.0.0.1:$GRPC_PORT" --timeout_seconds=3 health 2>&1
+}
+for ((try = 1; try <= 3; try++)); do
+  health="$(image_health)"
+  [[ $health == SERVING ]] && break
+  echo "health try $try of 3: $health" >&2
+  sleep 1
+done
+if [[ $health != SERVING ]]; then
+  echo "--- the last try again, with gRPC's connection trace:" >&2
+  GRPC_VERBOSITY=debug GRPC_TRACE=subchannel,tcp,handshaker image_health | tail -n 60 >&2
+  echo "--- the host's primctl: $(dist/node_bundle/bin/primctl --address="127.0.0.1:$GRPC_PORT" \
+    --timeout_seconds=3 health 2>&1)" >&2
+  fail "the image's primctl health: $health"
+fi
 echo "ok: health (the image's primctl): $health"
 scan="$(dist/node_bundle/bin/primctl --address="127.0.0.1:$GRPC_PORT" scan --dtype=int64 \
   --op=sum --values=5,-2,7,0,11 --print=all 2>&1)"

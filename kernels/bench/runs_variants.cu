@@ -38,6 +38,8 @@ using namespace primserve::gpu::detail;
 
 // Before the fifth round: 3 blocks per SM whatever the key and value sizes.
 using Before = RunsPolicy<16, 8, 3, 3, RunsLookback>;
+// The default with each tile's runs found before its look-back (kLocalFirst).
+using LocalFirst = RunsPolicy<16, 8, 3, 4, RunsLookback, true>;
 
 struct DeviceMemory {
   void* ptr = nullptr;
@@ -224,6 +226,7 @@ void RbkRows(const Options& o, const char* dtype_name, DType dtype, uint64_t log
     std::vector<Variant> v;
     v.push_back(RbkVariant<Before, V>("before", keys, vi, n, ko, vo, d_num, in_order));
     v.push_back(RbkVariant<DefaultRunsPolicy, V>("default", keys, vi, n, ko, vo, d_num, in_order));
+    v.push_back(RbkVariant<LocalFirst, V>("local_first", keys, vi, n, ko, vo, d_num, in_order));
     return v;
   };
   TimeRow(o, "rbk", dtype_name, log2n, mean, variants_for(true), cub, poisoned_check, stream);

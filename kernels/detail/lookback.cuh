@@ -314,7 +314,22 @@ class TileStatus {
   template <typename Policy = DefaultLookbackPolicy, typename ScanOp>
   __device__ V TileExclusivePrefix(int64_t tile, const V& aggregate,
                                    ScanOp op) const {
-    if (LaneId() == 0) Publish<Policy::kRelaxed>(tile, kAggregate, aggregate);
+    if (LaneId() == 0) PublishAggregate<Policy>(tile, aggregate);
+    return ExclusivePrefixAfterAggregate<Policy>(tile, aggregate, op);
+  }
+
+  // TileExclusivePrefix in two halves, for a kernel with work to do between
+  // publishing its tile's aggregate and needing its prefix (the look-back's
+  // wait then overlaps that work). One thread, tile > 0:
+  template <typename Policy = DefaultLookbackPolicy>
+  __device__ void PublishAggregate(int64_t tile, const V& aggregate) const {
+    Publish<Policy::kRelaxed>(tile, kAggregate, aggregate);
+  }
+  // Whole warp, tile > 0, after PublishAggregate: looks back, publishes P;
+  // returns the tile's exclusive prefix in every lane.
+  template <typename Policy = DefaultLookbackPolicy, typename ScanOp>
+  __device__ V ExclusivePrefixAfterAggregate(int64_t tile, const V& aggregate,
+                                             ScanOp op) const {
     if constexpr (Policy::kInitialDelayNs > 0) {
       if (num_tiles_ >= Policy::kDelayMinTiles) __nanosleep(Policy::kInitialDelayNs);
     }

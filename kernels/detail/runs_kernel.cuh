@@ -117,6 +117,8 @@ __global__ void __launch_bounds__(kCompactBlock, kMinBlocks)
   const uint64_t n = p.n;
   const int lane = threadIdx.x % 32;
   const RunPairOp<P, kOp> pair_op{};
+  constexpr bool kLocalFirst = Policy::kLocalFirst && (!AssociationMatters<RunPairOp<P, kOp>>::value ||
+                                                      !Lookback::kFixedOrder);
 
   if (threadIdx.x == 0) {
     s_tile = kSingleTile ? 0 : p.status.AcquireTileIndex();
@@ -161,41 +163,108 @@ __global__ void __launch_bounds__(kCompactBlock, kMinBlocks)
     }
     if (threadIdx.x == 0) s_first_head = head_bits & 1u;
 
-    // Block scan joined to the look-back.
-    P run;
-    bool have = BlockScanLookback<Lookback>(acc, pair_op, p.status, tile, s_warp, s_slot, &run);
-    // Global run index of the tile's first element.
-    const uint64_t heads_before =
-        tile > 0 ? static_cast<uint64_t>(s_slot.heads) : 0;
-    const uint64_t r0 = heads_before + s_first_head - 1;
-
-    int my_tails = 0;
+    if constexpr (kLocalFirst) {
+      // The tile-local scan first: the tile's aggregate is published at
+      // once, and its tails are found and staged before the look-back, whose
+      // wait for the predecessors then overlaps that work. Only the run
+      // continuing from the previous tile (local index 0 when the tile does
+      // not start a run) and the run offset need the tile's prefix.
+      const int warp = threadIdx.x / 32;
+      const P inclusive = WarpInclusiveScan(acc, pair_op);
+      const P lane_before = ShuffleUp(inclusive, 1);
+      if (lane == 31) s_warp[warp] = inclusive;
+      __syncthreads();
+      P tile_aggregate = s_warp[0];
 #pragma unroll
-    for (int e = 0; e < kRunItems; ++e) {
-      const uint64_t g = first + e;
-      if (g < n) {
-        P item;
-        item.heads = (head_bits >> e) & 1u;
-        item.agg = val[e];
-        run = have ? pair_op(run, item) : item;
-        have = true;
-        if ((tail_bits >> e) & 1u) {
-          const uint64_t r = static_cast<uint64_t>(run.heads) - 1;
-          const int local = static_cast<int>(r - r0);
-          s_keys[local] = k[e];
-          s_vals[local] = run.agg;
-          ++my_tails;
-          if (g == n - 1 && p.num_runs != nullptr) *p.num_runs = r + 1;
+      for (int w = 1; w < kCompactWarps; ++w) tile_aggregate = pair_op(tile_aggregate, s_warp[w]);
+      if (threadIdx.x == 0) {
+        if (tile == 0) {
+          p.status.PublishInclusive(0, tile_aggregate);
+        } else {
+          p.status.template PublishAggregate<Lookback>(tile, tile_aggregate);
         }
       }
-    }
-    const unsigned warp_tails = __reduce_add_sync(0xffffffffu, my_tails);
-    if (lane == 0 && warp_tails > 0) atomicAdd(&s_num_tails, static_cast<int>(warp_tails));
-    __syncthreads();
-    const int num_tails = s_num_tails;
-    for (int j = threadIdx.x; j < num_tails; j += kCompactBlock) {
-      p.keys_out[r0 + j] = s_keys[j];
-      p.values_out[r0 + j] = s_vals[j];
+      const int first_head = s_first_head;
+      bool have = warp > 0;
+      P run = s_warp[0];
+      for (int w = 1; w < warp; ++w) run = pair_op(run, s_warp[w]);
+      if (lane > 0) {
+        run = have ? pair_op(run, lane_before) : lane_before;
+        have = true;
+      }
+      int my_tails = 0;
+      int last_local = -1;  // the local index of the run ending at n - 1
+#pragma unroll
+      for (int e = 0; e < kRunItems; ++e) {
+        const uint64_t g = first + e;
+        if (g < n) {
+          P item;
+          item.heads = (head_bits >> e) & 1u;
+          item.agg = val[e];
+          run = have ? pair_op(run, item) : item;
+          have = true;
+          if ((tail_bits >> e) & 1u) {
+            const int local = static_cast<int>(run.heads) - first_head;
+            s_keys[local] = k[e];
+            s_vals[local] = run.agg;
+            ++my_tails;
+            if (g == n - 1) last_local = local;
+          }
+        }
+      }
+      const unsigned warp_tails = __reduce_add_sync(0xffffffffu, my_tails);
+      if (lane == 0 && warp_tails > 0) atomicAdd(&s_num_tails, static_cast<int>(warp_tails));
+      if (tile > 0 && threadIdx.x < 32) {
+        const P prefix =
+            p.status.template ExclusivePrefixAfterAggregate<Lookback>(tile, tile_aggregate, pair_op);
+        if (threadIdx.x == 0) s_slot = prefix;
+      }
+      __syncthreads();
+      const uint64_t heads_before = tile > 0 ? static_cast<uint64_t>(s_slot.heads) : 0;
+      const uint64_t r0 = heads_before + first_head - 1;
+      if (last_local >= 0 && p.num_runs != nullptr) *p.num_runs = r0 + last_local + 1;
+      const int num_tails = s_num_tails;
+      const bool continues = tile > 0 && first_head == 0;
+      for (int j = threadIdx.x; j < num_tails; j += kCompactBlock) {
+        p.keys_out[r0 + j] = s_keys[j];
+        p.values_out[r0 + j] = j == 0 && continues ? Combine(kOp, s_slot.agg, s_vals[0]) : s_vals[j];
+      }
+    } else {
+      // Block scan joined to the look-back.
+      P run;
+      bool have = BlockScanLookback<Lookback>(acc, pair_op, p.status, tile, s_warp, s_slot, &run);
+      // Global run index of the tile's first element.
+      const uint64_t heads_before = tile > 0 ? static_cast<uint64_t>(s_slot.heads) : 0;
+      const uint64_t r0 = heads_before + s_first_head - 1;
+
+      int my_tails = 0;
+#pragma unroll
+      for (int e = 0; e < kRunItems; ++e) {
+        const uint64_t g = first + e;
+        if (g < n) {
+          P item;
+          item.heads = (head_bits >> e) & 1u;
+          item.agg = val[e];
+          run = have ? pair_op(run, item) : item;
+          have = true;
+          if ((tail_bits >> e) & 1u) {
+            const uint64_t r = static_cast<uint64_t>(run.heads) - 1;
+            const int local = static_cast<int>(r - r0);
+            s_keys[local] = k[e];
+            s_vals[local] = run.agg;
+            ++my_tails;
+            if (g == n - 1 && p.num_runs != nullptr) *p.num_runs = r + 1;
+          }
+        }
+      }
+      const unsigned warp_tails = __reduce_add_sync(0xffffffffu, my_tails);
+      if (lane == 0 && warp_tails > 0) atomicAdd(&s_num_tails, static_cast<int>(warp_tails));
+      __syncthreads();
+      const int num_tails = s_num_tails;
+      for (int j = threadIdx.x; j < num_tails; j += kCompactBlock) {
+        p.keys_out[r0 + j] = s_keys[j];
+        p.values_out[r0 + j] = s_vals[j];
+      }
     }
   }
 }

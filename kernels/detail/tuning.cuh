@@ -183,10 +183,16 @@ inline constexpr int kSelectMinBlocksPerSm = 6;
 // ReduceByKey tiles: items per thread when keys and values are both 4 bytes
 // (kItems4) and otherwise (kItems8), the resident blocks per SM asked of the
 // compiler for each (__launch_bounds__: caps registers), and the look-back.
+// kLocalFirst: where the association of the run aggregates does not matter
+// (integers, MIN/MAX, unordered floats), each tile finds its runs' aggregates
+// from a tile-local scan before its look-back, then only corrects the run
+// continuing from the previous tile (runs_kernel.cuh).
 // A policy is a template argument of detail/runs_kernel.cuh, so
 // bench/runs_variants.cu times several in one process.
-template <int kItems4_, int kItems8_, int kMinBlocks4_, int kMinBlocks8_, typename Lookback_>
+template <int kItems4_, int kItems8_, int kMinBlocks4_, int kMinBlocks8_, typename Lookback_,
+          bool kLocalFirst_ = false>
 struct RunsPolicy {
+  static constexpr bool kLocalFirst = kLocalFirst_;
   template <typename KB, typename V>
   static constexpr bool kAll4 = sizeof(KB) <= 4 && sizeof(V) <= 4;
   template <typename KB, typename V>
