@@ -29,7 +29,6 @@
 #include "reference/reference.h"
 #include "server/cpu/cpu_backend.h"
 #include "server/server.h"
-#include "tests/rpc_api.h"
 
 namespace primserve {
 namespace {
@@ -134,7 +133,6 @@ TEST(OverloadTest, PastTheQueueLimitEveryCallEndsCorrectlyOrIsRejected) {
   constexpr double kRssLimitMib = 1536;
 
   ServerOptions options;
-  options.rpc_api = TestRpcApi();
   options.address = "127.0.0.1:0";
   options.batcher.num_threads = 1;
   options.batcher.max_enqueued_tasks = 4;
@@ -215,7 +213,6 @@ TEST(OverloadTest, DeadlinesShorterThanTheQueueWaitExpireAndAreNeverRun) {
   constexpr absl::Duration kSlack = absl::Seconds(2);
 
   ServerOptions options;
-  options.rpc_api = TestRpcApi();
   options.address = "127.0.0.1:0";
   options.batcher.num_threads = 1;
   options.batcher.batch_timeout_micros = 0;
@@ -278,7 +275,6 @@ TEST(OverloadTest, GracefulShutdownUnderLoadLosesNoCall) {
   constexpr absl::Duration kSlack = absl::Seconds(2);
 
   ServerOptions options;
-  options.rpc_api = TestRpcApi();
   options.address = "127.0.0.1:0";
   options.batcher.num_threads = 2;
   absl::StatusOr<std::unique_ptr<PrimServer>> server =
@@ -338,7 +334,6 @@ TEST(OverloadTest, ShutdownCancelsWhatOutlastsTheGraceAndDropsTheQueue) {
   constexpr absl::Duration kSlack = absl::Seconds(2);
 
   ServerOptions options;
-  options.rpc_api = TestRpcApi();
   options.address = "127.0.0.1:0";
   options.batcher.num_threads = 1;
   options.batcher.batch_timeout_micros = 0;
