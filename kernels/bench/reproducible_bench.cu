@@ -136,7 +136,7 @@ void Bench(int log2n, cudaStream_t stream) {
   auto scan = [&](auto policy_tag) {
     using Policy = decltype(policy_tag);
     return [=](void* t, size_t* b, cudaStream_t s) {
-      return LaunchScan<T, Op::kSum, false, Policy>(t, b, in, out, n, nullptr, 0, false, nullptr,
+      return LaunchScan<T, Op::kSum, false, Policy, false, T>(t, b, in, out, n, nullptr, 0, false, nullptr,
                                                     nullptr, s);
     };
   };

@@ -64,7 +64,7 @@ Variant Make(const char* name) {
                     Config::kThreads == DefaultConfig::kThreads;
   v.run = [](void* t, size_t* s, const void* in, void* out, uint64_t n, bool exclusive,
              cudaStream_t st) -> int {
-    return LaunchScan<T, kOp, false, Policy, kSkip>(t, s, static_cast<const T*>(in),
+    return LaunchScan<T, kOp, false, Policy, kSkip, T>(t, s, static_cast<const T*>(in),
                                                     static_cast<T*>(out), n, nullptr, 0,
                                                     exclusive, nullptr, nullptr, st);
   };
