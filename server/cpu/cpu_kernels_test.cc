@@ -60,12 +60,13 @@ TYPED_TEST(CpuKernelsTest, ScanGivesTheReferenceBitsForEverySplit) {
           const std::vector<uint64_t> starts = segmented ? RandomStarts(n, rng) : std::vector<uint64_t>{};
           const std::vector<T> expected = reference::Scan<T>(input, op, exclusive, starts);
           for (int threads : {1, 2, 3, 4}) {
+            const Parallelism parallelism{threads, 5, threads == 2 ? 7u : 64u};
             std::vector<T> out(n, T{42});
-            Scan<T>(input, op, exclusive, starts, absl::MakeSpan(out), {threads, 5});
+            Scan<T>(input, op, exclusive, starts, absl::MakeSpan(out), parallelism);
             EXPECT_TRUE(SameBits(out, expected)) << "n " << n << " op " << OpName(op) << " exclusive "
                                                  << exclusive << " threads " << threads;
             std::vector<T> in_place = input;
-            Scan<T>(in_place, op, exclusive, starts, absl::MakeSpan(in_place), {threads, 5});
+            Scan<T>(in_place, op, exclusive, starts, absl::MakeSpan(in_place), parallelism);
             EXPECT_TRUE(SameBits(in_place, expected)) << "in place, n " << n << " op " << OpName(op);
           }
         }
@@ -102,6 +103,84 @@ TYPED_TEST(CpuKernelsTest, ReduceGivesTheReferenceValues) {
             EXPECT_NEAR(out[s], expected[s], scale * 8 * std::numeric_limits<T>::epsilon() + 1e-30)
                 << "n " << n << " op " << OpName(op) << " segment " << s;
           }
+        }
+      }
+    }
+  }
+}
+
+// Large arrays, as the server gets them: few NaNs (with other payloads
+// than the quiet NaN's), both zeros, negatives and runs of equal values, so
+// that MIN/MAX's blocks with and without a NaN are both met and the threaded
+// scan crosses many chunks and rounds.
+template <typename T>
+std::vector<T> LargeValues(size_t n, int nans, std::mt19937_64& rng) {
+  std::vector<T> v(n);
+  for (T& x : v) {
+    if constexpr (std::is_integral_v<T>) {
+      x = static_cast<T>(rng() % 4 == 0 ? rng() : rng() % 2001) - static_cast<T>(1000);
+    } else {
+      x = static_cast<T>(std::uniform_real_distribution<double>(-1e6, 1e6)(rng));
+    }
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    for (int k = 0; k < nans; ++k) {
+      T nan = std::numeric_limits<T>::quiet_NaN();
+      using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+      Bits bits;
+      std::memcpy(&bits, &nan, sizeof(T));
+      bits |= static_cast<Bits>(k + 1) | (k % 2 == 0 ? Bits{1} << (8 * sizeof(T) - 1) : 0);
+      std::memcpy(&nan, &bits, sizeof(T));
+      v[rng() % n] = nan;
+    }
+    v[rng() % n] = T(-0.0);
+    v[rng() % n] = T(0.0);
+  }
+  return v;
+}
+
+TYPED_TEST(CpuKernelsTest, LargeScansAndExtremesGiveTheReferenceBits) {
+  using T = TypeParam;
+  std::mt19937_64 rng(13);
+  for (uint64_t n : {4095, 4096, 100000, 300001}) {
+    for (int nans : {0, 1, 3}) {
+      const std::vector<T> input = LargeValues<T>(n, nans, rng);
+      for (Op op : {Op::kSum, Op::kMin, Op::kMax}) {
+        const std::vector<T> reduced = reference::Reduce<T>(input, op, {}).values;
+        const std::vector<T> scanned = reference::Scan<T>(input, op, false, {});
+        for (int threads : {1, 2, 3}) {
+          const Parallelism parallelism{threads, 1000, 4097};
+          if (std::is_integral_v<T> || op != Op::kSum) {
+            std::vector<T> out(1, T{42});
+            Reduce<T>(input, op, {}, absl::MakeSpan(out), parallelism);
+            EXPECT_TRUE(SameBits(out, reduced))
+                << "reduce n " << n << " nans " << nans << " op " << OpName(op) << " threads " << threads;
+            std::vector<T> scan(n, T{42});
+            Scan<T>(input, op, false, {}, absl::MakeSpan(scan), parallelism);
+            EXPECT_TRUE(SameBits(scan, scanned))
+                << "scan n " << n << " nans " << nans << " op " << OpName(op) << " threads " << threads;
+          }
+        }
+      }
+    }
+  }
+}
+
+TYPED_TEST(CpuKernelsTest, ExtremeOfZerosAndInfinitiesKeepsTheOrder) {
+  using T = TypeParam;
+  if constexpr (std::is_floating_point_v<T>) {
+    const T inf = std::numeric_limits<T>::infinity();
+    std::mt19937_64 rng(17);
+    for (const std::vector<T>& pool : std::vector<std::vector<T>>{
+             {T(-0.0), T(0.0)}, {T(-0.0)}, {T(0.0)}, {-inf, T(-0.0)}, {inf, -inf}, {-inf}}) {
+      std::vector<T> input(10000);
+      for (T& x : input) x = pool[rng() % pool.size()];
+      for (Op op : {Op::kMin, Op::kMax}) {
+        const std::vector<T> expected = reference::Reduce<T>(input, op, {}).values;
+        for (int threads : {1, 2}) {
+          std::vector<T> out(1, T{42});
+          Reduce<T>(input, op, {}, absl::MakeSpan(out), {threads, 1000});
+          EXPECT_TRUE(SameBits(out, expected)) << OpName(op) << " of " << pool.size() << " kinds";
         }
       }
     }
