@@ -84,6 +84,17 @@ T* PlaceFor(const OutputPlace& place, size_t n, std::initializer_list<absl::stri
   return reinterpret_cast<T*>(place.data);
 }
 
+// Whether every output the caller placed has room for its answer (`bytes`).
+// Where one lacks it the service refuses the request and promises that
+// nothing was written, so then no answer of the request may go in place:
+// each goes through NewAnswer and the refusal comes before any write.
+bool EveryPlaceHasRoom(std::initializer_list<std::pair<const OutputPlace*, uint64_t>> outputs) {
+  for (const auto& [place, bytes] : outputs) {
+    if (place != nullptr && place->data != nullptr && place->room < bytes) return false;
+  }
+  return true;
+}
+
 // An answer of n elements of T: written at `at` (PlaceFor's, non-null) or
 // into NewAnswer's room.
 template <typename T>
@@ -274,8 +285,11 @@ absl::StatusOr<Result> Run(const SelectOperation& o, const CpuContext& context) 
     const uint64_t size = o.partition ? input.size() : result.count;
     const std::initializer_list<absl::string_view> inputs = {
         o.input.bytes, o.flags ? o.flags->bytes : absl::string_view()};
-    T* values_at = values ? PlaceFor<T>(o.places.values, size, inputs) : nullptr;
-    int64_t* indices_at = indices ? PlaceFor<int64_t>(o.places.indices, size, inputs) : nullptr;
+    const bool in_place = EveryPlaceHasRoom({{values ? &o.places.values : nullptr, size * sizeof(T)},
+                                             {indices ? &o.places.indices : nullptr, size * 8}});
+    T* values_at = values && in_place ? PlaceFor<T>(o.places.values, size, inputs) : nullptr;
+    int64_t* indices_at =
+        indices && in_place ? PlaceFor<int64_t>(o.places.indices, size, inputs) : nullptr;
     if (values) result.values = AnswerAt<T>(values_at, o.input.dtype, size, context.answers);
     if (indices) {
       result.indices = AnswerAt<int64_t>(indices_at, DType::kInt64, size, context.answers);
@@ -312,8 +326,11 @@ absl::StatusOr<Result> Run(const RunLengthEncodeOperation& o, const CpuContext& 
     using T = decltype(zero);
     const absl::Span<const T> input = o.input.as<T>();
     const cpu::KeptCounts runs = cpu::CountRuns<T>(input, context.parallelism);
-    T* values_at = PlaceFor<T>(o.places.values, runs.total, {o.input.bytes});
-    int64_t* lengths_at = PlaceFor<int64_t>(o.places.lengths, runs.total, {o.input.bytes});
+    const bool in_place = EveryPlaceHasRoom(
+        {{&o.places.values, runs.total * sizeof(T)}, {&o.places.lengths, runs.total * 8}});
+    T* values_at = in_place ? PlaceFor<T>(o.places.values, runs.total, {o.input.bytes}) : nullptr;
+    int64_t* lengths_at =
+        in_place ? PlaceFor<int64_t>(o.places.lengths, runs.total, {o.input.bytes}) : nullptr;
     RunLengthEncodeResult result{
         AnswerAt<T>(values_at, o.input.dtype, runs.total, context.answers),
         AnswerAt<int64_t>(lengths_at, DType::kInt64, runs.total, context.answers)};
@@ -371,8 +388,13 @@ absl::StatusOr<Result> Run(const SortOperation& o, const CpuContext& context) {
     const size_t n = o.keys.size();
     const std::initializer_list<absl::string_view> inputs = {
         o.keys.bytes, o.values ? o.values->bytes : absl::string_view()};
-    K* keys_at = PlaceFor<K>(o.places.keys, n, inputs);
-    int64_t* order_at = o.return_indices ? PlaceFor<int64_t>(o.places.indices, n, inputs) : nullptr;
+    const bool in_place = EveryPlaceHasRoom(
+        {{&o.places.keys, n * sizeof(K)},
+         {o.return_indices ? &o.places.indices : nullptr, n * 8},
+         {o.values ? &o.places.values : nullptr, o.values ? o.values->bytes.size() : 0}});
+    K* keys_at = in_place ? PlaceFor<K>(o.places.keys, n, inputs) : nullptr;
+    int64_t* order_at =
+        o.return_indices && in_place ? PlaceFor<int64_t>(o.places.indices, n, inputs) : nullptr;
     SortResult r{AnswerAt<K>(keys_at, o.keys.dtype, n, context.answers)};
     HostArray order = AnswerAt<int64_t>(order_at, DType::kInt64, n, context.answers);
     cpu::Sort<K>(o.keys.as<K>(), o.descending, o.segment_offsets, context.parallelism,

@@ -281,6 +281,63 @@ TEST(CpuBackendAnswers, PlacedOutputsAreWrittenInPlaceWhereSafe) {
   EXPECT_EQ(std::vector<int64_t>(shifted.begin(), shifted.begin() + in.size()), in);
 }
 
+// Where one placed output lacks room the service refuses the request with
+// "nothing was written": the backend then writes none of the request's
+// answers in place, not even one whose place has room (Select's values and
+// indices, RunLengthEncode's values and lengths, Sort's keys, indices and
+// values), and returns them all.
+TEST(CpuBackendAnswers, NoAnswerGoesInPlaceWhereAnotherLacksRoom) {
+  const std::vector<int32_t> in = {1, 1, 2, 3, 3, 3};
+  std::vector<char> region(4096, 0x55);
+  RunLengthEncodeOperation rle;
+  rle.input = ViewOf(in);
+  rle.places.values = OutputPlace{region.data(), 16};
+  rle.places.lengths = OutputPlace{region.data() + 64, 16};  // 3 lengths take 24
+  absl::StatusOr<Result> got = RunOnCpu(rle);
+  ASSERT_TRUE(got.ok());
+  const auto& runs = std::get<RunLengthEncodeResult>(*got);
+  EXPECT_EQ(runs.values.bytes_in_place, 0u);
+  EXPECT_EQ(runs.lengths.bytes_in_place, 0u);
+  EXPECT_EQ(std::string(runs.values.data()), BytesOf(std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(std::string(runs.lengths.data()), BytesOf(std::vector<int64_t>{2, 1, 3}));
+  EXPECT_EQ(std::string(region.begin(), region.end()), std::string(4096, 0x55));
+  // With room for both, both go in place.
+  rle.places.lengths.room = 24;
+  got = RunOnCpu(rle);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(std::get<RunLengthEncodeResult>(*got).values.bytes_in_place, 12u);
+  EXPECT_EQ(std::get<RunLengthEncodeResult>(*got).lengths.bytes_in_place, 24u);
+
+  std::fill(region.begin(), region.end(), 0x55);
+  SelectOperation select;
+  select.input = ViewOf(in);
+  select.predicate = PredicateSpec{PredicateKind::kNonzero};
+  select.output = SelectOutput::kValuesAndIndices;
+  select.places.values = OutputPlace{region.data(), 24};
+  select.places.indices = OutputPlace{region.data() + 64, 40};  // 6 indices take 48
+  got = RunOnCpu(select);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(std::get<SelectResult>(*got).values->bytes_in_place, 0u);
+  EXPECT_EQ(std::get<SelectResult>(*got).indices->bytes_in_place, 0u);
+  EXPECT_EQ(std::string(std::get<SelectResult>(*got).values->data()), BytesOf(in));
+  EXPECT_EQ(std::string(region.begin(), region.end()), std::string(4096, 0x55));
+
+  const std::vector<int64_t> sort_values = {10, 11, 12, 13, 14, 15};
+  SortOperation sort;
+  sort.keys = ViewOf(in);
+  sort.values = ViewOf(sort_values);
+  sort.return_indices = true;
+  sort.places.keys = OutputPlace{region.data(), 24};
+  sort.places.indices = OutputPlace{region.data() + 64, 48};
+  sort.places.values = OutputPlace{region.data() + 256, 47};  // 6 values take 48
+  got = RunOnCpu(sort);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(std::get<SortResult>(*got).keys.bytes_in_place, 0u);
+  EXPECT_EQ(std::get<SortResult>(*got).indices->bytes_in_place, 0u);
+  EXPECT_EQ(std::string(std::get<SortResult>(*got).keys.data()), BytesOf(in));
+  EXPECT_EQ(std::string(region.begin(), region.end()), std::string(4096, 0x55));
+}
+
 // ReduceOperation::accumulator: a SUM/PROD accumulated and answered in the
 // wider dtype, so an INT32 sum past 2^31 is numpy's sum(dtype=int64).
 TEST(CpuBackendAccumulator, WidensSumAndProdAsNumpyDtypeDoes) {
