@@ -7,6 +7,16 @@
 #include <vector>
 
 #include "server/cpu/parts.h"
+#include "server/cpu/sanitizers.h"
+
+// Function multiversioning (an AVX2 clone chosen at load by an ifunc
+// resolver) except under the sanitizers (sanitizers.h): sanitized builds
+// take the default clone's code.
+#if defined(PRIMSERVE_SANITIZED)
+#define PRIMSERVE_AVX2_CLONES
+#else
+#define PRIMSERVE_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
 
 namespace primserve::cpu {
 namespace {
@@ -61,7 +71,7 @@ SignedBits<T> FloatKey(SignedBits<T> bits) {
 // there. No branch, so it vectorises; AVX2 where the machine has it, for the
 // 64-bit compares that SSE2 lacks.
 template <bool kMax, typename T>
-__attribute__((target_clones("avx2", "default"))) void ExtremeKey(
+PRIMSERVE_AVX2_CLONES void ExtremeKey(
     const T* x, uint64_t n, SignedBits<T>* key, SignedBits<T>* magnitude) {
   using S = SignedBits<T>;
   S best = kMax ? std::numeric_limits<S>::min() : std::numeric_limits<S>::max();
