@@ -23,6 +23,7 @@
 #include "server/cpu/cpu_sort.h"
 #include "server/cpu/scratch.h"
 #include "server/engine/pipeline_run.h"
+#include "server/engine/pipeline_steps.h"
 
 namespace primserve {
 namespace {
@@ -425,9 +426,18 @@ class CpuSteps final : public StepRunner {
  public:
   CpuSteps(const CpuContext& context, Metrics* metrics) : context_(context), metrics_(metrics) {}
   absl::StatusOr<Result> RunStep(const Operation& operation, bool returned) override {
+    // A step's answers come back in its result, never in place: RunPipeline
+    // gives later steps views of a step's result (or of memory KeepOutput
+    // gave, and this backend keeps none), so an answer written into the
+    // caller's place (a buffer, a region) left them 0 elements to read; the
+    // service writes a returned answer to its place.
+    Operation unplaced = operation;
+    for (int output = 0; output < kNumStepOutputKinds; ++output) {
+      SetPlace(unplaced, static_cast<StepOutputKind>(output), OutputPlace{});
+    }
     // Only answers that are sent go into answer buffers.
-    return RunOnCpu(operation, CpuContext{context_.parallelism,
-                                          returned ? context_.answers : nullptr});
+    return RunOnCpu(unplaced, CpuContext{context_.parallelism,
+                                         returned ? context_.answers : nullptr});
   }
   void StepTimed(Rpc step, absl::Duration time) override {
     if (metrics_ != nullptr) metrics_->ObservePipelineStep(step, time);
