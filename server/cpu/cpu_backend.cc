@@ -341,14 +341,26 @@ absl::StatusOr<Result> Run(const RunLengthEncodeOperation& o, const CpuContext& 
   });
 }
 
-absl::StatusOr<Result> Run(const ReduceByKeyOperation& o, const CpuContext&) {
+// reference::ReduceByKey's bits (each run's left fold), the runs counted and
+// folded over threads (cpu::ReduceRuns), the answers written in place where
+// placed.
+absl::StatusOr<Result> Run(const ReduceByKeyOperation& o, const CpuContext& context) {
   return VisitDType(o.keys.dtype, [&](auto key_zero) {
     using K = decltype(key_zero);
     return VisitDType(o.values.dtype, [&](auto value_zero) -> absl::StatusOr<Result> {
       using V = decltype(value_zero);
-      reference::KeyedValues<K, V> r =
-          reference::ReduceByKey<K, V>(o.keys.as<K>(), o.values.as<V>(), o.op);
-      return ReduceByKeyResult{ToHost(o.keys.dtype, r.keys), ToHost(o.values.dtype, r.values)};
+      const absl::Span<const K> keys = o.keys.as<K>();
+      const cpu::KeptCounts runs = cpu::CountRuns<K>(keys, context.parallelism);
+      const std::initializer_list<absl::string_view> inputs = {o.keys.bytes, o.values.bytes};
+      const bool in_place = EveryPlaceHasRoom(
+          {{&o.places.keys, runs.total * sizeof(K)}, {&o.places.values, runs.total * sizeof(V)}});
+      K* keys_at = in_place ? PlaceFor<K>(o.places.keys, runs.total, inputs) : nullptr;
+      V* values_at = in_place ? PlaceFor<V>(o.places.values, runs.total, inputs) : nullptr;
+      ReduceByKeyResult result{AnswerAt<K>(keys_at, o.keys.dtype, runs.total, context.answers),
+                               AnswerAt<V>(values_at, o.values.dtype, runs.total, context.answers)};
+      cpu::ReduceRuns<K, V>(keys, o.values.as<V>(), o.op, runs, Elements<K>(result.keys, keys_at),
+                            Elements<V>(result.values, values_at), context.parallelism);
+      return result;
     });
   });
 }

@@ -336,6 +336,27 @@ TEST(CpuBackendAnswers, NoAnswerGoesInPlaceWhereAnotherLacksRoom) {
   EXPECT_EQ(std::get<SortResult>(*got).indices->bytes_in_place, 0u);
   EXPECT_EQ(std::string(std::get<SortResult>(*got).keys.data()), BytesOf(in));
   EXPECT_EQ(std::string(region.begin(), region.end()), std::string(4096, 0x55));
+
+  const std::vector<double> values = {0.5, 1.5, 2, 3, 4, 5};
+  ReduceByKeyOperation by_key;
+  by_key.keys = ViewOf(in);
+  by_key.values = ViewOf(values);
+  by_key.places.keys = OutputPlace{region.data(), 12};
+  by_key.places.values = OutputPlace{region.data() + 64, 16};  // 3 sums take 24
+  got = RunOnCpu(by_key);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(std::get<ReduceByKeyResult>(*got).keys.bytes_in_place, 0u);
+  EXPECT_EQ(std::string(std::get<ReduceByKeyResult>(*got).keys.data()),
+            BytesOf(std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(std::string(std::get<ReduceByKeyResult>(*got).values.data()),
+            BytesOf(std::vector<double>{2, 2, 12}));
+  EXPECT_EQ(std::string(region.begin(), region.end()), std::string(4096, 0x55));
+  by_key.places.values.room = 24;
+  got = RunOnCpu(by_key);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(std::get<ReduceByKeyResult>(*got).keys.bytes_in_place, 12u);
+  EXPECT_EQ(std::get<ReduceByKeyResult>(*got).values.bytes_in_place, 24u);
+  EXPECT_EQ(std::string(region.data() + 64, 24), BytesOf(std::vector<double>{2, 2, 12}));
 }
 
 // ReduceOperation::accumulator: a SUM/PROD accumulated and answered in the

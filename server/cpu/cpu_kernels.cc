@@ -9,15 +9,6 @@
 #include "server/cpu/parts.h"
 #include "server/cpu/sanitizers.h"
 
-// Function multiversioning (an AVX2 clone chosen at load by an ifunc
-// resolver) except under the sanitizers (sanitizers.h): sanitized builds
-// take the default clone's code.
-#if defined(PRIMSERVE_SANITIZED)
-#define PRIMSERVE_AVX2_CLONES
-#else
-#define PRIMSERVE_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
-#endif
-
 namespace primserve::cpu {
 namespace {
 
@@ -122,8 +113,10 @@ T FloatExtreme(const T* input, uint64_t begin, uint64_t end) {
 // Integers and MIN/MAX give the left fold's bits whatever the grouping; a
 // float PROD keeps the left fold (a product that overflows in one lane and
 // underflows in another would give NaN where the left fold gives 0 or inf).
+// Compiled for AVX2 too (chosen at load): the 64-bit integer MIN/MAX
+// compares that SSE2 lacks.
 template <Op kOp, typename A, typename T>
-A LaneFold(const T* input, uint64_t begin, uint64_t end) {
+PRIMSERVE_AVX2_CLONES A LaneFold(const T* input, uint64_t begin, uint64_t end) {
   constexpr uint64_t kLanes = 8;
   if (kOp == Op::kProd || end - begin < 2 * kLanes) return Fold<kOp, A>(input, begin, end);
   if constexpr (std::is_floating_point_v<T> && std::is_same_v<A, T> &&

@@ -66,6 +66,16 @@ template <typename T>
 void CompactRuns(absl::Span<const T> input, const KeptCounts& counts, absl::Span<T> values,
                  absl::Span<int64_t> lengths, const Parallelism& parallelism);
 
+// reference::ReduceByKey's answer, bit for bit: each run of bit-equal
+// consecutive keys (`runs` is CountRuns' answer for `keys` and the same
+// parallelism) gives its first key into keys_out and the left fold of its
+// values under `op` (SUM, PROD, MIN or MAX) into values_out (runs.total
+// each). Each thread folds the runs that start in its part.
+template <typename K, typename V>
+void ReduceRuns(absl::Span<const K> keys, absl::Span<const V> values, Op op,
+                const KeptCounts& runs, absl::Span<K> keys_out, absl::Span<V> values_out,
+                const Parallelism& parallelism);
+
 }  // namespace primserve::cpu
 
 #endif  // PRIMSERVE_SERVER_CPU_CPU_SELECT_H_

@@ -16,6 +16,15 @@
 #endif
 #endif
 
+// Function multiversioning: an AVX2 clone chosen at load by an ifunc
+// resolver where the machine has AVX2, except under the sanitizers, whose
+// builds take the default clone's code.
+#if defined(PRIMSERVE_SANITIZED)
+#define PRIMSERVE_AVX2_CLONES
+#else
+#define PRIMSERVE_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+
 namespace primserve::cpu {
 #if defined(PRIMSERVE_SANITIZED)
 inline constexpr bool kSanitized = true;
