@@ -108,7 +108,8 @@ T FloatExtreme(const T* input, uint64_t begin, uint64_t end) {
 
 // The fold of input[begin, end) (non-empty); a float SUM in eight
 // interleaved lanes combined pairwise, which lets it run at memory speed
-// (the left fold waits on each add) and is as exact as numpy's pairwise sum;
+// (the left fold waits on each add; SumFold keeps it as exact as numpy's
+// pairwise sum for long arrays);
 // a float MIN/MAX through FloatExtreme.
 // Integers and MIN/MAX give the left fold's bits whatever the grouping; a
 // float PROD keeps the left fold (a product that overflows in one lane and
@@ -136,6 +137,22 @@ PRIMSERVE_AVX2_CLONES A LaneFold(const T* input, uint64_t begin, uint64_t end) {
     for (uint64_t j = 0; j < width; ++j) lanes[j] = Combine(kOp, lanes[j], lanes[j + width]);
   }
   return lanes[0];
+}
+
+// LaneFold, except that a float SUM of more than a few thousand elements
+// adds the halves' sums (pairwise, as numpy's sum does): lanes that each
+// fold an eighth of a long array lose precision as n grows (a 64M float32
+// sum left numpy's by more than 1e-4 of the sum), pairs of halves as log n.
+template <Op kOp, typename A, typename T>
+A SumFold(const T* input, uint64_t begin, uint64_t end) {
+  constexpr uint64_t kBlock = 2048;
+  if constexpr (std::is_floating_point_v<A> && kOp == Op::kSum) {
+    if (end - begin > kBlock) {
+      const uint64_t half = begin + (end - begin) / 2;
+      return Combine(kOp, SumFold<kOp, A>(input, begin, half), SumFold<kOp, A>(input, half, end));
+    }
+  }
+  return LaneFold<kOp, A>(input, begin, end);
 }
 
 // Scans input[begin, end) into out in A (T or a wider accumulator),
@@ -230,7 +247,7 @@ void Reduce(absl::Span<const T> input, Op op, absl::Span<const uint64_t> segment
     constexpr Op kOp = decltype(op_constant)::value;
     if (!segment_starts.empty() || !SplitsExactly<A>(kOp)) {
       ForEachSegment(n, segment_starts, [&](uint64_t begin, uint64_t end, size_t s) {
-        out[s] = begin == end ? Identity<A>(kOp) : LaneFold<kOp, A>(input.data(), begin, end);
+        out[s] = begin == end ? Identity<A>(kOp) : SumFold<kOp, A>(input.data(), begin, end);
       });
       return;
     }
@@ -240,7 +257,7 @@ void Reduce(absl::Span<const T> input, Op op, absl::Span<const uint64_t> segment
     }
     std::vector<A> totals(std::max(1, parallelism.threads));
     const int parts = ForEachPart(n, parallelism, [&](int p, uint64_t begin, uint64_t end) {
-      if (begin < end) totals[p] = LaneFold<kOp, A>(input.data(), begin, end);
+      if (begin < end) totals[p] = SumFold<kOp, A>(input.data(), begin, end);
     });
     A acc = totals[0];
     for (int p = 1; p < parts; ++p) acc = Combine(kOp, acc, totals[p]);
