@@ -216,10 +216,14 @@ TYPED_TEST(CpuKernelsTest, ExtremeOfZerosAndInfinitiesKeepsTheOrder) {
 TEST(CpuKernelsTest, LongFloatSumIsPairwiseExact) {
   const std::vector<float> tenths(size_t{1} << 22, 0.1f);
   const double exact = static_cast<double>(0.1f) * tenths.size();
-  for (int threads : {1, 2}) {
+  float one_thread = 0;
+  Reduce<float>(tenths, Op::kSum, {}, absl::MakeSpan(&one_thread, 1), {1, 1000});
+  for (int threads : {1, 2, 3}) {
     float out = 0;
     Reduce<float>(tenths, Op::kSum, {}, absl::MakeSpan(&out, 1), {threads, 1000});
     EXPECT_NEAR(out, exact, 1e-5 * exact) << "threads " << threads;
+    // Its halves on two threads: one thread's bits.
+    EXPECT_EQ(std::memcmp(&out, &one_thread, sizeof(float)), 0) << "threads " << threads;
     double wide = 0;
     Reduce<float, double>(tenths, Op::kSum, {}, absl::MakeSpan(&wide, 1), {threads, 1000});
     EXPECT_NEAR(wide, exact, 1e-12 * exact) << "threads " << threads;
