@@ -5,15 +5,23 @@ Against a running `primserve --backend=cpu --shared_memory` on this host, each
 primitive runs with its inputs (and, where the method takes out=, its values)
 in one registered region, so what is timed is the backend and the call, not
 the bytes through gRPC; numpy does the same work in this process on one core.
-Each answer is checked against numpy's first; then ours and numpy's are
+Unique, run-length encode and reduce-by-key put their values in the
+region too (out=); the run lengths and the keyed reduction's keys, which the
+Python client cannot place, come back through gRPC. Each answer is checked
+against numpy's first; then ours and numpy's are
 called in turn --runs times, and the medians printed with their ratio (ours /
 numpy's: below 1 is faster than numpy).
 
 Needs the primserve package (pip install ./client/python) on Debian's python3.
 
   tools/cpu_vs_numpy.py --address=localhost:50051 --n=16777216 --runs=5
+
+With --baseline=HOST:PORT (another build's server), that server's calls are
+timed in the same turns on the same values: a before/after that both see the
+same load.
 """
 import argparse
+import contextlib
 import statistics
 import time
 
@@ -28,14 +36,14 @@ def seconds(function) -> float:
     return time.perf_counter() - start
 
 
-def medians_ms(ours, theirs, runs: int):
-    """The median times of ours and numpy's, called in turn, so that on a
-    shared machine both see the same load."""
-    mine, numpys = [], []
+def medians_ms(functions, runs: int):
+    """The median times of each function, called in turn, so that on a shared
+    machine all see the same load."""
+    times = [[] for _ in functions]
     for _ in range(runs):
-        mine.append(seconds(ours))
-        numpys.append(seconds(theirs))
-    return statistics.median(mine) * 1e3, statistics.median(numpys) * 1e3
+        for f, t in zip(functions, times):
+            t.append(seconds(f))
+    return [statistics.median(t) * 1e3 for t in times]
 
 
 def starts(k):
@@ -81,7 +89,7 @@ def rows_for(client, region, dtype: np.dtype, n: int, rng):
         (f"select {name} > 0, count", lambda: client.select(a, ("gt", zero), output="count"),
          lambda: np.count_nonzero(a > zero), equal),
         (f"unique (consecutive) {name}", lambda: client.unique(keys, out=out), lambda: keys[starts(keys)], equal),
-        (f"run_length_encode {name}", lambda: client.run_length_encode(keys),
+        (f"run_length_encode {name}", lambda: client.run_length_encode(keys, out=out),
          lambda: np.diff(np.flatnonzero(np.concatenate((starts(keys), [True])))),
          lambda x, y: equal(x.lengths, y)),
         (f"gather {name} by int64", lambda: client.gather(a, idx, out=out), lambda: np.take(a, idx), equal),
@@ -97,10 +105,11 @@ def int32_extras(client, region, n: int, rng):
     keys[:] = np.sort(rng.integers(0, n // 16, n, dtype=np.int32))
     groups = region.array(np.int32, n, offset=16 * n)
     groups[:] = rng.integers(0, 1024, n, dtype=np.int32)
+    out = region.array(np.int32, n, offset=24 * n)
     return [
         ("reduce int32 sum into int64", lambda: client.reduce(a, dtype=np.int64),
          lambda: a.sum(dtype=np.int64), equal),
-        ("reduce_by_key int32 sum", lambda: client.reduce_by_key(keys, a),
+        ("reduce_by_key int32 sum", lambda: client.reduce_by_key(keys, a, out=out),
          lambda: np.add.reduceat(a, np.flatnonzero(starts(keys))), lambda x, y: equal(x.values, y)),
         ("aggregate_by_key int32 sum", lambda: client.aggregate_by_key(groups, a, 1024),
          lambda: np.bincount(groups, weights=a, minlength=1024).astype(np.int32), equal),
@@ -113,22 +122,49 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1 << 24, help="elements of each input")
     parser.add_argument("--runs", type=int, default=5, help="timed calls of each, after one checked call")
     parser.add_argument("--dtypes", default="int32,int64,float32,float64", help="comma-separated")
+    parser.add_argument("--baseline", default="",
+                        help="another server (another build) to time in the same turns, on the same arrays "
+                             "in a region of its own: its ms and ratio are printed first")
+    parser.add_argument("--only", default="",
+                        help="comma-separated substrings: only the rows whose name holds one of them")
     args = parser.parse_args()
     n = args.n
-    rng = np.random.default_rng(1)
-    client = primserve.Client(args.address, timeout=600)
+    dtypes = args.dtypes.split(",")
+    addresses = ([args.baseline] if args.baseline else []) + [args.address]
+    clients = [primserve.Client(address, timeout=600) for address in addresses]
     print(f"n={n}, median of {args.runs}; inputs and out= in a shared-memory region; numpy on one core")
-    print(f"{'':34}{'ours ms':>10}{'numpy ms':>10}{'ratio':>8}")
-    with client.shared_memory(5 * 8 * n) as region:
-        tables = [lambda d=np.dtype(d): rows_for(client, region, d, n, rng) for d in args.dtypes.split(",")]
-        if "int32" in args.dtypes.split(","):
-            tables.append(lambda: int32_extras(client, region, n, rng))
-        for table in tables:
-            for name, ours, theirs, agree in table():
-                if not agree(ours(), theirs()):
-                    raise SystemExit(f"{name}: the server's answer differs from numpy's")
-                mine, numpys = medians_ms(ours, theirs, args.runs)
-                print(f"{name:34}{mine:10.1f}{numpys:10.1f}{mine / numpys:8.2f}", flush=True)
+    if args.baseline:
+        print(f"baseline {args.baseline}, ours {args.address}: each row's calls in turn, on the same arrays")
+        print(f"{'':34}{'base ms':>10}{'ratio':>8}{'ours ms':>10}{'numpy ms':>10}{'ratio':>8}")
+    else:
+        print(f"{'':34}{'ours ms':>10}{'numpy ms':>10}{'ratio':>8}")
+    with contextlib.ExitStack() as stack:
+        regions = [stack.enter_context(client.shared_memory(5 * 8 * n)) for client in clients]
+        # Each server's arrays from a generator of the same seed: the same values.
+        rngs = [np.random.default_rng(1) for _ in clients]
+
+        def tables_of(k):
+            client, region, rng = clients[k], regions[k], rngs[k]
+            tables = [lambda d=np.dtype(d): rows_for(client, region, d, n, rng) for d in dtypes]
+            if "int32" in dtypes:
+                tables.append(lambda: int32_extras(client, region, n, rng))
+            return tables
+
+        for tables in zip(*(tables_of(k) for k in range(len(clients)))):
+            for rows in zip(*(table() for table in tables)):
+                name, _, theirs, agree = rows[-1]
+                if args.only and not any(part in name for part in args.only.split(",")):
+                    continue
+                for row in rows:
+                    if not agree(row[1](), theirs()):
+                        raise SystemExit(f"{name}: the server's answer differs from numpy's")
+                times = medians_ms([row[1] for row in rows] + [theirs], args.runs)
+                numpys = times[-1]
+                line = f"{name:34}"
+                if args.baseline:
+                    line += f"{times[0]:10.1f}{times[0] / numpys:8.2f}"
+                line += f"{times[-2]:10.1f}{numpys:10.1f}{times[-2] / numpys:8.2f}"
+                print(line, flush=True)
 
 
 if __name__ == "__main__":
