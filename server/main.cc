@@ -75,6 +75,14 @@ ABSL_FLAG(uint64_t, cuda_pinned_bytes_per_lane, uint64_t{128} << 20,
 ABSL_FLAG(uint64_t, gpu_memory_budget_bytes, 0,
           "Device memory all requests on one device together may hold; a request that does not "
           "fit waits, until its deadline. 0 means 85% of each served device's memory.");
+ABSL_FLAG(std::string, rpc_api, "callback",
+          "Which of gRPC's APIs serves the unary Primitives RPCs: callback, or completion_queue "
+          "(--completion_queues queues, each drained by a thread of its own, which hands every "
+          "task to the batch threads). Multiplex, the "
+          "streams and the other services are callback methods either way.");
+ABSL_FLAG(int, completion_queues, 0,
+          "With --rpc_api=completion_queue: queues (and threads) for the unary calls; 0: one per "
+          "core.");
 ABSL_FLAG(int, batch_threads, 4, "Threads handing batches to the backend.");
 ABSL_FLAG(uint64_t, max_batch_size, 256, "Most requests fused into one batch.");
 ABSL_FLAG(uint64_t, max_batch_items, uint64_t{1} << 22, "Most elements in one batch.");
@@ -89,7 +97,8 @@ ABSL_FLAG(uint64_t, large_request_items, uint64_t{1} << 18,
 ABSL_FLAG(bool, run_small_requests_inline, true,
           "When no batch runs or waits, a small unary request runs on the gRPC thread that "
           "received it, answered without a hand-off to a batch thread; false: every request goes "
-          "through the batch threads.");
+          "through the batch threads. Callback API only: --rpc_api=completion_queue hands every "
+          "unary request to the batch threads.");
 ABSL_FLAG(uint64_t, max_in_flight_bytes, uint64_t{4} << 30,
           "Admission: cost (request bytes + largest answer) of all requests running at once; "
           "the rest wait, each caller in its own queue, taking turns.");
@@ -302,6 +311,17 @@ int Main() {
   options.admission.max_peer_unsent_bytes = absl::GetFlag(FLAGS_max_peer_unsent_bytes);
   options.admission.max_unsent_bytes = absl::GetFlag(FLAGS_max_unsent_bytes);
   options.caller_header = absl::GetFlag(FLAGS_caller_header);
+  absl::StatusOr<ServerOptions::RpcApi> rpc_api = ParseRpcApi(absl::GetFlag(FLAGS_rpc_api));
+  if (!rpc_api.ok()) {
+    std::fprintf(stderr, "--rpc_api: %s\n", std::string(rpc_api.status().message()).c_str());
+    return 2;
+  }
+  options.rpc_api = *rpc_api;
+  options.completion_queues = absl::GetFlag(FLAGS_completion_queues);
+  if (options.completion_queues < 0) {
+    std::fprintf(stderr, "--completion_queues must be 0 (one per core) or more\n");
+    return 2;
+  }
   options.batcher.num_threads = absl::GetFlag(FLAGS_batch_threads);
   options.batcher.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   options.batcher.max_batch_items = absl::GetFlag(FLAGS_max_batch_items);

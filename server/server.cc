@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -116,6 +117,26 @@ RequestLimits RequestLimitsOf(const ServerOptions& options, const ExecutionBacke
   return limits;
 }
 
+// The Primitives service over `admission` and what else the server holds.
+template <typename Service>
+std::unique_ptr<Service> PrimitivesOf(const ServerOptions& options, Scheduler* admission,
+                                      const ExecutionBackend& backend,
+                                      const shm::Registry* shared_memory,
+                                      PinnedPayloads* pinned_payloads,
+                                      PinnedPayloads* pinned_answers, wire::CopyPool* copies,
+                                      buffers::Registry* buffers) {
+  return std::make_unique<Service>(
+      admission, RequestLimitsOf(options, backend), options.metrics, options.caller_header,
+      shared_memory, &backend,
+      pinned_payloads != nullptr ? pinned_payloads->Allocator() : nullptr,
+      pinned_answers != nullptr ? pinned_answers->Answers() : nullptr, copies, buffers);
+}
+
+int QueuesOf(const ServerOptions& options) {
+  if (options.completion_queues > 0) return options.completion_queues;
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
 }  // namespace
 
 PrimServer::PrimServer(std::unique_ptr<ExecutionBackend> backend, const ServerOptions& options)
@@ -143,12 +164,17 @@ PrimServer::PrimServer(std::unique_ptr<ExecutionBackend> backend, const ServerOp
                                 HostPoolOf(options.metrics, "answers"))
                           : nullptr),
       input_copies_(options.input_copy_threads),
-      service_(&admission_, RequestLimitsOf(options, *backend_), options.metrics, options.caller_header,
-               shared_memory_.get(), backend_.get(),
-               pinned_payloads_ != nullptr ? pinned_payloads_->Allocator() : nullptr,
-               pinned_answers_ != nullptr ? pinned_answers_->Answers() : nullptr, &input_copies_,
-               buffers_.get()),
-      echo_service_(options.limits.max_response_bytes) {}
+      echo_service_(options.limits.max_response_bytes) {
+  if (options.rpc_api == ServerOptions::RpcApi::kCompletionQueue) {
+    queued_service_ = PrimitivesOf<QueuedPrimitivesService>(
+        options, &admission_, *backend_, shared_memory_.get(), pinned_payloads_.get(),
+        pinned_answers_.get(), &input_copies_, buffers_.get());
+  } else {
+    callback_service_ = PrimitivesOf<PrimitivesService>(
+        options, &admission_, *backend_, shared_memory_.get(), pinned_payloads_.get(),
+        pinned_answers_.get(), &input_copies_, buffers_.get());
+  }
+}
 
 absl::StatusOr<std::map<std::string, int>> ParseChannelArgs(absl::string_view text) {
   std::map<std::string, int> args;
@@ -163,6 +189,13 @@ absl::StatusOr<std::map<std::string, int>> ParseChannelArgs(absl::string_view te
     args[std::string(name_value.first)] = value;
   }
   return args;
+}
+
+absl::StatusOr<ServerOptions::RpcApi> ParseRpcApi(absl::string_view text) {
+  if (text == "callback") return ServerOptions::RpcApi::kCallback;
+  if (text == "completion_queue") return ServerOptions::RpcApi::kCompletionQueue;
+  return absl::InvalidArgumentError(
+      absl::StrCat("RPC API '", text, "' is neither callback nor completion_queue"));
 }
 
 absl::StatusOr<std::unique_ptr<PrimServer>> PrimServer::Start(
@@ -190,7 +223,13 @@ absl::StatusOr<std::unique_ptr<PrimServer>> PrimServer::Start(
     builder.AddChannelArgument(name, value);
   }
   builder.SetOption(std::make_unique<ReflectionOption>(options.reflection));
-  builder.RegisterService(&server->service_);
+  if (server->queued_service_ != nullptr) {
+    builder.RegisterService(server->queued_service_.get());
+    server->queued_unary_ = std::make_unique<CompletionQueueUnary>(
+        server->queued_service_.get(), &builder, QueuesOf(options));
+  } else {
+    builder.RegisterService(server->callback_service_.get());
+  }
   if (options.echo) builder.RegisterService(&server->echo_service_);
   if (server->shared_memory_service_ != nullptr) {
     builder.RegisterService(server->shared_memory_service_.get());
@@ -202,6 +241,7 @@ absl::StatusOr<std::unique_ptr<PrimServer>> PrimServer::Start(
         absl::StrCat("cannot listen on ", options.address,
                      options.unix_socket.empty() ? "" : " and unix:", options.unix_socket));
   }
+  if (server->queued_unary_ != nullptr) server->queued_unary_->Start();
   // Port 0 picks a port only now; no caller can have reached it before.
   if (options.buffer_limits.location.empty()) {
     server->buffers_->SetLocation(DefaultLocation(options.address, server->port_));
@@ -246,6 +286,9 @@ void PrimServer::Shutdown(absl::Duration grace) {
   }
   admission_.Shutdown();
   batcher_.Shutdown();
+  // No call can come any more: the queues wait for the last answers, then
+  // stop.
+  if (queued_unary_ != nullptr) queued_unary_->Shutdown();
 }
 
 }  // namespace primserve

@@ -23,6 +23,7 @@
 #include "server/engine/batcher.h"
 #include "server/engine/metrics.h"
 #include "server/engine/pinned_payloads.h"
+#include "server/rpc/completion_queue_unary.h"
 #include "server/rpc/echo_service.h"
 #include "server/rpc/request_limits.h"
 #include "server/rpc/service.h"
@@ -70,6 +71,14 @@ struct ServerOptions {
   // Trust it only when clients cannot reach primserve but through the proxy.
   std::string caller_header;
   BatcherOptions batcher;
+  // Which of gRPC's APIs serves the unary Primitives RPCs: callback methods,
+  // or completion queues each drained by a thread of its own
+  // (server/rpc/completion_queue_unary.h). Multiplex, the streams and the
+  // other services are callback methods either way.
+  enum class RpcApi { kCallback, kCompletionQueue };
+  RpcApi rpc_api = RpcApi::kCallback;
+  // With kCompletionQueue, how many queues (and threads); 0: one per core.
+  int completion_queues = 0;
   // Where the transport and the batcher record; not owned, outlives the
   // server. Null records nothing. (The backend gets it from its creator.)
   Metrics* metrics = nullptr;
@@ -114,6 +123,10 @@ struct ServerOptions {
   buffers::Limits buffer_limits;
 };
 
+// "callback" or "completion_queue" as ServerOptions::rpc_api;
+// INVALID_ARGUMENT saying what else it may be.
+absl::StatusOr<ServerOptions::RpcApi> ParseRpcApi(absl::string_view text);
+
 class PrimServer final {
  public:
   static absl::StatusOr<std::unique_ptr<PrimServer>> Start(
@@ -146,8 +159,12 @@ class PrimServer final {
   // Likewise for options.pinned_answer_bytes.
   std::unique_ptr<PinnedPayloads> pinned_answers_;
   wire::CopyPool input_copies_;  // outlives the service that copies with it
-  PrimitivesService service_;
+  // The Primitives service of options.rpc_api: one of the two is set.
+  std::unique_ptr<PrimitivesService> callback_service_;
+  std::unique_ptr<QueuedPrimitivesService> queued_service_;
   EchoService echo_service_;  // no work: measures the transport; served when options.echo
+  // With queued_service_: its unary calls' queues, which outlive server_.
+  std::unique_ptr<CompletionQueueUnary> queued_unary_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool shut_down_ = false;

@@ -12,7 +12,6 @@
 // checks that such batches formed), each checked the same way; and
 // reproducible FLOAT32 into FLOAT64 requests, alone and batched: one set of
 // bits. Fresh random data every run; the seed is printed.
-#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -33,6 +32,7 @@
 #include "server/engine/backend.h"
 #include "server/engine/task.h"
 #include "server/server.h"
+#include "tests/batch_counting_backend.h"
 #ifdef PRIMSERVE_ACCUMULATOR_TEST_CUDA
 #include "server/cuda/cuda_backend.h"
 #endif
@@ -56,37 +56,13 @@ constexpr size_t kLargest = (size_t{1} << 22) + 7;
 std::unique_ptr<ExecutionBackend> TestBackend() { return std::make_unique<CpuBackend>(); }
 #endif
 
-// The backend under test, counting the batches of several widened requests
-// it is handed.
-class CountingBackend final : public ExecutionBackend {
- public:
-  explicit CountingBackend(std::unique_ptr<ExecutionBackend> inner) : inner_(std::move(inner)) {}
-
-  std::string name() const override { return inner_->name(); }
-  std::string description() const override { return inner_->description(); }
-  void Execute(std::vector<std::unique_ptr<Task>> batch) override {
-    // A Scan's or Reduce's second dtype is its answer's (ValuesDType).
-    const BatchKey key = BatchKeyOf(batch.front()->operation);
-    if (batch.size() > 1 && key.second_dtype != key.dtype) ++widened_batches_;
-    inner_->Execute(std::move(batch));
-  }
-  absl::Status Health() const override { return inner_->Health(); }
-  uint64_t ReproducibleScanGranule(DType dtype) const override {
-    return inner_->ReproducibleScanGranule(dtype);
-  }
-  bool WidensAccumulators() const override { return inner_->WidensAccumulators(); }
-
-  int widened_batches() const { return widened_batches_.load(); }
-
- private:
-  std::unique_ptr<ExecutionBackend> inner_;
-  std::atomic<int> widened_batches_{0};
-};
-
 class AccumulatorTest : public ::testing::Test {
  public:
   static void SetUpTestSuite() {
-    auto counting = std::make_unique<CountingBackend>(TestBackend());
+    // Counts the batches of several widened requests (a Scan's or Reduce's
+    // second dtype is its answer's: ValuesDType).
+    auto counting = std::make_unique<BatchCountingBackend>(
+        TestBackend(), [](const BatchKey& key) { return key.second_dtype != key.dtype; });
     backend_ = counting.get();
     ServerOptions options;
     options.address = "127.0.0.1:0";
@@ -107,7 +83,7 @@ class AccumulatorTest : public ::testing::Test {
     std::printf("seed %llu\n", static_cast<unsigned long long>(seed_));
   }
 
-  static inline CountingBackend* backend_ = nullptr;
+  static inline BatchCountingBackend* backend_ = nullptr;
   static inline PrimServer* server_ = nullptr;
   static inline std::shared_ptr<grpc::Channel>* channel_ = nullptr;
   static inline uint64_t seed_ = 0;
@@ -317,7 +293,7 @@ TEST_F(AccumulatorTest, Float32IntoFloat64AloneIsTheReferences) {
 // the batcher fuses them: each answer is its own reference's.
 template <typename T, typename A>
 void BatchedAllCases(uint64_t salt) {
-  const int batches_before = AccumulatorTest::backend_->widened_batches();
+  const int batches_before = AccumulatorTest::backend_->batches();
   std::mt19937_64 rng(AccumulatorTest::seed_ + salt);
   for (v1::Op op : {v1::SUM, v1::PROD}) {
     for (int kind = 0; kind < 3; ++kind) {  // inclusive scan, exclusive scan, reduce
@@ -343,7 +319,7 @@ void BatchedAllCases(uint64_t salt) {
       for (std::thread& t : callers) t.join();
     }
   }
-  const int batches = AccumulatorTest::backend_->widened_batches() - batches_before;
+  const int batches = AccumulatorTest::backend_->batches() - batches_before;
   std::printf("%s: %d batches of several widened requests\n", DTypeName(DTypeOf<T>()), batches);
   EXPECT_GT(batches, 0) << "the batched runs must really batch";
 }

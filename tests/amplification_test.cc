@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "server/cpu/cpu_backend.h"
 #include "server/server.h"
+#include "tests/rpc_api.h"
 
 namespace primserve {
 namespace {
@@ -50,6 +51,7 @@ class AmplificationTest : public ::testing::Test {
  protected:
   void Start(uint64_t max_response_bytes) {
     ServerOptions options;
+    options.rpc_api = TestRpcApi();
     options.address = "127.0.0.1:0";
     options.limits.max_response_bytes = max_response_bytes;  // max_elements at its default
     auto backend = std::make_unique<CountingBackend>();

@@ -26,6 +26,7 @@
 #include "server/server.h"
 #include "tests/every_rpc.h"
 #include "tests/holding_backend.h"
+#include "tests/rpc_api.h"
 #include "tests/unary_answer.h"
 #ifdef PRIMSERVE_BUFFERS_TEST_CUDA
 #include "server/cuda/cuda_backend.h"
@@ -190,6 +191,7 @@ class BuffersTest : public ::testing::Test {
   void Start(buffers::Limits limits = DefaultLimits(), std::string caller_header = "",
              std::unique_ptr<ExecutionBackend> backend = TestBackend()) {
     ServerOptions options;
+    options.rpc_api = TestRpcApi();
     options.address = "127.0.0.1:0";
     options.buffer_limits = limits;
     options.caller_header = std::move(caller_header);

@@ -6,7 +6,6 @@
 // reproducible requests really formed), and streamed in random piece sizes 5
 // times; every answer must be bit-identical to the first. Needs a GPU
 // (tagged "gpu").
-#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -20,37 +19,12 @@
 #include "gtest/gtest.h"
 #include "server/cuda/cuda_backend.h"
 #include "server/server.h"
+#include "tests/batch_counting_backend.h"
 
 namespace primserve {
 namespace {
 
 using S = v1::Primitives::Stub;
-
-// The CUDA backend, counting the batches of more than one reproducible
-// request it is handed.
-class CountingBackend final : public ExecutionBackend {
- public:
-  explicit CountingBackend(std::unique_ptr<ExecutionBackend> inner) : inner_(std::move(inner)) {}
-
-  std::string name() const override { return inner_->name(); }
-  std::string description() const override { return inner_->description(); }
-  void Execute(std::vector<std::unique_ptr<Task>> batch) override {
-    if (batch.size() > 1 && BatchKeyOf(batch.front()->operation).reproducible) {
-      ++reproducible_batches_;
-    }
-    inner_->Execute(std::move(batch));
-  }
-  absl::Status Health() const override { return inner_->Health(); }
-  uint64_t ReproducibleScanGranule(DType dtype) const override {
-    return inner_->ReproducibleScanGranule(dtype);
-  }
-
-  int reproducible_batches() const { return reproducible_batches_.load(); }
-
- private:
-  std::unique_ptr<ExecutionBackend> inner_;
-  std::atomic<int> reproducible_batches_{0};
-};
 
 class ReproducibleTest : public ::testing::Test {
  public:
@@ -58,7 +32,9 @@ class ReproducibleTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<CudaBackend>> cuda = CudaBackend::Create({});
     ASSERT_TRUE(cuda.ok()) << cuda.status();
     std::printf("GPU: %s\n", (*cuda)->device_names().c_str());
-    auto counting = std::make_unique<CountingBackend>(*std::move(cuda));
+    // Counts the batches of more than one reproducible request.
+    auto counting = std::make_unique<BatchCountingBackend>(
+        *std::move(cuda), [](const BatchKey& key) { return key.reproducible; });
     backend_ = counting.get();
     ServerOptions options;
     options.address = "127.0.0.1:0";
@@ -80,7 +56,7 @@ class ReproducibleTest : public ::testing::Test {
         absl::StrCat("127.0.0.1:", server_->port()), grpc::InsecureChannelCredentials(), args));
   }
 
-  static inline CountingBackend* backend_ = nullptr;
+  static inline BatchCountingBackend* backend_ = nullptr;
   static inline PrimServer* server_ = nullptr;
   static inline std::shared_ptr<grpc::Channel>* channel_ = nullptr;
 };
@@ -220,7 +196,7 @@ void RunAll(v1::DType dtype) {
   std::printf("%s seed %llu\n", v1::DType_Name(dtype).c_str(),
               static_cast<unsigned long long>(seed));
   std::mt19937_64 rng(seed);
-  const int batches_before = ReproducibleTest::backend_->reproducible_batches();
+  const int batches_before = ReproducibleTest::backend_->batches();
   for (size_t n : {size_t{1000}, size_t{3000}, size_t{100000}, size_t{1} << 20,
                    size_t{5000000}}) {
     for (v1::Op op : {v1::SUM, v1::PROD}) {
@@ -249,7 +225,7 @@ void RunAll(v1::DType dtype) {
       ExpectOneAnswer<T>(reduce, absl::StrCat("segmented reduce ", what), rng);
     }
   }
-  const int batches = ReproducibleTest::backend_->reproducible_batches() - batches_before;
+  const int batches = ReproducibleTest::backend_->batches() - batches_before;
   std::printf("%s: %d batches of several reproducible requests\n", v1::DType_Name(dtype).c_str(),
               batches);
   EXPECT_GT(batches, 0) << "the batched runs must really batch";

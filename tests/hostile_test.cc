@@ -30,6 +30,7 @@
 #include "proto/primserve/v1/primitives.grpc.pb.h"
 #include "server/cpu/cpu_backend.h"
 #include "server/server.h"
+#include "tests/rpc_api.h"
 
 namespace primserve {
 namespace {
@@ -38,6 +39,7 @@ using ::testing::HasSubstr;
 
 std::unique_ptr<PrimServer> StartServer(const ServerOptions& base) {
   ServerOptions options = base;
+  options.rpc_api = TestRpcApi();
   options.address = "127.0.0.1:0";
   absl::StatusOr<std::unique_ptr<PrimServer>> server =
       PrimServer::Start(options, std::make_unique<CpuBackend>());
@@ -70,6 +72,7 @@ TEST(HostileTest, EchoIsNotServedByDefault) {
 // by the same limit that binds a primitive's answer.
 TEST(HostileTest, EchoWhenOnIsBoundedByTheResponseLimit) {
   ServerOptions options;
+  options.rpc_api = TestRpcApi();
   options.echo = true;
   options.limits.max_response_bytes = uint64_t{1} << 20;
   std::unique_ptr<PrimServer> server = StartServer(options);
@@ -178,6 +181,7 @@ HeavyCall HeavyAggregate(int log2_keys) {
 LightFigures LightBesideHeavy(ServerOptions options, int heavy_calls,
                               const HeavyCall& heavy_call) {
   options.address = "[::]:0";
+  options.rpc_api = TestRpcApi();
   absl::StatusOr<std::unique_ptr<PrimServer>> server =
       PrimServer::Start(options, std::make_unique<CpuBackend>());
   EXPECT_TRUE(server.ok()) << server.status();
@@ -275,6 +279,7 @@ TEST(HostileTest, ALightCallerStaysFastBesideAHeavyOne) {
   unbounded.max_peer_in_flight_bytes = UINT64_MAX / 2;
   unbounded.max_in_flight_bytes = UINT64_MAX / 2;
   ServerOptions options;
+  options.rpc_api = TestRpcApi();
   options.batcher.num_threads = 4;
   options.admission = unbounded;
   const LightFigures before = LightBesideHeavy(options, 16, HeavyAggregate(22));
@@ -319,6 +324,7 @@ TEST(HostileTest, TheDefaultsKeepALightCallerFast) {
 // here); caller B, on the same connection, is answered meanwhile.
 TEST(HostileTest, TheCallerHeaderSeparatesCallersSharingAnAddress) {
   ServerOptions options;
+  options.rpc_api = TestRpcApi();
   options.caller_header = "x-forwarded-for";
   options.admission.max_peer_in_flight_bytes = 1;  // one running per caller
   options.admission.max_peer_queued_tasks = 1;

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "server/cpu/cpu_backend.h"
 #include "server/server.h"
+#include "tests/rpc_api.h"
 
 namespace primserve {
 namespace {
@@ -463,6 +464,7 @@ class MalformedTest : public ::testing::TestWithParam<Case> {
   static void SetUpTestSuite() {
     std::printf("malformed_test: %zu cases\n", Cases().size());
     ServerOptions options;
+    options.rpc_api = TestRpcApi();
     options.address = "127.0.0.1:0";
     options.limits.max_elements = kMaxElements;
     options.max_receive_message_bytes = static_cast<int>(ReceiveLimitRequest().ByteSizeLong());

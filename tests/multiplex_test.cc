@@ -24,6 +24,7 @@
 #include "server/cpu/cpu_backend.h"
 #include "server/server.h"
 #include "tests/holding_backend.h"
+#include "tests/rpc_api.h"
 #include "tests/unary_answer.h"
 
 namespace primserve {
@@ -108,6 +109,7 @@ class MultiplexTest : public ::testing::Test {
   void Start(std::unique_ptr<ExecutionBackend> backend, uint64_t window = 1024,
              uint64_t window_bytes = uint64_t{64} << 20) {
     ServerOptions options;
+    options.rpc_api = TestRpcApi();
     options.address = "127.0.0.1:0";
     options.limits.multiplex_window = window;
     options.limits.multiplex_window_bytes = window_bytes;

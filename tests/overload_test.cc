@@ -29,6 +29,7 @@
 #include "reference/reference.h"
 #include "server/cpu/cpu_backend.h"
 #include "server/server.h"
+#include "tests/rpc_api.h"
 
 namespace primserve {
 namespace {
@@ -133,6 +134,7 @@ TEST(OverloadTest, PastTheQueueLimitEveryCallEndsCorrectlyOrIsRejected) {
   constexpr double kRssLimitMib = 1536;
 
   ServerOptions options;
+  options.rpc_api = TestRpcApi();
   options.address = "127.0.0.1:0";
   options.batcher.num_threads = 1;
   options.batcher.max_enqueued_tasks = 4;
@@ -213,6 +215,7 @@ TEST(OverloadTest, DeadlinesShorterThanTheQueueWaitExpireAndAreNeverRun) {
   constexpr absl::Duration kSlack = absl::Seconds(2);
 
   ServerOptions options;
+  options.rpc_api = TestRpcApi();
   options.address = "127.0.0.1:0";
   options.batcher.num_threads = 1;
   options.batcher.batch_timeout_micros = 0;
@@ -275,6 +278,7 @@ TEST(OverloadTest, GracefulShutdownUnderLoadLosesNoCall) {
   constexpr absl::Duration kSlack = absl::Seconds(2);
 
   ServerOptions options;
+  options.rpc_api = TestRpcApi();
   options.address = "127.0.0.1:0";
   options.batcher.num_threads = 2;
   absl::StatusOr<std::unique_ptr<PrimServer>> server =
@@ -334,6 +338,7 @@ TEST(OverloadTest, ShutdownCancelsWhatOutlastsTheGraceAndDropsTheQueue) {
   constexpr absl::Duration kSlack = absl::Seconds(2);
 
   ServerOptions options;
+  options.rpc_api = TestRpcApi();
   options.address = "127.0.0.1:0";
   options.batcher.num_threads = 1;
   options.batcher.batch_timeout_micros = 0;

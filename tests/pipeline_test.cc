@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "server/cpu/cpu_backend.h"
 #include "server/server.h"
+#include "tests/rpc_api.h"
 #include "tests/unary_answer.h"
 #ifdef PRIMSERVE_PIPELINE_TEST_CUDA
 #include "server/cuda/cuda_backend.h"
@@ -117,6 +118,7 @@ class PipelineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     ServerOptions options;
+    options.rpc_api = TestRpcApi();
     options.address = "127.0.0.1:0";
     options.limits.max_response_bytes = kMaxResponseBytes;
     options.limits.max_pipeline_steps = kMaxSteps;

@@ -16,6 +16,7 @@
 #include "reference/reference.h"
 #include "server/cpu/cpu_backend.h"
 #include "server/server.h"
+#include "tests/rpc_api.h"
 
 namespace primserve {
 namespace {
@@ -28,6 +29,7 @@ class ServiceTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     ServerOptions options;
+    options.rpc_api = TestRpcApi();
     options.address = "127.0.0.1:0";
     options.limits.max_elements = kMaxElements;
     options.max_receive_message_bytes = 256 << 20;
@@ -422,6 +424,7 @@ TEST(ReproducibleFlagTest, TheServerDefaultAndTheRequestFlagReachTheBackend) {
     auto backend = std::make_unique<RecordingBackend>();
     RecordingBackend* recording = backend.get();
     ServerOptions options;
+    options.rpc_api = TestRpcApi();
     options.address = "127.0.0.1:0";
     options.limits.reproducible_floats = server_default;
     absl::StatusOr<std::unique_ptr<PrimServer>> server =

@@ -36,6 +36,7 @@
 #include "server/server.h"
 #include "tests/every_rpc.h"
 #include "tests/holding_backend.h"
+#include "tests/rpc_api.h"
 #include "tests/unary_answer.h"
 #ifdef PRIMSERVE_SHARED_MEMORY_TEST_CUDA
 #include <cuda_runtime_api.h>
@@ -208,6 +209,7 @@ class SharedMemoryTest : public ::testing::Test {
   void Start(bool shared_memory = true, shm::RegistryOptions limits = {},
              std::unique_ptr<ExecutionBackend> backend = TestBackend()) {
     ServerOptions options;
+    options.rpc_api = TestRpcApi();
     options.address = "127.0.0.1:0";
     options.shared_memory = shared_memory;
     options.shared_memory_limits = limits;
@@ -910,6 +912,7 @@ TEST_F(SharedMemoryTest, CudaIpcEveryRpcAndDtypeFromASecondProcess) {
   Start();
   absl::StatusOr<std::unique_ptr<PrimServer>> cpu_server = [] {
     ServerOptions options;
+    options.rpc_api = TestRpcApi();
     options.address = "127.0.0.1:0";
     return PrimServer::Start(options, std::make_unique<CpuBackend>());
   }();
@@ -997,6 +1000,7 @@ TEST_F(SharedMemoryTest, CudaIpcLargeRequestsOfEveryRpcInPlace) {
   Start();
   absl::StatusOr<std::unique_ptr<PrimServer>> cpu_server = [] {
     ServerOptions options;
+    options.rpc_api = TestRpcApi();
     options.address = "127.0.0.1:0";
     return PrimServer::Start(options, std::make_unique<CpuBackend>());
   }();

@@ -17,6 +17,7 @@
 #include "reference/sort.h"
 #include "server/cpu/cpu_backend.h"
 #include "server/server.h"
+#include "tests/rpc_api.h"
 #include "tests/unary_answer.h"
 
 namespace primserve {
@@ -30,6 +31,7 @@ class SortServiceTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     ServerOptions options;
+    options.rpc_api = TestRpcApi();
     options.address = "127.0.0.1:0";
     options.limits.max_response_bytes = kMaxResponseBytes;
     absl::StatusOr<std::unique_ptr<PrimServer>> server =

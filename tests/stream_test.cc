@@ -28,6 +28,7 @@
 #include "server/engine/metrics.h"
 #include "server/server.h"
 #include "tests/http_testing.h"
+#include "tests/rpc_api.h"
 #include "tests/stream_calls.h"
 
 namespace primserve {
@@ -86,6 +87,7 @@ class StreamTest : public ::testing::Test {
 
   void Start(std::unique_ptr<ExecutionBackend> backend, ServerOptions options = {}) {
     options.address = "127.0.0.1:0";
+    options.rpc_api = TestRpcApi();
     options.metrics = &metrics_;
     absl::StatusOr<std::unique_ptr<PrimServer>> server =
         PrimServer::Start(options, std::move(backend));
@@ -616,6 +618,7 @@ std::vector<size_t> AnswerSizes(const std::vector<v1::ScanResponse>& answers, si
 // A server whose requests are all reproducible (--reproducible_floats).
 ServerOptions ReproducibleServer() {
   ServerOptions options;
+  options.rpc_api = TestRpcApi();
   options.limits.reproducible_floats = true;
   return options;
 }
@@ -664,6 +667,7 @@ TEST_F(StreamTest, AReproducibleFloatScanStreamAnswersWholeTilesWithTheUnaryBits
 // for whole tiles.
 TEST_F(StreamTest, TheServerFlagAndTheRequestFlagChooseHowAFloatScanStreamIsCut) {
   ServerOptions options;
+  options.rpc_api = TestRpcApi();
   options.limits.reproducible_floats = false;
   Start(std::make_unique<CpuBackend>(), options);
   std::mt19937 rng(32);
@@ -721,6 +725,7 @@ TEST_F(StreamTest, AReproducibleReduceStreamIsTheUnaryReduceBitForBit) {
     // The same pieces reduced one by one (a server without
     // --reproducible_floats) associate otherwise.
     ServerOptions options;
+    options.rpc_api = TestRpcApi();
     options.limits.reproducible_floats = false;
     Start(std::make_unique<CpuBackend>(), options);
     v1::ReduceResponse piecewise;

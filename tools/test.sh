@@ -22,7 +22,7 @@ bazel test //... "$@"
 # tests of the primserve binary would rebuild the CUDA kernels for this config).
 bazel test --config=asan-ubsan --build_tests_only //reference:reference_test //reference:sort_test //server:all //server/engine:all //server/rpc:all //server/cpu:all //server/cuda:staging_test //server/cuda:device_picker_test //server/cuda:footprint_test \
   //tests:service_test //tests:sort_service_test //tests:malformed_test //tests:overload_test //tests:health_test \
-  //tests:reflection_test //tests:hostile_test //tests:multiplex_test //tests:stream_test //tests:amplification_test \
+  //tests:reflection_test //tests:hostile_test //tests:completion_queue_test //tests:multiplex_test //tests:stream_test //tests:amplification_test \
   //server/shm:all //tests:shared_memory_test //tests:stock_stub_test //server/buffers:all //tests:buffers_test //tests:pipeline_test \
   //tests/fuzz:corpus_test //client:shared_memory_region_test //client:cli_flags_test //client:buffers_client_test //client:multiplex_session_test \
   //client:loadgen_stats_test //wire:wire_test //wire:parallel_copy_test

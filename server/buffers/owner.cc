@@ -6,7 +6,7 @@
 
 namespace primserve::buffers {
 
-std::string OwnerOf(const grpc::CallbackServerContext& context,
+std::string OwnerOf(const grpc::ServerContextBase& context,
                     const std::string& caller_header) {
   if (!caller_header.empty()) {
     const auto& metadata = context.client_metadata();

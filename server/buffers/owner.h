@@ -13,7 +13,7 @@ namespace primserve::buffers {
 // IP address (no port) for a call without it. Else the TLS client
 // certificate's identity when the peer presented one. Else "": plaintext
 // callers without the header share one namespace.
-std::string OwnerOf(const grpc::CallbackServerContext& context, const std::string& caller_header);
+std::string OwnerOf(const grpc::ServerContextBase& context, const std::string& caller_header);
 
 }  // namespace primserve::buffers
 

@@ -14,13 +14,13 @@ grpc::Status ToGrpc(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
-absl::Time DeadlineOf(const grpc::CallbackServerContext& context) {
+absl::Time DeadlineOf(const grpc::ServerContextBase& context) {
   const auto deadline = context.deadline();
   if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
   return absl::FromChrono(deadline);
 }
 
-std::string CallerOf(const grpc::CallbackServerContext& context,
+std::string CallerOf(const grpc::ServerContextBase& context,
                      const std::string& caller_header) {
   if (!caller_header.empty()) {
     const auto& metadata = context.client_metadata();

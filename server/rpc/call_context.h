@@ -20,13 +20,13 @@ namespace primserve {
 grpc::Status ToGrpc(const absl::Status& status);
 
 // The caller's deadline, as the scheduler takes it.
-absl::Time DeadlineOf(const grpc::CallbackServerContext& context);
+absl::Time DeadlineOf(const grpc::ServerContextBase& context);
 
 // Who is calling, as admission keeps callers apart (Task::peer): the value of
 // the request header `caller_header` when it is named and present (a proxy in
 // front sets it to the client's address), else the connection's address
 // without its port (PeerKey).
-std::string CallerOf(const grpc::CallbackServerContext& context,
+std::string CallerOf(const grpc::ServerContextBase& context,
                      const std::string& caller_header);
 
 // What a unary or Multiplex request's shared-memory refs resolve in: the

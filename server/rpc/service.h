@@ -16,30 +16,40 @@
 #include "server/rpc/deferred_inputs.h"
 #include "server/rpc/request_limits.h"
 #include "server/rpc/stream_reactor.h"
+#include "server/rpc/unary_handling.h"
 #include "wire/parallel_copy.h"
 #include "wire/received.h"
 
 namespace primserve {
 
-// The Primitives service with every method over raw buffers (so over the
-// plain Service: the typed callback methods would clash with the streams').
+// The Primitives service's methods over raw buffers (so over the plain
+// Service: the typed callback methods would clash with the streams'). The
+// unary methods are callback methods (PrimitivesService) or methods of the
+// completion-queue API (QueuedPrimitivesService); Multiplex and the streams
+// are callback methods in both.
 namespace raw {
 using P = v1::Primitives;
-using Primitives = P::WithRawCallbackMethod_Scan<P::WithRawCallbackMethod_Reduce<
+using CallbackUnary = P::WithRawCallbackMethod_Scan<P::WithRawCallbackMethod_Reduce<
     P::WithRawCallbackMethod_Select<P::WithRawCallbackMethod_Unique<
         P::WithRawCallbackMethod_RunLengthEncode<P::WithRawCallbackMethod_ReduceByKey<
             P::WithRawCallbackMethod_AggregateByKey<P::WithRawCallbackMethod_Sort<
-            P::WithRawCallbackMethod_Gather<P::WithRawCallbackMethod_Pipeline<
-            P::WithRawCallbackMethod_Multiplex<
-                P::WithRawCallbackMethod_ScanStream<P::WithRawCallbackMethod_ReduceStream<
-                    P::WithRawCallbackMethod_SelectStream<P::WithRawCallbackMethod_UniqueStream<
-                        P::WithRawCallbackMethod_RunLengthEncodeStream<
-                            P::WithRawCallbackMethod_ReduceByKeyStream<
-                                P::WithRawCallbackMethod_AggregateByKeyStream<
-                                    P::Service>>>>>>>>>>>>>>>>>>;
+                P::WithRawCallbackMethod_Gather<P::WithRawCallbackMethod_Pipeline<P::Service>>>>>>>>>>;
+using QueuedUnary = P::WithRawMethod_Scan<P::WithRawMethod_Reduce<P::WithRawMethod_Select<
+    P::WithRawMethod_Unique<P::WithRawMethod_RunLengthEncode<P::WithRawMethod_ReduceByKey<
+        P::WithRawMethod_AggregateByKey<P::WithRawMethod_Sort<
+            P::WithRawMethod_Gather<P::WithRawMethod_Pipeline<P::Service>>>>>>>>>>;
+template <typename Unary>
+using WithStreams = P::WithRawCallbackMethod_Multiplex<P::WithRawCallbackMethod_ScanStream<
+    P::WithRawCallbackMethod_ReduceStream<P::WithRawCallbackMethod_SelectStream<
+        P::WithRawCallbackMethod_UniqueStream<P::WithRawCallbackMethod_RunLengthEncodeStream<
+            P::WithRawCallbackMethod_ReduceByKeyStream<
+                P::WithRawCallbackMethod_AggregateByKeyStream<Unary>>>>>>>>;
 }  // namespace raw
 
-class PrimitivesService final : public raw::Primitives {
+// What both forms of the service share: what they serve with, Multiplex and
+// the streaming forms (server/rpc/multiplex.h, server/rpc/stream_reactor.h).
+template <typename Unary>
+class PrimitivesStreams : public raw::WithStreams<Unary> {
  public:
   // Records every call (count, latency, payload, refusals) into `metrics`
   // unless it is null.
@@ -56,6 +66,38 @@ class PrimitivesService final : public raw::Primitives {
   // copies arrays out of gRPC's slices, when made contiguous or filled
   // pending. `buffers` (not owned; null: refused) resolves Array.buffer and
   // output_buffers in unary and Multiplex requests.
+  PrimitivesStreams(Scheduler* scheduler, const RequestLimits& limits, Metrics* metrics,
+                    std::string caller_header, const shm::Registry* shared_memory,
+                    const ExecutionBackend* backend, wire::PayloadAllocator payload_allocator,
+                    AnswerAllocator answer_allocator, wire::CopyPool* payload_copies,
+                    buffers::Registry* buffers);
+
+  const PrimitivesEnvironment& environment() const { return environment_; }
+
+  RawBidiReactor* Multiplex(grpc::CallbackServerContext* context) override;
+  RawBidiReactor* ScanStream(grpc::CallbackServerContext* context) override;
+  RawReadReactor* ReduceStream(grpc::CallbackServerContext* context,
+                               grpc::ByteBuffer* response) override;
+  RawBidiReactor* SelectStream(grpc::CallbackServerContext* context) override;
+  RawBidiReactor* UniqueStream(grpc::CallbackServerContext* context) override;
+  RawBidiReactor* RunLengthEncodeStream(grpc::CallbackServerContext* context) override;
+  RawBidiReactor* ReduceByKeyStream(grpc::CallbackServerContext* context) override;
+  RawReadReactor* AggregateByKeyStream(grpc::CallbackServerContext* context,
+                                       grpc::ByteBuffer* response) override;
+
+ private:
+  StreamEnvironment StreamEnvironmentOf(const grpc::CallbackServerContext& context) const;
+
+  const PrimitivesEnvironment environment_;
+};
+
+extern template class PrimitivesStreams<raw::CallbackUnary>;
+extern template class PrimitivesStreams<raw::QueuedUnary>;
+
+// The service with callback unary methods.
+class PrimitivesService final : public PrimitivesStreams<raw::CallbackUnary> {
+ public:
+  // See PrimitivesStreams.
   PrimitivesService(Scheduler* scheduler, const RequestLimits& limits,
                     Metrics* metrics = nullptr, std::string caller_header = "",
                     const shm::Registry* shared_memory = nullptr,
@@ -64,19 +106,9 @@ class PrimitivesService final : public raw::Primitives {
                     AnswerAllocator answer_allocator = nullptr,
                     wire::CopyPool* payload_copies = nullptr,
                     buffers::Registry* buffers = nullptr)
-      : scheduler_(scheduler),
-        limits_(limits),
-        metrics_(metrics),
-        caller_header_(std::move(caller_header)),
-        shared_memory_(shared_memory),
-        backend_(backend),
-        payload_allocator_(std::move(payload_allocator)),
-        answer_allocator_(std::move(answer_allocator)),
-        payload_copies_(payload_copies),
-        buffers_(buffers),
-        min_pending_bytes_(backend != nullptr && payload_allocator_
-                               ? backend->MinPendingInputBytes()
-                               : 0) {}
+      : PrimitivesStreams(scheduler, limits, metrics, std::move(caller_header), shared_memory,
+                          backend, std::move(payload_allocator), std::move(answer_allocator),
+                          payload_copies, buffers) {}
 
   // The unary RPCs take and give raw gRPC buffers: requests are parsed with
   // their arrays left where gRPC received them, and answers are sent from the
@@ -111,39 +143,19 @@ class PrimitivesService final : public raw::Primitives {
   grpc::ServerUnaryReactor* Pipeline(grpc::CallbackServerContext* context,
                                      const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) override;
-  // Multiplex and the streaming forms (server/rpc/multiplex.h,
-  // server/rpc/stream_reactor.h), over raw buffers likewise.
-  RawBidiReactor* Multiplex(grpc::CallbackServerContext* context) override;
-  RawBidiReactor* ScanStream(grpc::CallbackServerContext* context) override;
-  RawReadReactor* ReduceStream(grpc::CallbackServerContext* context,
-                               grpc::ByteBuffer* response) override;
-  RawBidiReactor* SelectStream(grpc::CallbackServerContext* context) override;
-  RawBidiReactor* UniqueStream(grpc::CallbackServerContext* context) override;
-  RawBidiReactor* RunLengthEncodeStream(grpc::CallbackServerContext* context) override;
-  RawBidiReactor* ReduceByKeyStream(grpc::CallbackServerContext* context) override;
-  RawReadReactor* AggregateByKeyStream(grpc::CallbackServerContext* context,
-                                       grpc::ByteBuffer* response) override;
 
  private:
-  StreamEnvironment StreamEnvironmentOf(const grpc::CallbackServerContext& context) const;
-
   template <typename Request, typename Response>
   grpc::ServerUnaryReactor* Handle(grpc::CallbackServerContext* context,
                                    const grpc::ByteBuffer* request, grpc::ByteBuffer* response);
+};
 
-  Scheduler* const scheduler_;
-  const RequestLimits limits_;
-  Metrics* const metrics_;
-  const std::string caller_header_;
-  const shm::Registry* const shared_memory_;
-  const ExecutionBackend* const backend_;
-  const wire::PayloadAllocator payload_allocator_;
-  const AnswerAllocator answer_allocator_;
-  wire::CopyPool* const payload_copies_;
-  buffers::Registry* const buffers_;
-  // Scan inputs this large reach the backend pending (DeferredInputs), into
-  // memory from payload_allocator_; 0: none.
-  const size_t min_pending_bytes_;
+// The service with the unary methods of the completion-queue API: their
+// calls are asked for with RequestScan, RequestReduce, ... and served by
+// CompletionQueueUnary (server/rpc/completion_queue_unary.h).
+class QueuedPrimitivesService final : public PrimitivesStreams<raw::QueuedUnary> {
+ public:
+  using PrimitivesStreams::PrimitivesStreams;
 };
 
 }  // namespace primserve
