@@ -28,6 +28,9 @@ ABSL_FLAG(std::string, host, "0.0.0.0", "Address to listen on for gRPC.");
 ABSL_FLAG(int, port, 50051, "Port to listen on for gRPC (0 picks a free one).");
 ABSL_FLAG(std::string, backend, "auto",
           "Execution backend: auto (cuda when a CUDA device is present, else cpu), cuda or cpu.");
+ABSL_FLAG(int, cpu_threads, 0,
+          "Threads the CPU backend splits one large request over (0: one per core); 1 keeps "
+          "each request on one core, for a host shared with other work.");
 ABSL_FLAG(int, max_receive_message_bytes, 2147483647,
           "Largest request message gRPC accepts; larger ones get RESOURCE_EXHAUSTED before they "
           "are read.");
@@ -228,7 +231,12 @@ absl::StatusOr<std::unique_ptr<ExecutionBackend>> MakeBackend(const std::string&
   if (name == "cpu" || (name == "auto" && visible == 0)) {
     Say(absl::StrCat("backend: cpu (",
                      name == "cpu" ? "--backend=cpu" : "no CUDA device is visible", ")"));
-    return std::unique_ptr<ExecutionBackend>(new CpuBackend(metrics));
+    const int threads = absl::GetFlag(FLAGS_cpu_threads);
+    if (threads < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--cpu_threads=", threads, " is negative; 0 means one per core"));
+    }
+    return std::unique_ptr<ExecutionBackend>(new CpuBackend(metrics, threads));
   }
   CudaBackendOptions options;
   absl::StatusOr<std::vector<int>> devices = ParseDevices(absl::GetFlag(FLAGS_cuda_devices));

@@ -1,7 +1,9 @@
 #include "server/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <new>
 #include <optional>
 #include <thread>
@@ -15,10 +17,13 @@
 #include "core/messages.h"
 #include "reference/gpu_order.h"
 #include "reference/reference.h"
+#include "server/cpu/cpu_gather.h"
 #include "server/cpu/cpu_kernels.h"
 #include "server/cpu/cpu_select.h"
 #include "server/cpu/cpu_sort.h"
+#include "server/cpu/scratch.h"
 #include "server/engine/pipeline_run.h"
+#include "server/engine/pipeline_steps.h"
 
 namespace primserve {
 namespace {
@@ -36,16 +41,68 @@ HostArray ToHostIndices(const std::vector<int64_t>& indices) {
 // allocator when it has one, and are sent from there without a copy.
 constexpr size_t kMinHeldAnswerBytes = 16 * 1024;
 
-// Room for an answer of `n` elements of T.
+// Room for an answer of `n` elements of T, every byte of which the caller
+// writes. A large one the task's allocator gives no buffer for gets one of
+// the backend's own, uninitialised and on huge pages (cpu/scratch.h): a
+// string would be zero-filled first, faulting in each of its 4 KiB pages
+// (a 64 MiB answer took seconds so on a loaded virtual machine).
 template <typename T>
 HostArray NewAnswer(DType dtype, size_t n, const AnswerAllocator* answers) {
   const size_t bytes = n * sizeof(T);
   HostArray array{dtype};
-  if (answers != nullptr && *answers && bytes >= kMinHeldAnswerBytes) {
-    array.held = (*answers)(bytes);
-    if (array.held != nullptr) array.held_bytes = bytes;
+  if (bytes < kMinHeldAnswerBytes) {
+    array.bytes.resize(bytes);
+    return array;
   }
-  if (array.held == nullptr) array.bytes.resize(bytes);
+  if (answers != nullptr && *answers) array.held = (*answers)(bytes);
+  if (array.held == nullptr) {
+    array.held = std::shared_ptr<char>(cpu::NewScratch<char>(bytes).release(), cpu::FreeScratch());
+  }
+  array.held_bytes = bytes;
+  return array;
+}
+
+// Where an answer of n elements of T may be written in place: the caller's
+// placed output (a shared-memory region or a kept buffer), when it has room,
+// is aligned for T and lies apart from every input (a scan's may be its
+// input exactly: the scan works in place); else null, and the answer goes
+// through NewAnswer and the service copies it there. Writing in place saves
+// that copy, and the zero-filled string it went through.
+template <typename T>
+T* PlaceFor(const OutputPlace& place, size_t n, std::initializer_list<absl::string_view> inputs,
+            const char* may_be = nullptr) {
+  const size_t bytes = n * sizeof(T);
+  if (place.data == nullptr || bytes == 0 || place.room < bytes ||
+      reinterpret_cast<uintptr_t>(place.data) % alignof(T) != 0) {
+    return nullptr;
+  }
+  for (absl::string_view input : inputs) {
+    const bool apart = place.data + bytes <= input.data() || input.data() + input.size() <= place.data;
+    if (!apart && !(place.data == may_be && input.data() == may_be && input.size() == bytes)) {
+      return nullptr;
+    }
+  }
+  return reinterpret_cast<T*>(place.data);
+}
+
+// Whether every output the caller placed has room for its answer (`bytes`).
+// Where one lacks it the service refuses the request and promises that
+// nothing was written, so then no answer of the request may go in place:
+// each goes through NewAnswer and the refusal comes before any write.
+bool EveryPlaceHasRoom(std::initializer_list<std::pair<const OutputPlace*, uint64_t>> outputs) {
+  for (const auto& [place, bytes] : outputs) {
+    if (place != nullptr && place->data != nullptr && place->room < bytes) return false;
+  }
+  return true;
+}
+
+// An answer of n elements of T: written at `at` (PlaceFor's, non-null) or
+// into NewAnswer's room.
+template <typename T>
+HostArray AnswerAt(T* at, DType dtype, size_t n, const AnswerAllocator* answers) {
+  if (at == nullptr) return NewAnswer<T>(dtype, n, answers);
+  HostArray array{dtype};
+  array.bytes_in_place = n * sizeof(T);
   return array;
 }
 
@@ -55,6 +112,12 @@ template <typename T>
 absl::Span<T> Elements(HostArray& array) {
   absl::Span<char> bytes = array.mutable_data();
   return absl::MakeSpan(reinterpret_cast<T*>(bytes.data()), bytes.size() / sizeof(T));
+}
+
+// The elements of an answer from AnswerAt, to write.
+template <typename T>
+absl::Span<T> Elements(HostArray& array, T* at) {
+  return at != nullptr ? absl::MakeSpan(at, array.bytes_in_place / sizeof(T)) : Elements<T>(array);
 }
 
 // A stream's piece that continues the running prefix `carry` (the identity
@@ -126,9 +189,11 @@ template <typename T>
 absl::StatusOr<Result> ScanWidened(const ScanOperation& o, const CpuContext& context) {
   if constexpr (kWidens<T>) {
     if (DTypeOf<Wide<T>>() == ValuesDType(o)) {
-      HostArray out = NewAnswer<Wide<T>>(ValuesDType(o), o.input.size(), context.answers);
+      const size_t n = o.input.size();
+      Wide<T>* at = PlaceFor<Wide<T>>({o.output_place, n * sizeof(Wide<T>)}, n, {o.input.bytes});
+      HostArray out = AnswerAt<Wide<T>>(at, ValuesDType(o), n, context.answers);
       cpu::Scan<T, Wide<T>>(o.input.as<T>(), o.op, o.exclusive, o.segment_offsets,
-                            Elements<Wide<T>>(out), context.parallelism);
+                            Elements<Wide<T>>(out, at), context.parallelism);
       return ScanResult{std::move(out)};
     }
   }
@@ -162,8 +227,11 @@ absl::StatusOr<Result> Run(const ScanOperation& o, const CpuContext& context) {
     if (o.accumulator) return ScanWidened<T>(o, context);
     if (RunsReproducibly(o)) return ScanInGpuOrder<T>(o);
     if (o.carry_in || o.wants_carry) return ScanWithCarry<T>(o);
-    HostArray out = NewAnswer<T>(o.input.dtype, o.input.size(), context.answers);
-    cpu::Scan<T>(o.input.as<T>(), o.op, o.exclusive, o.segment_offsets, Elements<T>(out),
+    const size_t n = o.input.size();
+    T* at = PlaceFor<T>({o.output_place, o.input.bytes.size()}, n, {o.input.bytes},
+                        o.input.bytes.data());
+    HostArray out = AnswerAt<T>(at, o.input.dtype, n, context.answers);
+    cpu::Scan<T>(o.input.as<T>(), o.op, o.exclusive, o.segment_offsets, Elements<T>(out, at),
                  context.parallelism);
     return ScanResult{std::move(out)};
   });
@@ -204,52 +272,95 @@ absl::StatusOr<Result> Run(const SelectOperation& o, const CpuContext& context) 
     const bool values = o.output == SelectOutput::kValues || o.output == SelectOutput::kValuesAndIndices;
     const bool indices =
         o.output == SelectOutput::kIndices || o.output == SelectOutput::kValuesAndIndices;
-    // A count needs no mask.
-    std::vector<uint8_t> keep(values || indices ? input.size() : 0);
+    // Flags are compacted through a mask; a predicate, and a count, need none.
+    std::vector<uint8_t> keep(!o.predicate && (values || indices) ? input.size() : 0);
+    const cpu::KeptCounts counts =
+        o.predicate ? cpu::CountPassing<T>(input, o.predicate->As<T>(), context.parallelism)
+                    : VisitDType(o.flags->dtype, [&](auto flag_zero) {
+                        using F = decltype(flag_zero);
+                        return cpu::CountFlagged<F>(o.flags->as<F>(), absl::MakeSpan(keep),
+                                                    context.parallelism);
+                      });
     SelectResult result;
-    result.count = o.predicate ? cpu::Keep<T>(input, o.predicate->As<T>(), absl::MakeSpan(keep),
-                                              context.parallelism)
-                               : VisitDType(o.flags->dtype, [&](auto flag_zero) {
-                                   using F = decltype(flag_zero);
-                                   return cpu::KeepFlags<F>(o.flags->as<F>(), absl::MakeSpan(keep),
-                                                            context.parallelism);
-                                 });
+    result.count = counts.total;
     const uint64_t size = o.partition ? input.size() : result.count;
-    if (values) result.values = NewAnswer<T>(o.input.dtype, size, context.answers);
-    if (indices) result.indices = NewAnswer<int64_t>(DType::kInt64, size, context.answers);
-    if (values || indices) {
-      cpu::Compact<T>(input, keep, result.count, o.partition,
-                      values ? Elements<T>(*result.values) : absl::Span<T>(),
-                      indices ? Elements<int64_t>(*result.indices) : absl::Span<int64_t>(),
-                      context.parallelism);
+    const std::initializer_list<absl::string_view> inputs = {
+        o.input.bytes, o.flags ? o.flags->bytes : absl::string_view()};
+    const bool in_place = EveryPlaceHasRoom({{values ? &o.places.values : nullptr, size * sizeof(T)},
+                                             {indices ? &o.places.indices : nullptr, size * 8}});
+    T* values_at = values && in_place ? PlaceFor<T>(o.places.values, size, inputs) : nullptr;
+    int64_t* indices_at =
+        indices && in_place ? PlaceFor<int64_t>(o.places.indices, size, inputs) : nullptr;
+    if (values) result.values = AnswerAt<T>(values_at, o.input.dtype, size, context.answers);
+    if (indices) {
+      result.indices = AnswerAt<int64_t>(indices_at, DType::kInt64, size, context.answers);
+    }
+    const absl::Span<T> value_slots =
+        values ? Elements<T>(*result.values, values_at) : absl::Span<T>();
+    const absl::Span<int64_t> index_slots =
+        indices ? Elements<int64_t>(*result.indices, indices_at) : absl::Span<int64_t>();
+    if (o.predicate) {
+      cpu::CompactPassing<T>(input, o.predicate->As<T>(), counts, o.partition, value_slots,
+                             index_slots, context.parallelism);
+    } else if (values || indices) {
+      cpu::CompactMarked<T>(input, keep, counts, o.partition, value_slots, index_slots,
+                            context.parallelism);
     }
     return result;
   });
 }
 
-absl::StatusOr<Result> Run(const UniqueOperation& o, const CpuContext&) {
+absl::StatusOr<Result> Run(const UniqueOperation& o, const CpuContext& context) {
   return VisitDType(o.input.dtype, [&](auto zero) -> absl::StatusOr<Result> {
     using T = decltype(zero);
-    return UniqueResult{ToHost(o.input.dtype, reference::Unique<T>(o.input.as<T>()))};
+    const absl::Span<const T> input = o.input.as<T>();
+    const cpu::KeptCounts runs = cpu::CountRuns<T>(input, context.parallelism);
+    T* at = PlaceFor<T>(o.places.values, runs.total, {o.input.bytes});
+    UniqueResult result{AnswerAt<T>(at, o.input.dtype, runs.total, context.answers)};
+    cpu::CompactRuns<T>(input, runs, Elements<T>(result.values, at), {}, context.parallelism);
+    return result;
   });
 }
 
-absl::StatusOr<Result> Run(const RunLengthEncodeOperation& o, const CpuContext&) {
+absl::StatusOr<Result> Run(const RunLengthEncodeOperation& o, const CpuContext& context) {
   return VisitDType(o.input.dtype, [&](auto zero) -> absl::StatusOr<Result> {
     using T = decltype(zero);
-    reference::Runs<T> runs = reference::RunLengthEncode<T>(o.input.as<T>());
-    return RunLengthEncodeResult{ToHost(o.input.dtype, runs.values), ToHostIndices(runs.lengths)};
+    const absl::Span<const T> input = o.input.as<T>();
+    const cpu::KeptCounts runs = cpu::CountRuns<T>(input, context.parallelism);
+    const bool in_place = EveryPlaceHasRoom(
+        {{&o.places.values, runs.total * sizeof(T)}, {&o.places.lengths, runs.total * 8}});
+    T* values_at = in_place ? PlaceFor<T>(o.places.values, runs.total, {o.input.bytes}) : nullptr;
+    int64_t* lengths_at =
+        in_place ? PlaceFor<int64_t>(o.places.lengths, runs.total, {o.input.bytes}) : nullptr;
+    RunLengthEncodeResult result{
+        AnswerAt<T>(values_at, o.input.dtype, runs.total, context.answers),
+        AnswerAt<int64_t>(lengths_at, DType::kInt64, runs.total, context.answers)};
+    cpu::CompactRuns<T>(input, runs, Elements<T>(result.values, values_at),
+                        Elements<int64_t>(result.lengths, lengths_at), context.parallelism);
+    return result;
   });
 }
 
-absl::StatusOr<Result> Run(const ReduceByKeyOperation& o, const CpuContext&) {
+// reference::ReduceByKey's bits (each run's left fold), the runs counted and
+// folded over threads (cpu::ReduceRuns), the answers written in place where
+// placed.
+absl::StatusOr<Result> Run(const ReduceByKeyOperation& o, const CpuContext& context) {
   return VisitDType(o.keys.dtype, [&](auto key_zero) {
     using K = decltype(key_zero);
     return VisitDType(o.values.dtype, [&](auto value_zero) -> absl::StatusOr<Result> {
       using V = decltype(value_zero);
-      reference::KeyedValues<K, V> r =
-          reference::ReduceByKey<K, V>(o.keys.as<K>(), o.values.as<V>(), o.op);
-      return ReduceByKeyResult{ToHost(o.keys.dtype, r.keys), ToHost(o.values.dtype, r.values)};
+      const absl::Span<const K> keys = o.keys.as<K>();
+      const cpu::KeptCounts runs = cpu::CountRuns<K>(keys, context.parallelism);
+      const std::initializer_list<absl::string_view> inputs = {o.keys.bytes, o.values.bytes};
+      const bool in_place = EveryPlaceHasRoom(
+          {{&o.places.keys, runs.total * sizeof(K)}, {&o.places.values, runs.total * sizeof(V)}});
+      K* keys_at = in_place ? PlaceFor<K>(o.places.keys, runs.total, inputs) : nullptr;
+      V* values_at = in_place ? PlaceFor<V>(o.places.values, runs.total, inputs) : nullptr;
+      ReduceByKeyResult result{AnswerAt<K>(keys_at, o.keys.dtype, runs.total, context.answers),
+                               AnswerAt<V>(values_at, o.values.dtype, runs.total, context.answers)};
+      cpu::ReduceRuns<K, V>(keys, o.values.as<V>(), o.op, runs, Elements<K>(result.keys, keys_at),
+                            Elements<V>(result.values, values_at), context.parallelism);
+      return result;
     });
   });
 }
@@ -272,7 +383,7 @@ absl::StatusOr<Result> Run(const AggregateByKeyOperation& o, const CpuContext&) 
 }
 
 // Elements of `array` (any dtype, as bytes) in the order of `permutation`.
-HostArray Permuted(const ArrayView& array, const std::vector<int64_t>& permutation) {
+HostArray Permuted(const ArrayView& array, absl::Span<const int64_t> permutation) {
   const size_t size = DTypeSize(array.dtype);
   std::string bytes(permutation.size() * size, '\0');
   for (size_t i = 0; i < permutation.size(); ++i) {
@@ -287,11 +398,22 @@ HostArray Permuted(const ArrayView& array, const std::vector<int64_t>& permutati
 absl::StatusOr<Result> Run(const SortOperation& o, const CpuContext& context) {
   return VisitDType(o.keys.dtype, [&](auto key_zero) -> absl::StatusOr<Result> {
     using K = decltype(key_zero);
-    const std::vector<int64_t> permutation = cpu::SortPermutation<K>(
-        o.keys.as<K>(), o.descending, o.segment_offsets, context.parallelism);
-    SortResult r{Permuted(o.keys, permutation)};
-    if (o.values) r.values = Permuted(*o.values, permutation);
-    if (o.return_indices) r.indices = ToHostIndices(permutation);
+    const size_t n = o.keys.size();
+    const std::initializer_list<absl::string_view> inputs = {
+        o.keys.bytes, o.values ? o.values->bytes : absl::string_view()};
+    const bool in_place = EveryPlaceHasRoom(
+        {{&o.places.keys, n * sizeof(K)},
+         {o.return_indices ? &o.places.indices : nullptr, n * 8},
+         {o.values ? &o.places.values : nullptr, o.values ? o.values->bytes.size() : 0}});
+    K* keys_at = in_place ? PlaceFor<K>(o.places.keys, n, inputs) : nullptr;
+    int64_t* order_at =
+        o.return_indices && in_place ? PlaceFor<int64_t>(o.places.indices, n, inputs) : nullptr;
+    SortResult r{AnswerAt<K>(keys_at, o.keys.dtype, n, context.answers)};
+    HostArray order = AnswerAt<int64_t>(order_at, DType::kInt64, n, context.answers);
+    cpu::Sort<K>(o.keys.as<K>(), o.descending, o.segment_offsets, context.parallelism,
+                 Elements<K>(r.keys, keys_at), Elements<int64_t>(order, order_at));
+    if (o.values) r.values = Permuted(*o.values, Elements<int64_t>(order, order_at));
+    if (o.return_indices) r.indices = std::move(order);
     return r;
   });
 }
@@ -299,17 +421,13 @@ absl::StatusOr<Result> Run(const SortOperation& o, const CpuContext& context) {
 absl::StatusOr<Result> Run(const GatherOperation& o, const CpuContext& context) {
   const uint64_t n = o.values.size();
   const absl::Span<const int64_t> indices = o.indices.as<int64_t>();
-  for (size_t i = 0; i < indices.size(); ++i) {
-    if (indices[i] < 0 || static_cast<uint64_t>(indices[i]) >= n) {
-      return absl::InvalidArgumentError(IndexOutOfRangeMessage(i, indices[i], n));
-    }
-  }
+  const int64_t bad = cpu::FirstIndexOutOfRange(indices, n, context.parallelism);
+  if (bad >= 0) return absl::InvalidArgumentError(IndexOutOfRangeMessage(bad, indices[bad], n));
   return VisitDType(o.values.dtype, [&](auto zero) -> absl::StatusOr<Result> {
     using T = decltype(zero);
-    HostArray out = NewAnswer<T>(o.values.dtype, indices.size(), context.answers);
-    const absl::Span<const T> values = o.values.as<T>();
-    const absl::Span<T> at = Elements<T>(out);
-    for (size_t i = 0; i < indices.size(); ++i) at[i] = values[indices[i]];
+    T* at = PlaceFor<T>(o.places.values, indices.size(), {o.values.bytes, o.indices.bytes});
+    HostArray out = AnswerAt<T>(at, o.values.dtype, indices.size(), context.answers);
+    cpu::Gather<T>(o.values.as<T>(), indices, Elements<T>(out, at), context.parallelism);
     return GatherResult{std::move(out)};
   });
 }
@@ -320,9 +438,18 @@ class CpuSteps final : public StepRunner {
  public:
   CpuSteps(const CpuContext& context, Metrics* metrics) : context_(context), metrics_(metrics) {}
   absl::StatusOr<Result> RunStep(const Operation& operation, bool returned) override {
+    // A step's answers come back in its result, never in place: RunPipeline
+    // gives later steps views of a step's result (or of memory KeepOutput
+    // gave, and this backend keeps none), so an answer written into the
+    // caller's place (a buffer, a region) left them 0 elements to read; the
+    // service writes a returned answer to its place.
+    Operation unplaced = operation;
+    for (int output = 0; output < kNumStepOutputKinds; ++output) {
+      SetPlace(unplaced, static_cast<StepOutputKind>(output), OutputPlace{});
+    }
     // Only answers that are sent go into answer buffers.
-    return RunOnCpu(operation, CpuContext{context_.parallelism,
-                                          returned ? context_.answers : nullptr});
+    return RunOnCpu(unplaced, CpuContext{context_.parallelism,
+                                         returned ? context_.answers : nullptr});
   }
   void StepTimed(Rpc step, absl::Duration time) override {
     if (metrics_ != nullptr) metrics_->ObservePipelineStep(step, time);

@@ -21,16 +21,18 @@ struct CpuContext {
   Metrics* metrics = nullptr;
 };
 
-// Runs one validated operation: scans, reduces and sorts with the CPU
-// backend's own loops (cpu_kernels.h, cpu_sort.h), the rest with the
+// Runs one validated operation: scans, reduces, selects, unique,
+// run-length encode, sorts and gathers with the CPU backend's own loops
+// (cpu_kernels.h, cpu_select.h, cpu_sort.h, cpu_gather.h), the rest
+// (ARGMIN/ARGMAX, the keyed reductions, reproducible float sums) with the
 // reference implementation.
 absl::StatusOr<Result> RunOnCpu(const Operation& operation, const CpuContext& context = {});
 
 class CpuBackend final : public ExecutionBackend {
  public:
   // Records each task's run time as stage "compute" into `metrics` unless it
-  // is null. A large scan, reduce or sort is split over up to `threads` threads
-  // (0: one per core).
+  // is null. A large scan, reduce, select, unique, run-length encode, gather
+  // or sort is split over up to `threads` threads (0: one per core).
   explicit CpuBackend(Metrics* metrics = nullptr, int threads = 0);
 
   std::string name() const override { return "cpu"; }

@@ -74,7 +74,7 @@ std::string RunReduce(const ReduceOperation& o) {
   absl::StatusOr<Result> result = RunOnCpu(o);
   EXPECT_TRUE(result.ok()) << result.status();
   if (!result.ok()) return {};
-  return std::get<ReduceResult>(*result).values.bytes;
+  return std::string(std::get<ReduceResult>(*result).values.data());
 }
 
 template <typename T>
@@ -106,15 +106,15 @@ TYPED_TEST(CpuBackendReproducible, ScanGivesTheGpuOrderBits) {
       const std::string gpu = BytesOf(GpuScan<T>(in, op, exclusive));
       const std::string plain = BytesOf(reference::Scan<T>(in, op, exclusive));
       ASSERT_NE(gpu, plain);  // else this test would prove nothing
-      EXPECT_EQ(RunScan(o).output.bytes, gpu);
+      EXPECT_EQ(std::string(RunScan(o).output.data()), gpu);
       o.segment_offsets = offsets;
       const std::string segmented = BytesOf(GpuScan<T>(in, op, exclusive, offsets));
       ASSERT_NE(segmented, BytesOf(reference::Scan<T>(in, op, exclusive, offsets)));
-      EXPECT_EQ(RunScan(o).output.bytes, segmented);
+      EXPECT_EQ(std::string(RunScan(o).output.data()), segmented);
       // Not reproducible: the plain reference, as before.
       o.reproducible = false;
       o.segment_offsets = {};
-      EXPECT_EQ(RunScan(o).output.bytes, plain);
+      EXPECT_EQ(std::string(RunScan(o).output.data()), plain);
     }
   }
 }
@@ -135,7 +135,7 @@ TYPED_TEST(CpuBackendReproducible, StreamPiecesWithCarriesGiveTheUnaryBits) {
       whole.op = op;
       whole.exclusive = exclusive;
       whole.reproducible = true;
-      const std::string unary = RunScan(whole).output.bytes;
+      const std::string unary = std::string(RunScan(whole).output.data());
       T want_carry{};
       std::vector<T> out(n);
       reference::GpuOrderScan<T>(in, absl::MakeSpan(out), op, exclusive, std::nullopt,
@@ -154,7 +154,7 @@ TYPED_TEST(CpuBackendReproducible, StreamPiecesWithCarriesGiveTheUnaryBits) {
         ScanResult r = RunScan(o);
         ASSERT_TRUE(r.carry_out.has_value());
         carry = r.carry_out;
-        streamed += r.output.bytes;
+        streamed += std::string(r.output.data());
       }
       EXPECT_EQ(streamed, unary);
       EXPECT_EQ(*carry, BitsOf(want_carry));
@@ -208,11 +208,11 @@ TEST(CpuBackendReproducibleOther, IntegersAndMinMaxKeepTheReference) {
   ScanOperation scan;
   scan.input = ViewOf(ints);
   scan.reproducible = true;
-  EXPECT_EQ(RunScan(scan).output.bytes, BytesOf(reference::Scan<int32_t>(ints, Op::kSum, false)));
+  EXPECT_EQ(std::string(RunScan(scan).output.data()), BytesOf(reference::Scan<int32_t>(ints, Op::kSum, false)));
   const std::vector<float> floats = MixedInput<float>(20000, Op::kSum, 5);
   scan.input = ViewOf(floats);
   scan.op = Op::kMax;
-  EXPECT_EQ(RunScan(scan).output.bytes, BytesOf(reference::Scan<float>(floats, Op::kMax, false)));
+  EXPECT_EQ(std::string(RunScan(scan).output.data()), BytesOf(reference::Scan<float>(floats, Op::kMax, false)));
   ReduceOperation reduce;
   reduce.input = ViewOf(floats);
   reduce.op = Op::kMin;
@@ -221,7 +221,8 @@ TEST(CpuBackendReproducibleOther, IntegersAndMinMaxKeepTheReference) {
 }
 
 // A large answer goes into the task's answer buffer (sent from there, no
-// copy); a small one, or one the allocator has no room for, into a string.
+// copy), or where the allocator has no room into one of the backend's own
+// (held all the same, not zero-filled first).
 TEST(CpuBackendAnswers, LargeAnswersAreWrittenIntoTheTasksAnswerBuffers) {
   const std::vector<int64_t> in = MixedInput<int64_t>(100000, Op::kSum, 5);
   const std::vector<int64_t> expected = reference::Scan<int64_t>(in, Op::kSum, false);
@@ -243,10 +244,119 @@ TEST(CpuBackendAnswers, LargeAnswersAreWrittenIntoTheTasksAnswerBuffers) {
     CpuBackend(nullptr, 2).Execute(std::move(batch));
     ASSERT_TRUE(answer.has_value() && answer->ok());
     const HostArray& output = std::get<ScanResult>(**answer).output;
-    EXPECT_EQ(output.held != nullptr, room);
+    EXPECT_NE(output.held, nullptr);
     EXPECT_EQ(given, room ? 1 : 0);
     EXPECT_EQ(std::string(output.data()), BytesOf(expected));
   }
+}
+
+// A placed output with room, apart from the input, gets the answer written
+// there (bytes_in_place); one that overlaps the input (other than a scan's
+// own input exactly) or lacks room does not, and the answer is returned.
+TEST(CpuBackendAnswers, PlacedOutputsAreWrittenInPlaceWhereSafe) {
+  const std::vector<int64_t> in = MixedInput<int64_t>(100000, Op::kSum, 7);
+  const std::string expected = BytesOf(reference::Scan<int64_t>(in, Op::kSum, false));
+  std::vector<int64_t> place(in.size() + 1, 42);
+  ScanOperation o;
+  o.input = ViewOf(in);
+  o.output_place = reinterpret_cast<char*>(place.data());
+  const HostArray apart = RunScan(o).output;
+  EXPECT_EQ(apart.bytes_in_place, expected.size());
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(place.data()), expected.size()), expected);
+  // In place over its own input, as the scan allows.
+  std::vector<int64_t> own = in;
+  o.input = ViewOf(own);
+  o.output_place = reinterpret_cast<char*>(own.data());
+  EXPECT_EQ(RunScan(o).output.bytes_in_place, expected.size());
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(own.data()), expected.size()), expected);
+  // One element off its input: not in place, the input unchanged.
+  std::vector<int64_t> shifted = in;
+  shifted.push_back(0);
+  o.input = ArrayView{DType::kInt64, absl::string_view(reinterpret_cast<const char*>(shifted.data()),
+                                                       in.size() * sizeof(int64_t))};
+  o.output_place = reinterpret_cast<char*>(shifted.data() + 1);
+  const HostArray returned = RunScan(o).output;
+  EXPECT_EQ(returned.bytes_in_place, 0u);
+  EXPECT_EQ(std::string(returned.data()), expected);
+  EXPECT_EQ(std::vector<int64_t>(shifted.begin(), shifted.begin() + in.size()), in);
+}
+
+// Where one placed output lacks room the service refuses the request with
+// "nothing was written": the backend then writes none of the request's
+// answers in place, not even one whose place has room (Select's values and
+// indices, RunLengthEncode's values and lengths, Sort's keys, indices and
+// values), and returns them all.
+TEST(CpuBackendAnswers, NoAnswerGoesInPlaceWhereAnotherLacksRoom) {
+  const std::vector<int32_t> in = {1, 1, 2, 3, 3, 3};
+  std::vector<char> region(4096, 0x55);
+  RunLengthEncodeOperation rle;
+  rle.input = ViewOf(in);
+  rle.places.values = OutputPlace{region.data(), 16};
+  rle.places.lengths = OutputPlace{region.data() + 64, 16};  // 3 lengths take 24
+  absl::StatusOr<Result> got = RunOnCpu(rle);
+  ASSERT_TRUE(got.ok());
+  const auto& runs = std::get<RunLengthEncodeResult>(*got);
+  EXPECT_EQ(runs.values.bytes_in_place, 0u);
+  EXPECT_EQ(runs.lengths.bytes_in_place, 0u);
+  EXPECT_EQ(std::string(runs.values.data()), BytesOf(std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(std::string(runs.lengths.data()), BytesOf(std::vector<int64_t>{2, 1, 3}));
+  EXPECT_EQ(std::string(region.begin(), region.end()), std::string(4096, 0x55));
+  // With room for both, both go in place.
+  rle.places.lengths.room = 24;
+  got = RunOnCpu(rle);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(std::get<RunLengthEncodeResult>(*got).values.bytes_in_place, 12u);
+  EXPECT_EQ(std::get<RunLengthEncodeResult>(*got).lengths.bytes_in_place, 24u);
+
+  std::fill(region.begin(), region.end(), 0x55);
+  SelectOperation select;
+  select.input = ViewOf(in);
+  select.predicate = PredicateSpec{PredicateKind::kNonzero};
+  select.output = SelectOutput::kValuesAndIndices;
+  select.places.values = OutputPlace{region.data(), 24};
+  select.places.indices = OutputPlace{region.data() + 64, 40};  // 6 indices take 48
+  got = RunOnCpu(select);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(std::get<SelectResult>(*got).values->bytes_in_place, 0u);
+  EXPECT_EQ(std::get<SelectResult>(*got).indices->bytes_in_place, 0u);
+  EXPECT_EQ(std::string(std::get<SelectResult>(*got).values->data()), BytesOf(in));
+  EXPECT_EQ(std::string(region.begin(), region.end()), std::string(4096, 0x55));
+
+  const std::vector<int64_t> sort_values = {10, 11, 12, 13, 14, 15};
+  SortOperation sort;
+  sort.keys = ViewOf(in);
+  sort.values = ViewOf(sort_values);
+  sort.return_indices = true;
+  sort.places.keys = OutputPlace{region.data(), 24};
+  sort.places.indices = OutputPlace{region.data() + 64, 48};
+  sort.places.values = OutputPlace{region.data() + 256, 47};  // 6 values take 48
+  got = RunOnCpu(sort);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(std::get<SortResult>(*got).keys.bytes_in_place, 0u);
+  EXPECT_EQ(std::get<SortResult>(*got).indices->bytes_in_place, 0u);
+  EXPECT_EQ(std::string(std::get<SortResult>(*got).keys.data()), BytesOf(in));
+  EXPECT_EQ(std::string(region.begin(), region.end()), std::string(4096, 0x55));
+
+  const std::vector<double> values = {0.5, 1.5, 2, 3, 4, 5};
+  ReduceByKeyOperation by_key;
+  by_key.keys = ViewOf(in);
+  by_key.values = ViewOf(values);
+  by_key.places.keys = OutputPlace{region.data(), 12};
+  by_key.places.values = OutputPlace{region.data() + 64, 16};  // 3 sums take 24
+  got = RunOnCpu(by_key);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(std::get<ReduceByKeyResult>(*got).keys.bytes_in_place, 0u);
+  EXPECT_EQ(std::string(std::get<ReduceByKeyResult>(*got).keys.data()),
+            BytesOf(std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(std::string(std::get<ReduceByKeyResult>(*got).values.data()),
+            BytesOf(std::vector<double>{2, 2, 12}));
+  EXPECT_EQ(std::string(region.begin(), region.end()), std::string(4096, 0x55));
+  by_key.places.values.room = 24;
+  got = RunOnCpu(by_key);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(std::get<ReduceByKeyResult>(*got).keys.bytes_in_place, 12u);
+  EXPECT_EQ(std::get<ReduceByKeyResult>(*got).values.bytes_in_place, 24u);
+  EXPECT_EQ(std::string(region.data() + 64, 24), BytesOf(std::vector<double>{2, 2, 12}));
 }
 
 // ReduceOperation::accumulator: a SUM/PROD accumulated and answered in the
@@ -295,15 +405,15 @@ TEST(CpuBackendAccumulator, WidensScansAsNumpyCumsumDtypeDoes) {
     inclusive[i] = int64_t{kMax} * static_cast<int64_t>(i + 1);
     exclusive[i] = int64_t{kMax} * static_cast<int64_t>(i);
   }
-  EXPECT_EQ(RunScan(o).output.bytes, BytesOf(inclusive));
+  EXPECT_EQ(std::string(RunScan(o).output.data()), BytesOf(inclusive));
   o.exclusive = true;
-  EXPECT_EQ(RunScan(o).output.bytes, BytesOf(exclusive));
+  EXPECT_EQ(std::string(RunScan(o).output.data()), BytesOf(exclusive));
   const std::vector<uint64_t> segments = {0, 2};
   o.segment_offsets = segments;
   o.exclusive = false;
   std::vector<int64_t> segmented = {kMax, 2 * int64_t{kMax}};
   for (size_t i = 2; i < ints.size(); ++i) segmented.push_back(int64_t{kMax} * static_cast<int64_t>(i - 1));
-  EXPECT_EQ(RunScan(o).output.bytes, BytesOf(segmented));
+  EXPECT_EQ(std::string(RunScan(o).output.data()), BytesOf(segmented));
 
   std::vector<float> floats(1 << 20, 1.0f);
   floats[0] = 16777216.0f;
@@ -311,7 +421,7 @@ TEST(CpuBackendAccumulator, WidensScansAsNumpyCumsumDtypeDoes) {
   f.input = ViewOf(floats);
   f.accumulator = DType::kFloat64;
   f.reproducible = true;
-  const std::string bytes = RunScan(f).output.bytes;
+  const std::string bytes = std::string(RunScan(f).output.data());
   ASSERT_EQ(bytes.size(), floats.size() * sizeof(double));
   double last = 0;
   std::memcpy(&last, bytes.data() + bytes.size() - sizeof(double), sizeof(double));
