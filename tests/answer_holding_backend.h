@@ -103,16 +103,20 @@ class AnswerHoldingBackend final : public ExecutionBackend {
   }
 
  private:
+  // The answer, wherever the CPU backend left it (a string, or memory of its
+  // own), copied into an answer buffer as a CUDA runner copies one there.
   void Hold(HostArray& array, const AnswerAllocator& answers) {
-    if (array.bytes.size() < PinnedPayloads::kMinPinnedBytes) return;
-    std::shared_ptr<char> buffer = answers ? answers(array.bytes.size()) : nullptr;
+    const absl::string_view data = array.data();
+    if (data.size() < PinnedPayloads::kMinPinnedBytes) return;
+    std::shared_ptr<char> buffer = answers ? answers(data.size()) : nullptr;
     absl::MutexLock lock(&mu_);
     if (buffer == nullptr) {
       ++not_held_;
       return;
     }
-    std::memcpy(buffer.get(), array.bytes.data(), array.bytes.size());
-    array.held_bytes = array.bytes.size();
+    std::memcpy(buffer.get(), data.data(), data.size());
+    array.held_bytes = data.size();
+    array.held_room = 0;
     array.held = std::move(buffer);
     std::string().swap(array.bytes);
     handed_out_.push_back(array.held);

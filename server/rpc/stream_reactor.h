@@ -97,14 +97,30 @@ using Responses = std::vector<grpc::ByteBuffer>;
 // of a piece's runs.
 inline constexpr size_t kAnswerRoom = 8;
 
+// The deleter of the buffers WithRoom gives: it holds the allocator's buffer
+// (kAnswerRoom bytes before the one given). Only an answer whose buffer has
+// it has that room: a backend may hold answers in memory of its own.
+struct RoomedAnswer {
+  std::shared_ptr<char> buffer;
+  void operator()(char*) { buffer.reset(); }
+};
+
 // `answers` with kAnswerRoom bytes before each buffer it gives.
 inline AnswerAllocator WithRoom(AnswerAllocator answers) {
   if (!answers) return nullptr;
   return [answers = std::move(answers)](size_t bytes) -> std::shared_ptr<char> {
     std::shared_ptr<char> buffer = answers(bytes + kAnswerRoom);
     if (buffer == nullptr) return nullptr;
-    return std::shared_ptr<char>(buffer, buffer.get() + kAnswerRoom);
+    char* given = buffer.get() + kAnswerRoom;
+    return std::shared_ptr<char>(given, RoomedAnswer{std::move(buffer)});
   };
+}
+
+// kAnswerRoom where `array` is held in a buffer WithRoom gave, else 0.
+inline size_t RoomBefore(const HostArray& array) {
+  return array.held != nullptr && std::get_deleter<RoomedAnswer>(array.held) != nullptr
+             ? kAnswerRoom
+             : 0;
 }
 
 // One message of a stream as received: its Array.data fields are tokens for
@@ -319,10 +335,8 @@ class StreamReactor final : public Base {
                   sent = task->sent](absl::StatusOr<Result> result) mutable {
       call.Done(result.status(), nullptr, result.ok() ? elements : 0);
       if (result.ok()) {
-        // Every answer held came from answers_ (in a buffer of its own).
-        ForEachArray(*result, [](HostArray& array) {
-          if (array.held != nullptr) array.held_room = kAnswerRoom;
-        });
+        // The answers held in answers_'s buffers have room before them.
+        ForEachArray(*result, [](HostArray& array) { array.held_room = RoomBefore(array); });
       }
       Completed(seq, start, std::move(piece), std::move(result), std::move(sent));
       // Nothing of the reactor after this: it may be gone.
