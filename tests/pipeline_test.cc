@@ -167,23 +167,60 @@ class PipelineTest : public ::testing::Test {
     return client_->Call(request);
   }
 
+  // Every inline array of `message`'s (at any depth) put in a buffer of
+  // its own and named instead; the names go to `names`.
+  static void PutInBuffers(google::protobuf::Message* message, std::vector<std::string>* names) {
+    const auto* reflection = message->GetReflection();
+    std::vector<const google::protobuf::FieldDescriptor*> fields;
+    reflection->ListFields(*message, &fields);
+    for (const auto* field : fields) {
+      if (field->type() != google::protobuf::FieldDescriptor::TYPE_MESSAGE ||
+          field->is_repeated()) {
+        continue;
+      }
+      google::protobuf::Message* inner = reflection->MutableMessage(message, field);
+      auto* array = dynamic_cast<v1::Array*>(inner);
+      if (array == nullptr) {
+        PutInBuffers(inner, names);
+        continue;
+      }
+      if (array->has_step() || array->has_buffer()) continue;
+      const std::string name = absl::StrCat("resident-", names->size());
+      ASSERT_TRUE(
+          buffers_->PutBytes(name, static_cast<DType>(array->dtype()), array->data()).ok());
+      names->push_back(name);
+      array->clear_data();
+      *array->mutable_buffer() = BufferRef(name);
+    }
+  }
+
   // The pipeline equals its steps one by one; only returned steps answer.
+  // Again with its inline inputs in buffers: resident inputs, which a GPU
+  // runs the pipeline over on the device as one unit (device_pipeline.h).
   void ExpectEqualsOneByOne(const v1::PipelineRequest& request) {
     SCOPED_TRACE(absl::StrCat("seed ", seed_));
     const std::vector<v1::MultiplexResponse> expected = OneByOne(request);
-    absl::StatusOr<v1::PipelineResponse> got = Run(request);
-    ASSERT_TRUE(got.ok()) << got.status();
-    int next = 0;
-    for (int k = 0; k < request.steps_size(); ++k) {
-      if (!request.steps(k).returned()) continue;
-      ASSERT_LT(next, got->results_size()) << "step " << k << " is returned but absent";
-      const v1::PipelineResult& result = got->results(next++);
-      EXPECT_EQ(result.step(), static_cast<uint32_t>(k));
-      EXPECT_TRUE(MessageDifferencer::Equals(Inner(result), Inner(expected[k])))
-          << "step " << k << ":\n got " << Inner(result).ShortDebugString() << "\n want "
-          << Inner(expected[k]).ShortDebugString();
+    v1::PipelineRequest resident = request;
+    std::vector<std::string> names;
+    for (v1::PipelineStep& step : *resident.mutable_steps()) PutInBuffers(&step, &names);
+    const v1::PipelineRequest* const sent_both[] = {&request, &resident};
+    for (const v1::PipelineRequest* sent : sent_both) {
+      SCOPED_TRACE(sent == &request ? "inline inputs" : "inputs in buffers");
+      absl::StatusOr<v1::PipelineResponse> got = Run(*sent);
+      ASSERT_TRUE(got.ok()) << got.status();
+      int next = 0;
+      for (int k = 0; k < request.steps_size(); ++k) {
+        if (!request.steps(k).returned()) continue;
+        ASSERT_LT(next, got->results_size()) << "step " << k << " is returned but absent";
+        const v1::PipelineResult& result = got->results(next++);
+        EXPECT_EQ(result.step(), static_cast<uint32_t>(k));
+        EXPECT_TRUE(MessageDifferencer::Equals(Inner(result), Inner(expected[k])))
+            << "step " << k << ":\n got " << Inner(result).ShortDebugString() << "\n want "
+            << Inner(expected[k]).ShortDebugString();
+      }
+      EXPECT_EQ(next, got->results_size()) << "steps not returned came back";
     }
-    EXPECT_EQ(next, got->results_size()) << "steps not returned came back";
+    for (const std::string& name : names) EXPECT_TRUE(buffers_->Free(name).ok()) << name;
   }
 
   void ExpectRefused(const v1::PipelineRequest& request, absl::StatusCode code,
@@ -285,6 +322,62 @@ TEST_F(PipelineTest, EveryStepKindChained) {
     *original.mutable_values() = p.Output(sorted, v1::StepOutput::INDICES);
     *original.mutable_indices() = p.Output(kept, v1::StepOutput::INDICES);
     p.Add(original, true);
+    ExpectEqualsOneByOne(p.request());
+  }
+}
+
+// Steps whose element counts depend on the data, read by the steps after
+// them: the kept count of a select and the runs of an encoding reach the
+// scans, reduces, gathers and aggregation that read them (on a GPU with
+// resident inputs: on the device, with one wait for the whole pipeline).
+TEST_F(PipelineTest, DataDependentCountsFlowIntoLaterSteps) {
+  for (size_t n : {1, 2, 5000, 200000}) {
+    SCOPED_TRACE(absl::StrCat("n=", n));
+    constexpr int64_t kKeys = 37;
+    PipelineBuilder p;
+    v1::SelectRequest select;
+    *select.mutable_input() = Random<int64_t>(rng_, n, -1000, 1000);
+    select.mutable_predicate()->set_kind(v1::Predicate::GT);
+    select.mutable_predicate()->mutable_operand()->set_int_value(0);
+    select.set_output(v1::SelectRequest::VALUES_AND_INDICES);
+    const uint32_t kept = p.Add(select, true);
+    v1::ScanRequest running;
+    running.set_op(v1::SUM);
+    *running.mutable_input() = p.Output(kept, v1::StepOutput::VALUES);
+    const uint32_t sums = p.Add(running, true);
+    v1::ReduceRequest largest;
+    largest.set_op(v1::MAX);
+    *largest.mutable_input() = p.Output(sums, v1::StepOutput::VALUES);
+    p.Add(largest, true);
+    v1::ReduceRequest first;
+    first.set_op(v1::ARGMIN);
+    *first.mutable_input() = p.Output(kept, v1::StepOutput::INDICES);
+    p.Add(first, true);
+    v1::GatherRequest keys;
+    *keys.mutable_values() = Random<int32_t>(rng_, n, 0, kKeys - 1);
+    *keys.mutable_indices() = p.Output(kept, v1::StepOutput::INDICES);
+    const uint32_t kept_keys = p.Add(keys, false);
+    v1::AggregateByKeyRequest group;
+    group.set_op(v1::SUM);
+    group.set_num_keys(kKeys);
+    *group.mutable_keys() = p.Output(kept_keys, v1::StepOutput::VALUES);
+    *group.mutable_values() = p.Output(sums, v1::StepOutput::VALUES);
+    p.Add(group, true);
+    v1::RunLengthEncodeRequest runs;
+    *runs.mutable_input() = Random<int32_t>(rng_, n, 0, 2);
+    const uint32_t rle = p.Add(runs, true);
+    v1::ScanRequest offsets;
+    offsets.set_op(v1::SUM);
+    offsets.set_exclusive(true);
+    *offsets.mutable_input() = p.Output(rle, v1::StepOutput::LENGTHS);
+    p.Add(offsets, true);
+    v1::UniqueRequest unique;
+    *unique.mutable_input() = Random<int32_t>(rng_, n, 5, 6);
+    const uint32_t distinct = p.Add(unique, false);
+    v1::ReduceRequest total;
+    total.set_op(v1::SUM);
+    *total.mutable_input() = p.Output(distinct, v1::StepOutput::VALUES);
+    p.Add(total, true);
     ExpectEqualsOneByOne(p.request());
   }
 }

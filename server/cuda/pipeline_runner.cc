@@ -1,4 +1,5 @@
-// A pipeline on one lane: each step runs as a request of its own (through
+// A pipeline on one lane: on the device as one unit where its steps allow
+// (device_pipeline.h); else each step runs as a request of its own (through
 // the backend's dispatch), and the outputs later steps read are kept in
 // device blocks on the lane's device, recorded as device ranges, so that the
 // runners write them in place and the next steps read them where they lie:
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "server/cuda/cuda_status.h"
+#include "server/cuda/device_pipeline.h"
 #include "server/cuda/io.h"
 #include "server/cuda/runners.h"
 #include "server/engine/pipeline_run.h"
@@ -61,6 +63,7 @@ class LaneSteps final : public StepRunner {
 
 absl::StatusOr<Result> RunPipeline(Lane& lane, const PipelineOperation& op, absl::Time deadline,
                                    const StepRun& run_step, Metrics* metrics) {
+  if (RunsOnDevice(op, lane.device())) return RunOnDevice(lane, op, deadline, metrics);
   if (metrics != nullptr) metrics->PipelineRan(op.steps.size());
   LaneSteps steps(lane, deadline, run_step, metrics);
   return primserve::RunPipeline(op, steps);

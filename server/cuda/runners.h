@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "kernels/select.h"
 #include "server/cuda/lane.h"
 #include "server/engine/metrics.h"
 #include "server/engine/task.h"
@@ -37,6 +38,9 @@ void FillPendingInputs(absl::Span<const ScanOperation* const> ops);
 int LaunchScanOf(const ScanOperation& like, void* temp_storage, size_t* temp_bytes,
                  const void* d_in, void* d_out, uint64_t n, const uint64_t* d_segment_starts,
                  uint64_t num_segments, cudaStream_t stream);
+
+// A predicate as the select kernels take it.
+gpu::SelectKeep KeepOf(const PredicateSpec& predicate);
 
 // Segmented launches over the whole batch (a large single scan: a pipeline).
 absl::StatusOr<Results> RunScans(Lane& lane, absl::Span<const ScanOperation* const> ops,

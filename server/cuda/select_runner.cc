@@ -22,15 +22,6 @@ bool WantsIndices(SelectOutput output) {
   return output == SelectOutput::kIndices || output == SelectOutput::kValuesAndIndices;
 }
 
-gpu::SelectKeep KeepOf(const PredicateSpec& predicate) {
-  gpu::SelectKeep keep;
-  keep.kind = predicate.kind;
-  static_assert(sizeof(keep.operand) == sizeof(predicate.operand_bits));
-  std::memcpy(keep.operand, &predicate.operand_bits, sizeof(keep.operand));
-  std::memcpy(keep.upper, &predicate.upper_bits, sizeof(keep.upper));
-  return keep;
-}
-
 // flags[i] != 0 as one byte each, the form the select kernels take.
 void PackFlags(char* at, const ArrayView& flags) {
   VisitDType(flags.dtype, [&](auto zero) {
@@ -128,6 +119,15 @@ absl::StatusOr<Result> RunSelect(Lane& lane, const SelectOperation& op, absl::Ti
 }
 
 }  // namespace
+
+gpu::SelectKeep KeepOf(const PredicateSpec& predicate) {
+  gpu::SelectKeep keep;
+  keep.kind = predicate.kind;
+  static_assert(sizeof(keep.operand) == sizeof(predicate.operand_bits));
+  std::memcpy(keep.operand, &predicate.operand_bits, sizeof(keep.operand));
+  std::memcpy(keep.upper, &predicate.upper_bits, sizeof(keep.upper));
+  return keep;
+}
 
 absl::StatusOr<Results> RunSelects(Lane& lane, absl::Span<const SelectOperation* const> ops,
                                    absl::Time deadline, const AnswerAllocator* answers) {
