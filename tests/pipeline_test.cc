@@ -403,6 +403,24 @@ TEST_F(PipelineTest, ReproducibleFloatSumsHaveTheBitsOfTheStepsOneByOne) {
   *reduce.mutable_input() = p.Output(kept, v1::StepOutput::VALUES);
   p.Add(reduce, true);
   ExpectEqualsOneByOne(p.request());
+
+  // Sums by key of the kept values (on a GPU with resident inputs: sorted
+  // by key over the count the select left on the device).
+  PipelineBuilder grouped;
+  select.set_output(v1::SelectRequest::VALUES_AND_INDICES);
+  const uint32_t rows = grouped.Add(select, false);
+  v1::GatherRequest keys;
+  *keys.mutable_values() = Random<int32_t>(rng_, values.size(), 0, 49);
+  *keys.mutable_indices() = grouped.Output(rows, v1::StepOutput::INDICES);
+  const uint32_t kept_keys = grouped.Add(keys, false);
+  v1::AggregateByKeyRequest sums;
+  sums.set_op(v1::SUM);
+  sums.set_num_keys(50);
+  sums.set_reproducible(true);
+  *sums.mutable_keys() = grouped.Output(kept_keys, v1::StepOutput::VALUES);
+  *sums.mutable_values() = grouped.Output(rows, v1::StepOutput::VALUES);
+  grouped.Add(sums, true);
+  ExpectEqualsOneByOne(grouped.request());
 }
 
 TEST_F(PipelineTest, BufferInputsAndOutputsIntoBuffers) {
