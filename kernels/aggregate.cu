@@ -246,15 +246,16 @@ __global__ void AggKeyStartsKernel(const U* sorted_keys, uint64_t n, const uint6
 // A stable radix sort by key (CUB; only the bits that valid keys use), each
 // key's first position by binary search, then SegmentedReduce over the
 // sorted values with one segment per key: every key's values meet in index
-// order, in SegmentedReduce's fixed association. With a device count
-// (nullable; n is then the most elements), the sort takes the keys padded
+// order, in SegmentedReduce's fixed association. `counted`: with a device
+// count (null in a size query; n is then the most elements), the sort takes
+// the keys padded
 // past the count (AggCheckKeysKernel), which it leaves last: the first count
 // sorted pairs are those of the count's call, and the search and the
 // reduce stop at the count.
 template <typename K, typename V>
 int LaunchAggInOrder(void* temp, size_t* temp_bytes, const void* d_keys, const void* d_values,
-                     uint64_t n, const uint64_t* count, Op op, uint64_t num_keys, void* d_out,
-                     int64_t* d_bad, cudaStream_t stream) {
+                     uint64_t n, bool counted, const uint64_t* count, Op op, uint64_t num_keys,
+                     void* d_out, int64_t* d_bad, cudaStream_t stream) {
   using U = std::make_unsigned_t<K>;  // valid keys sort the same as unsigned
   int end_bit = 1;
   while (end_bit < static_cast<int>(sizeof(U) * 8) && (num_keys - 1) >> end_bit != 0) ++end_bit;
@@ -267,7 +268,7 @@ int LaunchAggInOrder(void* temp, size_t* temp_bytes, const void* d_keys, const v
     return static_cast<int>(e);
   }
   auto reduce = [&](void* reduce_temp, const V* sorted_values, uint64_t* starts) {
-    return count != nullptr
+    return counted
                ? SegmentedReduceCounted(reduce_temp, &reduce_bytes, sorted_values, n, count,
                                         starts, num_keys, DTypeOf<V>(), op, d_out, nullptr,
                                         stream)
@@ -281,7 +282,7 @@ int LaunchAggInOrder(void* temp, size_t* temp_bytes, const void* d_keys, const v
   const size_t sort_at = starts_at + detail::AlignUp16(num_keys * sizeof(uint64_t));
   const size_t reduce_at = sort_at + detail::AlignUp16(sort_bytes);
   const size_t padded_at = reduce_at + detail::AlignUp16(reduce_bytes);
-  const size_t bytes = padded_at + (count != nullptr ? detail::AlignUp16(n * sizeof(U)) : 0);
+  const size_t bytes = padded_at + (counted ? detail::AlignUp16(n * sizeof(U)) : 0);
   if (temp == nullptr) {
     *temp_bytes = bytes;
     return 0;
@@ -291,7 +292,7 @@ int LaunchAggInOrder(void* temp, size_t* temp_bytes, const void* d_keys, const v
   U* sorted_keys = reinterpret_cast<U*>(base + keys_at);
   V* sorted_values = reinterpret_cast<V*>(base + values_at);
   uint64_t* starts = reinterpret_cast<uint64_t*>(base + starts_at);
-  U* padded = count != nullptr ? reinterpret_cast<U*>(base + padded_at) : nullptr;
+  U* padded = counted ? reinterpret_cast<U*>(base + padded_at) : nullptr;
   auto* bad = reinterpret_cast<unsigned long long*>(d_bad);
 
   int sms = 0;
@@ -349,11 +350,11 @@ int VisitKeyAndValue(DType key_dtype, DType value_dtype, F&& f) {
   }
 }
 
-// The entry points, with a device count (nullable; n is then the most
+// The entry points, with a device count (`counted`; n is then the most
 // elements) or without.
 int DispatchAggInOrder(void* d_temp_storage, size_t* temp_storage_bytes, const void* d_keys,
                        DType key_dtype, const void* d_values, DType value_dtype, uint64_t n,
-                       const uint64_t* count, Op op, uint64_t num_keys, void* d_out,
+                       bool counted, const uint64_t* count, Op op, uint64_t num_keys, void* d_out,
                        int64_t* d_bad_position, CUstream_st* stream) {
   if (temp_storage_bytes == nullptr || !IsIntegerDType(key_dtype) ||
       static_cast<int>(value_dtype) < 1 || static_cast<int>(value_dtype) > 6) {
@@ -367,8 +368,8 @@ int DispatchAggInOrder(void* d_temp_storage, size_t* temp_storage_bytes, const v
   }
   return VisitKeyAndValue(key_dtype, value_dtype, [&](auto key_tag, auto value_tag) {
     return LaunchAggInOrder<decltype(key_tag), decltype(value_tag)>(
-        d_temp_storage, temp_storage_bytes, d_keys, d_values, n, count, op, num_keys, d_out,
-        d_bad_position, reinterpret_cast<cudaStream_t>(stream));
+        d_temp_storage, temp_storage_bytes, d_keys, d_values, n, counted, count, op, num_keys,
+        d_out, d_bad_position, reinterpret_cast<cudaStream_t>(stream));
   });
 }
 
@@ -401,7 +402,8 @@ int AggregateByKeyInOrder(void* d_temp_storage, size_t* temp_storage_bytes, cons
                           Op op, uint64_t num_keys, void* d_out, int64_t* d_bad_position,
                           CUstream_st* stream) {
   return DispatchAggInOrder(d_temp_storage, temp_storage_bytes, d_keys, key_dtype, d_values,
-                            value_dtype, n, nullptr, op, num_keys, d_out, d_bad_position, stream);
+                            value_dtype, n, false, nullptr, op, num_keys, d_out, d_bad_position,
+                            stream);
 }
 
 int AggregateByKeyInOrderCounted(void* d_temp_storage, size_t* temp_storage_bytes,
@@ -413,8 +415,8 @@ int AggregateByKeyInOrderCounted(void* d_temp_storage, size_t* temp_storage_byte
     return static_cast<int>(cudaErrorInvalidValue);
   }
   return DispatchAggInOrder(d_temp_storage, temp_storage_bytes, d_keys, key_dtype, d_values,
-                            value_dtype, max_n, d_count, op, num_keys, d_out, d_bad_position,
-                            stream);
+                            value_dtype, max_n, true, d_count, op, num_keys, d_out,
+                            d_bad_position, stream);
 }
 
 int AggregateByKeyWithPath(void* d_temp_storage, size_t* temp_storage_bytes,

@@ -1033,8 +1033,9 @@ void RunAggregateCounted(bool in_order, const DevBuf<K>& d_keys, const DevBuf<V>
   const auto counted = in_order ? AggregateByKeyInOrderCounted : AggregateByKeyCounted;
   const auto host = in_order ? AggregateByKeyInOrder : AggregateByKey;
   Temp temp;
+  // The size query needs no count.
   CUDA_OK(counted(nullptr, &temp.bytes, d_keys.p, DTypeOf<K>(), d_vals.p, DTypeOf<V>(), max_n,
-                  d_count.p, op, num_keys, d_out.p, d_bad.p, nullptr));
+                  nullptr, op, num_keys, d_out.p, d_bad.p, nullptr));
   CUDA_OK(temp.Alloc());
   CUDA_OK(cudaMemset(temp.p, 0xA5, temp.bytes));  // the kernels initialize what they use
   CUDA_OK(counted(temp.p, &temp.bytes, d_keys.p, DTypeOf<K>(), d_vals.p, DTypeOf<V>(), max_n,
