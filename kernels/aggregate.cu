@@ -53,12 +53,18 @@ __global__ void AggInitKernel(V* out, uint64_t num_keys, Op op,
 // kPath 1: warp-aggregated global atomics; 2: shared-memory privatized
 // (num_keys values in dynamic shared memory), warp-aggregated shared atomics,
 // then one global atomic per key per block; 3: plain per-element global
-// atomics (benchmark baseline).
+// atomics (benchmark baseline). With a device count (nullable), n is the
+// most elements and the first min(*count, n) are aggregated; blocks with
+// none of them leave (nothing to merge).
 template <typename K, typename V, int kPath>
 __global__ void __launch_bounds__(kAggBlock)
     AggKernel(const K* __restrict__ keys, const V* __restrict__ values,
-              uint64_t n, Op op, uint64_t num_keys, V* out,
+              uint64_t n, const uint64_t* __restrict__ count, Op op, uint64_t num_keys, V* out,
               unsigned long long* bad) {
+  if (count != nullptr) {
+    n = min(*count, n);
+    if (static_cast<uint64_t>(blockIdx.x) * kAggBlock * kAggUnroll >= n) return;
+  }
   extern __shared__ __align__(16) unsigned char agg_smem[];
   V* bins = reinterpret_cast<V*>(agg_smem);
   if constexpr (kPath == 2) {
@@ -132,7 +138,7 @@ __global__ void __launch_bounds__(kAggBlock)
 }
 
 template <typename K, typename V>
-int LaunchAgg(const void* d_keys, const void* d_values, uint64_t n, Op op,
+int LaunchAgg(const void* d_keys, const void* d_values, uint64_t n, const uint64_t* count, Op op,
               uint64_t num_keys, void* d_out, int64_t* d_bad,
               AggregatePath path, cudaStream_t stream) {
   const K* keys = static_cast<const K*>(d_keys);
@@ -177,15 +183,15 @@ int LaunchAgg(const void* d_keys, const void* d_values, uint64_t n, Op op,
   switch (path) {
     case AggregatePath::kSharedPrivatized:
       AggKernel<K, V, 2><<<grid, kAggBlock, shared_bytes, stream>>>(
-          keys, values, n, op, num_keys, out, bad);
+          keys, values, n, count, op, num_keys, out, bad);
       break;
     case AggregatePath::kGlobalPlain:
-      AggKernel<K, V, 3><<<grid, kAggBlock, 0, stream>>>(keys, values, n, op,
-                                                          num_keys, out, bad);
+      AggKernel<K, V, 3><<<grid, kAggBlock, 0, stream>>>(keys, values, n, count,
+                                                          op, num_keys, out, bad);
       break;
     default:
-      AggKernel<K, V, 1><<<grid, kAggBlock, 0, stream>>>(keys, values, n, op,
-                                                          num_keys, out, bad);
+      AggKernel<K, V, 1><<<grid, kAggBlock, 0, stream>>>(keys, values, n, count,
+                                                          op, num_keys, out, bad);
       break;
   }
   return static_cast<int>(cudaGetLastError());
@@ -194,24 +200,38 @@ int LaunchAgg(const void* d_keys, const void* d_values, uint64_t n, Op op,
 // ---------------------------------------------------- the in-order path
 
 // Marks the smallest index whose key is out of range (bad starts at ~0).
+// With a device count (nullable; n is then the most keys): checks the first
+// min(*count, n) keys only and copies them to `padded`, followed up to n by
+// a key whose sorted bits are all ones, so that the sort (its count is the
+// host's n) puts every key past the count last, after the keys before it.
 template <typename K>
-__global__ void AggCheckKeysKernel(const K* keys, uint64_t n, uint64_t num_keys,
-                                   unsigned long long* bad) {
+__global__ void AggCheckKeysKernel(const K* keys, uint64_t n, const uint64_t* count,
+                                   uint64_t num_keys, unsigned long long* bad,
+                                   std::make_unsigned_t<K>* padded) {
+  using U = std::make_unsigned_t<K>;
+  const uint64_t checked = count != nullptr ? min(*count, n) : n;
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
   for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < n;
        i += stride) {
+    if (i >= checked) {
+      padded[i] = static_cast<U>(~U{0});
+      continue;
+    }
+    const K key = keys[i];
     uint64_t index;
-    if (!KeyIndex(keys[i], num_keys, &index)) atomicMin(bad, static_cast<unsigned long long>(i));
+    if (!KeyIndex(key, num_keys, &index)) atomicMin(bad, static_cast<unsigned long long>(i));
+    if (padded != nullptr) padded[i] = static_cast<U>(key);
   }
 }
 
-// starts[k] = the first position of key k in the sorted keys (lower bound).
+// starts[k] = the first position of key k in the sorted keys (lower bound),
+// among the first min(*count, n) with a device count (nullable).
 template <typename U>
-__global__ void AggKeyStartsKernel(const U* sorted_keys, uint64_t n, uint64_t num_keys,
-                                   uint64_t* starts) {
+__global__ void AggKeyStartsKernel(const U* sorted_keys, uint64_t n, const uint64_t* count,
+                                   uint64_t num_keys, uint64_t* starts) {
   const uint64_t k = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
   if (k >= num_keys) return;
-  uint64_t lo = 0, hi = n;
+  uint64_t lo = 0, hi = count != nullptr ? min(*count, n) : n;
   while (lo < hi) {
     const uint64_t mid = lo + (hi - lo) / 2;
     if (static_cast<uint64_t>(sorted_keys[mid]) < k) {
@@ -226,11 +246,16 @@ __global__ void AggKeyStartsKernel(const U* sorted_keys, uint64_t n, uint64_t nu
 // A stable radix sort by key (CUB; only the bits that valid keys use), each
 // key's first position by binary search, then SegmentedReduce over the
 // sorted values with one segment per key: every key's values meet in index
-// order, in SegmentedReduce's fixed association.
+// order, in SegmentedReduce's fixed association. `counted`: with a device
+// count (null in a size query; n is then the most elements), the sort takes
+// the keys padded
+// past the count (AggCheckKeysKernel), which it leaves last: the first count
+// sorted pairs are those of the count's call, and the search and the
+// reduce stop at the count.
 template <typename K, typename V>
 int LaunchAggInOrder(void* temp, size_t* temp_bytes, const void* d_keys, const void* d_values,
-                     uint64_t n, Op op, uint64_t num_keys, void* d_out, int64_t* d_bad,
-                     cudaStream_t stream) {
+                     uint64_t n, bool counted, const uint64_t* count, Op op, uint64_t num_keys,
+                     void* d_out, int64_t* d_bad, cudaStream_t stream) {
   using U = std::make_unsigned_t<K>;  // valid keys sort the same as unsigned
   int end_bit = 1;
   while (end_bit < static_cast<int>(sizeof(U) * 8) && (num_keys - 1) >> end_bit != 0) ++end_bit;
@@ -242,16 +267,22 @@ int LaunchAggInOrder(void* temp, size_t* temp_bytes, const void* d_keys, const v
           static_cast<int64_t>(n), 0, end_bit, stream)) {
     return static_cast<int>(e);
   }
-  if (int e = SegmentedReduce(nullptr, &reduce_bytes, nullptr, n, nullptr, num_keys,
-                              DTypeOf<V>(), op, nullptr, nullptr, stream)) {
-    return e;
-  }
+  auto reduce = [&](void* reduce_temp, const V* sorted_values, uint64_t* starts) {
+    return counted
+               ? SegmentedReduceCounted(reduce_temp, &reduce_bytes, sorted_values, n, count,
+                                        starts, num_keys, DTypeOf<V>(), op, d_out, nullptr,
+                                        stream)
+               : SegmentedReduce(reduce_temp, &reduce_bytes, sorted_values, n, starts, num_keys,
+                                 DTypeOf<V>(), op, d_out, nullptr, stream);
+  };
+  if (int e = reduce(nullptr, nullptr, nullptr)) return e;
   const size_t keys_at = 0;
   const size_t values_at = keys_at + detail::AlignUp16(n * sizeof(U));
   const size_t starts_at = values_at + detail::AlignUp16(n * sizeof(V));
   const size_t sort_at = starts_at + detail::AlignUp16(num_keys * sizeof(uint64_t));
   const size_t reduce_at = sort_at + detail::AlignUp16(sort_bytes);
-  const size_t bytes = reduce_at + detail::AlignUp16(reduce_bytes);
+  const size_t padded_at = reduce_at + detail::AlignUp16(reduce_bytes);
+  const size_t bytes = padded_at + (counted ? detail::AlignUp16(n * sizeof(U)) : 0);
   if (temp == nullptr) {
     *temp_bytes = bytes;
     return 0;
@@ -261,6 +292,7 @@ int LaunchAggInOrder(void* temp, size_t* temp_bytes, const void* d_keys, const v
   U* sorted_keys = reinterpret_cast<U*>(base + keys_at);
   V* sorted_values = reinterpret_cast<V*>(base + values_at);
   uint64_t* starts = reinterpret_cast<uint64_t*>(base + starts_at);
+  U* padded = counted ? reinterpret_cast<U*>(base + padded_at) : nullptr;
   auto* bad = reinterpret_cast<unsigned long long*>(d_bad);
 
   int sms = 0;
@@ -274,20 +306,20 @@ int LaunchAggInOrder(void* temp, size_t* temp_bytes, const void* d_keys, const v
   const unsigned check_blocks = static_cast<unsigned>(
       std::max<uint64_t>(1, std::min<uint64_t>((n + kAggBlock - 1) / kAggBlock, sms * 8)));
   AggCheckKeysKernel<K><<<check_blocks, kAggBlock, 0, stream>>>(static_cast<const K*>(d_keys), n,
-                                                                num_keys, bad);
+                                                                count, num_keys, bad, padded);
   if (cudaError_t e = cudaGetLastError()) return static_cast<int>(e);
   if (num_keys == 0) return 0;  // every key is out of range: only the check
-  if (cudaError_t e = cub::DeviceRadixSort::SortPairs(base + sort_at, sort_bytes, keys,
+  if (cudaError_t e = cub::DeviceRadixSort::SortPairs(base + sort_at, sort_bytes,
+                                                      padded != nullptr ? padded : keys,
                                                       sorted_keys, values, sorted_values,
                                                       static_cast<int64_t>(n), 0, end_bit,
                                                       stream)) {
     return static_cast<int>(e);
   }
   AggKeyStartsKernel<U><<<static_cast<unsigned>((num_keys + kAggBlock - 1) / kAggBlock),
-                          kAggBlock, 0, stream>>>(sorted_keys, n, num_keys, starts);
+                          kAggBlock, 0, stream>>>(sorted_keys, n, count, num_keys, starts);
   if (cudaError_t e = cudaGetLastError()) return static_cast<int>(e);
-  return SegmentedReduce(base + reduce_at, &reduce_bytes, sorted_values, n, starts, num_keys,
-                         DTypeOf<V>(), op, d_out, nullptr, stream);
+  return reduce(base + reduce_at, sorted_values, starts);
 }
 
 // The checks both entry points share; 0 when the arguments are usable.
@@ -318,12 +350,12 @@ int VisitKeyAndValue(DType key_dtype, DType value_dtype, F&& f) {
   }
 }
 
-}  // namespace
-
-int AggregateByKeyInOrder(void* d_temp_storage, size_t* temp_storage_bytes, const void* d_keys,
-                          DType key_dtype, const void* d_values, DType value_dtype, uint64_t n,
-                          Op op, uint64_t num_keys, void* d_out, int64_t* d_bad_position,
-                          CUstream_st* stream) {
+// The entry points, with a device count (`counted`; n is then the most
+// elements) or without.
+int DispatchAggInOrder(void* d_temp_storage, size_t* temp_storage_bytes, const void* d_keys,
+                       DType key_dtype, const void* d_values, DType value_dtype, uint64_t n,
+                       bool counted, const uint64_t* count, Op op, uint64_t num_keys, void* d_out,
+                       int64_t* d_bad_position, CUstream_st* stream) {
   if (temp_storage_bytes == nullptr || !IsIntegerDType(key_dtype) ||
       static_cast<int>(value_dtype) < 1 || static_cast<int>(value_dtype) > 6) {
     return static_cast<int>(cudaErrorInvalidValue);
@@ -336,17 +368,15 @@ int AggregateByKeyInOrder(void* d_temp_storage, size_t* temp_storage_bytes, cons
   }
   return VisitKeyAndValue(key_dtype, value_dtype, [&](auto key_tag, auto value_tag) {
     return LaunchAggInOrder<decltype(key_tag), decltype(value_tag)>(
-        d_temp_storage, temp_storage_bytes, d_keys, d_values, n, op, num_keys, d_out,
-        d_bad_position, reinterpret_cast<cudaStream_t>(stream));
+        d_temp_storage, temp_storage_bytes, d_keys, d_values, n, counted, count, op, num_keys,
+        d_out, d_bad_position, reinterpret_cast<cudaStream_t>(stream));
   });
 }
 
-int AggregateByKeyWithPath(void* d_temp_storage, size_t* temp_storage_bytes,
-                           const void* d_keys, DType key_dtype,
-                           const void* d_values, DType value_dtype,
-                           uint64_t n, Op op, uint64_t num_keys, void* d_out,
-                           int64_t* d_bad_position, AggregatePath path,
-                           CUstream_st* stream) {
+int DispatchAgg(void* d_temp_storage, size_t* temp_storage_bytes, const void* d_keys,
+                DType key_dtype, const void* d_values, DType value_dtype, uint64_t n,
+                const uint64_t* count, Op op, uint64_t num_keys, void* d_out,
+                int64_t* d_bad_position, AggregatePath path, CUstream_st* stream) {
   constexpr int kInvalid = static_cast<int>(cudaErrorInvalidValue);
   if (temp_storage_bytes == nullptr) return kInvalid;
   if (d_temp_storage == nullptr) {
@@ -359,9 +389,44 @@ int AggregateByKeyWithPath(void* d_temp_storage, size_t* temp_storage_bytes,
   }
   cudaStream_t s = reinterpret_cast<cudaStream_t>(stream);
   return VisitKeyAndValue(key_dtype, value_dtype, [&](auto key_tag, auto value_tag) {
-    return LaunchAgg<decltype(key_tag), decltype(value_tag)>(d_keys, d_values, n, op, num_keys,
-                                                             d_out, d_bad_position, path, s);
+    return LaunchAgg<decltype(key_tag), decltype(value_tag)>(d_keys, d_values, n, count, op,
+                                                             num_keys, d_out, d_bad_position,
+                                                             path, s);
   });
+}
+
+}  // namespace
+
+int AggregateByKeyInOrder(void* d_temp_storage, size_t* temp_storage_bytes, const void* d_keys,
+                          DType key_dtype, const void* d_values, DType value_dtype, uint64_t n,
+                          Op op, uint64_t num_keys, void* d_out, int64_t* d_bad_position,
+                          CUstream_st* stream) {
+  return DispatchAggInOrder(d_temp_storage, temp_storage_bytes, d_keys, key_dtype, d_values,
+                            value_dtype, n, false, nullptr, op, num_keys, d_out, d_bad_position,
+                            stream);
+}
+
+int AggregateByKeyInOrderCounted(void* d_temp_storage, size_t* temp_storage_bytes,
+                                 const void* d_keys, DType key_dtype, const void* d_values,
+                                 DType value_dtype, uint64_t max_n, const uint64_t* d_count,
+                                 Op op, uint64_t num_keys, void* d_out, int64_t* d_bad_position,
+                                 CUstream_st* stream) {
+  if (d_temp_storage != nullptr && d_count == nullptr) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  return DispatchAggInOrder(d_temp_storage, temp_storage_bytes, d_keys, key_dtype, d_values,
+                            value_dtype, max_n, true, d_count, op, num_keys, d_out,
+                            d_bad_position, stream);
+}
+
+int AggregateByKeyWithPath(void* d_temp_storage, size_t* temp_storage_bytes,
+                           const void* d_keys, DType key_dtype,
+                           const void* d_values, DType value_dtype,
+                           uint64_t n, Op op, uint64_t num_keys, void* d_out,
+                           int64_t* d_bad_position, AggregatePath path,
+                           CUstream_st* stream) {
+  return DispatchAgg(d_temp_storage, temp_storage_bytes, d_keys, key_dtype, d_values,
+                     value_dtype, n, nullptr, op, num_keys, d_out, d_bad_position, path, stream);
 }
 
 int AggregateByKey(void* d_temp_storage, size_t* temp_storage_bytes,
@@ -372,6 +437,18 @@ int AggregateByKey(void* d_temp_storage, size_t* temp_storage_bytes,
                                 key_dtype, d_values, value_dtype, n, op,
                                 num_keys, d_out, d_bad_position,
                                 AggregatePath::kAuto, stream);
+}
+
+int AggregateByKeyCounted(void* d_temp_storage, size_t* temp_storage_bytes, const void* d_keys,
+                          DType key_dtype, const void* d_values, DType value_dtype,
+                          uint64_t max_n, const uint64_t* d_count, Op op, uint64_t num_keys,
+                          void* d_out, int64_t* d_bad_position, CUstream_st* stream) {
+  if (d_temp_storage != nullptr && d_count == nullptr) {
+    return static_cast<int>(cudaErrorInvalidValue);
+  }
+  return DispatchAgg(d_temp_storage, temp_storage_bytes, d_keys, key_dtype, d_values,
+                     value_dtype, max_n, d_count, op, num_keys, d_out, d_bad_position,
+                     AggregatePath::kAuto, stream);
 }
 
 }  // namespace primserve::gpu

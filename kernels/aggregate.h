@@ -61,6 +61,25 @@ int AggregateByKeyInOrder(void* d_temp_storage, size_t* temp_storage_bytes,
                           DType value_dtype, uint64_t n, Op op, uint64_t num_keys,
                           void* d_out, int64_t* d_bad_position, CUstream_st* stream);
 
+// AggregateByKey and AggregateByKeyInOrder of the first min(*d_count,
+// max_n) pairs, where d_count is a device uint64 read only by the kernels (a
+// pipeline's count from a step before, with no host synchronization): max_n
+// sizes the grids and the temporary storage, and the keys and values hold
+// max_n elements. Only keys before the count are checked (a bad key past it
+// is never reported); a count of 0 gives every key Identity(op) and bad
+// position -1. The in-order one gives the same bits as AggregateByKeyInOrder
+// with n = the count; it sorts max_n pairs (the keys past the count replaced
+// by one that sorts last) and needs max_n more keys of temporary storage.
+int AggregateByKeyCounted(void* d_temp_storage, size_t* temp_storage_bytes, const void* d_keys,
+                          DType key_dtype, const void* d_values, DType value_dtype,
+                          uint64_t max_n, const uint64_t* d_count, Op op, uint64_t num_keys,
+                          void* d_out, int64_t* d_bad_position, CUstream_st* stream);
+int AggregateByKeyInOrderCounted(void* d_temp_storage, size_t* temp_storage_bytes,
+                                 const void* d_keys, DType key_dtype, const void* d_values,
+                                 DType value_dtype, uint64_t max_n, const uint64_t* d_count,
+                                 Op op, uint64_t num_keys, void* d_out, int64_t* d_bad_position,
+                                 CUstream_st* stream);
+
 // Benchmark/diagnostic variant: which kernel to use. kAuto is what
 // AggregateByKey does; kGlobalPlain is plain per-element global atomics (no
 // warp aggregation), the baseline the benchmark compares against.

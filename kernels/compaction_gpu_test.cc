@@ -1,7 +1,8 @@
 // GPU tests of the compaction family (kernels/select.h, kernels/aggregate.h):
 // every primitive x 6 dtypes against the CPU reference (reference/reference.h)
 // and, where CUB has the primitive, against CUB. Fresh random data each run
-// (the seed is printed; PRIMSERVE_SEED=<n> repeats a run). Outputs are
+// (the seed is printed; PRIMSERVE_SEED=<n> repeats a run). Also Gather and
+// the device-count (*Counted) entry points. Outputs are
 // poisoned before each run. Needs a CUDA GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -21,6 +22,7 @@
 #include "absl/types/span.h"
 #include "kernels/aggregate.h"
 #include "kernels/detail/range_keep.cuh"
+#include "kernels/gather.h"
 #include "core/primitives.h"
 #include "reference/reference.h"
 #include "kernels/runs.h"
@@ -919,6 +921,235 @@ TEST(CompactionGpu, AggregateSumOfOnesMatchesCubHistogram) {
                                    nullptr);
     }));
     ASSERT_EQ(d_out.Get(num_keys), c_out.Get(num_keys)) << num_keys;
+  }
+}
+
+// --------------------------------------------------------------------------
+// Device counts (issue 29): GatherCounted, AggregateByKeyCounted,
+// AggregateByKeyInOrderCounted against the host-count calls over the first
+// count elements.
+
+// The counts each case runs with for max_n: none, one, a few, one ending
+// mid-tile (tiles of 8192), max_n - 1, max_n, and past max_n (clamped).
+std::vector<uint64_t> CountsFor(uint64_t max_n) {
+  const uint64_t mid_tile = max_n > 8192 ? 8192 + 4096 + 1 : max_n / 2 + 1;
+  return {0, 1, std::min<uint64_t>(37, max_n), mid_tile, max_n - 1, max_n, max_n + 1000,
+          ~uint64_t{0}};
+}
+
+void SetCount(const DevBuf<uint64_t>& d_count, uint64_t count) {
+  ASSERT_EQ(cudaMemcpy(d_count.p, &count, sizeof(count), cudaMemcpyHostToDevice), cudaSuccess);
+}
+
+// Whether every element of got past `valid` still holds the 0xA5 poison.
+template <typename T>
+bool PoisonedFrom(const std::vector<T>& got, size_t valid) {
+  for (size_t i = valid; i < got.size(); ++i) {
+    const auto* bytes = reinterpret_cast<const uint8_t*>(&got[i]);
+    for (size_t b = 0; b < sizeof(T); ++b) {
+      if (bytes[b] != 0xA5) return false;
+    }
+  }
+  return true;
+}
+
+template <typename T>
+void GatherCountedCase(uint64_t max_n, uint64_t num_values) {
+  SCOPED_TRACE("GatherCounted element_size=" + std::to_string(sizeof(T)) +
+               " max_n=" + std::to_string(max_n) + " num_values=" + std::to_string(num_values));
+  std::vector<T> values(num_values);
+  for (auto& v : values) v = static_cast<T>(Rng()() | 1);
+  std::vector<int64_t> indices(max_n);
+  for (auto& i : indices) i = static_cast<int64_t>(Rng()() % num_values);
+  DevBuf<T> d_values(values), d_out(max_n), d_want(max_n);
+  DevBuf<int64_t> d_indices(indices), d_bad(1), d_want_bad(1);
+  DevBuf<uint64_t> d_count(1);
+  for (const uint64_t count : CountsFor(max_n)) {
+    SCOPED_TRACE("count=" + std::to_string(count));
+    const uint64_t n = std::min(count, max_n);
+    d_out.Poison();
+    d_bad.Poison();
+    SetCount(d_count, count);
+    CUDA_OK(GatherCounted(d_values.p, sizeof(T), num_values, d_indices.p, max_n, d_count.p,
+                          d_out.p, d_bad.p, nullptr));
+    CUDA_OK(Gather(d_values.p, sizeof(T), num_values, d_indices.p, n, d_want.p, d_want_bad.p,
+                   nullptr));
+    CUDA_OK(cudaDeviceSynchronize());
+    ASSERT_EQ(d_bad.Get(1)[0], -1);
+    ASSERT_EQ(d_want_bad.Get(1)[0], -1);
+    const auto got = d_out.Get(max_n);
+    const std::vector<T> head(got.begin(), got.begin() + n);
+    ASSERT_TRUE(BitsEqual(head, d_want.Get(n)));
+    ASSERT_TRUE(PoisonedFrom(got, n)) << "wrote past the count";
+  }
+}
+
+// A bad index past the count is never read nor reported; one before it is.
+TEST(CompactionGpu, GatherCountedBadIndex) {
+  const uint64_t max_n = (3u << 20) + 123, count = 8192 + 4096 + 1, num_values = 1000;
+  std::vector<int64_t> indices(max_n);
+  for (auto& i : indices) i = static_cast<int64_t>(Rng()() % num_values);
+  indices[count] = -1;
+  indices[count + 7] = num_values;
+  DevBuf<int32_t> d_values(RandVector<int32_t>(num_values)), d_out(max_n);
+  DevBuf<int64_t> d_indices(indices), d_bad(1);
+  DevBuf<uint64_t> d_count(1);
+  SetCount(d_count, count);
+  CUDA_OK(GatherCounted(d_values.p, 4, num_values, d_indices.p, max_n, d_count.p, d_out.p,
+                        d_bad.p, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  ASSERT_EQ(d_bad.Get(1)[0], -1);
+  SetCount(d_count, count + 1);
+  CUDA_OK(GatherCounted(d_values.p, 4, num_values, d_indices.p, max_n, d_count.p, d_out.p,
+                        d_bad.p, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  ASSERT_EQ(d_bad.Get(1)[0], static_cast<int64_t>(count));
+}
+
+TEST(CompactionGpu, GatherCounted) {
+  for (const uint64_t max_n : {uint64_t{1000}, uint64_t{(3u << 20) + 123}}) {
+    GatherCountedCase<uint32_t>(max_n, 5000);
+    if (HasFatalFailure()) return;
+    GatherCountedCase<uint64_t>(max_n, 1u << 20);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// Runs the counted call (AggregateByKeyCounted, or the InOrder one) with the
+// count on the device and the host-count call with n = min(count, max_n);
+// leaves their outputs in d_out and d_want, their bad positions in d_bad and
+// d_want_bad.
+template <typename K, typename V>
+void RunAggregateCounted(bool in_order, const DevBuf<K>& d_keys, const DevBuf<V>& d_vals,
+                         uint64_t max_n, uint64_t count, Op op, uint64_t num_keys,
+                         DevBuf<V>& d_out, DevBuf<V>& d_want, DevBuf<int64_t>& d_bad,
+                         DevBuf<int64_t>& d_want_bad) {
+  DevBuf<uint64_t> d_count(1);
+  SetCount(d_count, count);
+  d_out.Poison();
+  d_want.Poison();
+  d_bad.Poison();
+  d_want_bad.Poison();
+  const auto counted = in_order ? AggregateByKeyInOrderCounted : AggregateByKeyCounted;
+  const auto host = in_order ? AggregateByKeyInOrder : AggregateByKey;
+  Temp temp;
+  // The size query needs no count.
+  CUDA_OK(counted(nullptr, &temp.bytes, d_keys.p, DTypeOf<K>(), d_vals.p, DTypeOf<V>(), max_n,
+                  nullptr, op, num_keys, d_out.p, d_bad.p, nullptr));
+  CUDA_OK(temp.Alloc());
+  CUDA_OK(cudaMemset(temp.p, 0xA5, temp.bytes));  // the kernels initialize what they use
+  CUDA_OK(counted(temp.p, &temp.bytes, d_keys.p, DTypeOf<K>(), d_vals.p, DTypeOf<V>(), max_n,
+                  d_count.p, op, num_keys, d_out.p, d_bad.p, nullptr));
+  const uint64_t n = std::min(count, max_n);
+  Temp want_temp;
+  CUDA_OK(host(nullptr, &want_temp.bytes, d_keys.p, DTypeOf<K>(), d_vals.p, DTypeOf<V>(), n, op,
+               num_keys, d_want.p, d_want_bad.p, nullptr));
+  CUDA_OK(want_temp.Alloc());
+  CUDA_OK(host(want_temp.p, &want_temp.bytes, d_keys.p, DTypeOf<K>(), d_vals.p, DTypeOf<V>(), n,
+               op, num_keys, d_want.p, d_want_bad.p, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+}
+
+// Values are RandValue's (floats: halves, so SUM is exact in any order; NaN
+// and signed zeros): the atomics' results match the host call's up to the
+// sign of a zero extreme; the in-order path's, bit for bit.
+template <typename K, typename V>
+void AggregateCountedCase(bool in_order, uint64_t max_n, uint64_t num_keys, Op op) {
+  SCOPED_TRACE(std::string(in_order ? "AggregateByKeyInOrderCounted" : "AggregateByKeyCounted") +
+               " keys=" + DTypeName(DTypeOf<K>()) + " values=" + DTypeName(DTypeOf<V>()) +
+               " op=" + OpName(op) + " max_n=" + std::to_string(max_n) +
+               " num_keys=" + std::to_string(num_keys));
+  std::vector<K> keys(max_n);
+  for (auto& k : keys) k = static_cast<K>(Rng()() % num_keys);
+  DevBuf<K> d_keys(keys);
+  DevBuf<V> d_vals(RandVector<V>(max_n));
+  DevBuf<V> d_out(num_keys + 4), d_want(num_keys + 4);  // guards after the outputs
+  DevBuf<int64_t> d_bad(1), d_want_bad(1);
+  for (const uint64_t count : CountsFor(max_n)) {
+    SCOPED_TRACE("count=" + std::to_string(count));
+    RunAggregateCounted<K, V>(in_order, d_keys, d_vals, max_n, count, op, num_keys, d_out,
+                              d_want, d_bad, d_want_bad);
+    if (::testing::Test::HasFatalFailure()) return;
+    ASSERT_EQ(d_bad.Get(1)[0], -1);
+    ASSERT_EQ(d_want_bad.Get(1)[0], -1);
+    const auto got = d_out.Get(num_keys + 4);
+    const auto want = d_want.Get(num_keys + 4);
+    ASSERT_TRUE(PoisonedFrom(got, num_keys)) << "wrote out of bounds";
+    if (in_order) {
+      ASSERT_TRUE(BitsEqual(got, want)) << "first difference at key " << FirstBitDiff(got, want);
+    } else {
+      for (uint64_t k = 0; k < num_keys; ++k) {
+        ASSERT_TRUE(CloseEnough(got[k], want[k]))
+            << "key " << k << ": got " << got[k] << " want " << want[k];
+      }
+    }
+    if (count == 0) {
+      for (uint64_t k = 0; k < num_keys; ++k) {
+        ASSERT_TRUE(BitsEqual(std::vector<V>{got[k]}, std::vector<V>{Identity<V>(op)})) << k;
+      }
+    }
+  }
+}
+
+template <typename V>
+void AggregateCountedValues() {
+  for (const bool in_order : {false, true}) {
+    for (Op op : {Op::kSum, Op::kMin, Op::kMax}) {
+      // One key (the in-order path's plain Reduce), a power of two (the
+      // padding key's sorted bits are a valid key's), shared and global
+      // atomics; max_n of one tile and of several.
+      for (uint64_t num_keys : {uint64_t{1}, uint64_t{64}, uint64_t{37}, uint64_t{100000}}) {
+        for (uint64_t max_n : {uint64_t{5000}, uint64_t{(3u << 20) + 123}}) {
+          AggregateCountedCase<int32_t, V>(in_order, max_n, num_keys, op);
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+      }
+      AggregateCountedCase<int64_t, V>(in_order, 100003, 5000, op);
+      if (::testing::Test::HasFatalFailure()) return;
+      AggregateCountedCase<uint32_t, V>(in_order, 100003, 256, op);
+      if (::testing::Test::HasFatalFailure()) return;
+      AggregateCountedCase<uint64_t, V>(in_order, 100003, 1000, op);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST(CompactionGpu, AggregateByKeyCounted) { FOR_EACH_DTYPE(AggregateCountedValues); }
+
+// Only keys before the count are checked: a bad key at or past it is never
+// reported, one before it is (both paths).
+TEST(CompactionGpu, AggregateByKeyCountedOutOfRange) {
+  const uint64_t max_n = (3u << 20) + 123, count = 8192 + 4096 + 1;
+  for (const bool in_order : {false, true}) {
+    for (const uint64_t num_keys : {uint64_t{64}, uint64_t{50}}) {
+      SCOPED_TRACE(std::string(in_order ? "in order" : "atomics") +
+                   " num_keys=" + std::to_string(num_keys));
+      std::vector<int32_t> keys(max_n);
+      for (auto& k : keys) k = static_cast<int32_t>(Rng()() % num_keys);
+      keys[count] = -3;
+      keys[count + 5] = static_cast<int32_t>(num_keys);
+      keys[max_n - 1] = 1 << 30;
+      DevBuf<int32_t> d_keys(keys);
+      DevBuf<float> d_vals(RandVector<float>(max_n));
+      DevBuf<float> d_out(num_keys + 4), d_want(num_keys + 4);
+      DevBuf<int64_t> d_bad(1), d_want_bad(1);
+      RunAggregateCounted<int32_t, float>(in_order, d_keys, d_vals, max_n, count, Op::kMax,
+                                          num_keys, d_out, d_want, d_bad, d_want_bad);
+      if (HasFatalFailure()) return;
+      ASSERT_EQ(d_bad.Get(1)[0], -1);
+      ASSERT_EQ(d_want_bad.Get(1)[0], -1);
+      const auto got = d_out.Get(num_keys + 4);
+      ASSERT_TRUE(PoisonedFrom(got, num_keys)) << "wrote out of bounds";
+      if (in_order) {
+        ASSERT_TRUE(BitsEqual(got, d_want.Get(num_keys + 4)));
+      }
+      RunAggregateCounted<int32_t, float>(in_order, d_keys, d_vals, max_n, count + 1, Op::kMax,
+                                          num_keys, d_out, d_want, d_bad, d_want_bad);
+      if (HasFatalFailure()) return;
+      ASSERT_EQ(d_bad.Get(1)[0], static_cast<int64_t>(count));
+      ASSERT_EQ(d_want_bad.Get(1)[0], static_cast<int64_t>(count));
+      ASSERT_TRUE(PoisonedFrom(d_out.Get(num_keys + 4), num_keys)) << "wrote out of bounds";
+    }
   }
 }
 

@@ -17,12 +17,15 @@ constexpr int kItems = 4;
 __global__ void ResetBadKernel(unsigned long long* bad) { *bad = ~0ull; }
 
 // Each block takes kThreads * kItems consecutive indices; a thread loads its
-// kItems indices (coalesced, strided by kThreads), then their values.
+// kItems indices (coalesced, strided by kThreads), then their values. With
+// a device count (nullable), n is the most indices and the first
+// min(*count, n) are gathered.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     GatherKernel(const T* __restrict__ values, uint64_t num_values,
                  const int64_t* __restrict__ indices, uint64_t n, T* __restrict__ out,
-                 unsigned long long* bad) {
+                 unsigned long long* bad, const uint64_t* __restrict__ count) {
+  if (count != nullptr) n = min(*count, n);
   const uint64_t base = static_cast<uint64_t>(blockIdx.x) * (kThreads * kItems) + threadIdx.x;
   int64_t index[kItems];
 #pragma unroll
@@ -42,11 +45,9 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-}  // namespace
-
-int Gather(const void* d_values, int element_size, uint64_t num_values,
-           const int64_t* d_indices, uint64_t n, void* d_out, int64_t* d_bad_position,
-           CUstream_st* stream) {
+int LaunchGather(const void* d_values, int element_size, uint64_t num_values,
+                 const int64_t* d_indices, uint64_t n, const uint64_t* count, void* d_out,
+                 int64_t* d_bad_position, CUstream_st* stream) {
   if (d_bad_position == nullptr || (element_size != 4 && element_size != 8)) {
     return cudaErrorInvalidValue;
   }
@@ -60,13 +61,30 @@ int Gather(const void* d_values, int element_size, uint64_t num_values,
   if (element_size == 4) {
     GatherKernel<uint32_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
         static_cast<const uint32_t*>(d_values), num_values, d_indices, n,
-        static_cast<uint32_t*>(d_out), bad);
+        static_cast<uint32_t*>(d_out), bad, count);
   } else {
     GatherKernel<uint64_t><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
         static_cast<const uint64_t*>(d_values), num_values, d_indices, n,
-        static_cast<uint64_t*>(d_out), bad);
+        static_cast<uint64_t*>(d_out), bad, count);
   }
   return cudaGetLastError();
+}
+
+}  // namespace
+
+int Gather(const void* d_values, int element_size, uint64_t num_values,
+           const int64_t* d_indices, uint64_t n, void* d_out, int64_t* d_bad_position,
+           CUstream_st* stream) {
+  return LaunchGather(d_values, element_size, num_values, d_indices, n, nullptr, d_out,
+                      d_bad_position, stream);
+}
+
+int GatherCounted(const void* d_values, int element_size, uint64_t num_values,
+                  const int64_t* d_indices, uint64_t max_n, const uint64_t* d_count, void* d_out,
+                  int64_t* d_bad_position, CUstream_st* stream) {
+  if (d_count == nullptr) return cudaErrorInvalidValue;
+  return LaunchGather(d_values, element_size, num_values, d_indices, max_n, d_count, d_out,
+                      d_bad_position, stream);
 }
 
 }  // namespace primserve::gpu

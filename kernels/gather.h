@@ -22,6 +22,15 @@ int Gather(const void* d_values, int element_size, uint64_t num_values,
            const int64_t* d_indices, uint64_t n, void* d_out, int64_t* d_bad_position,
            CUstream_st* stream);
 
+// As Gather of the first min(*d_count, max_n) indices, where d_count is a
+// device uint64 read only by the kernel (a pipeline's count from a step
+// before, with no host synchronization): max_n sizes the grid, the buffers
+// hold max_n elements, and d_out past the count is not written. d_count is
+// required.
+int GatherCounted(const void* d_values, int element_size, uint64_t num_values,
+                  const int64_t* d_indices, uint64_t max_n, const uint64_t* d_count, void* d_out,
+                  int64_t* d_bad_position, CUstream_st* stream);
+
 }  // namespace primserve::gpu
 
 #endif  // PRIMSERVE_KERNELS_GATHER_H_

@@ -107,6 +107,15 @@ inline constexpr int kReduceItems = kBytesPerThread / sizeof(T);
 template <typename T>
 inline constexpr int kReduceTileItems = kBlockThreads * kReduceItems<T>;
 
+// The grid Reduce launches for n elements, grid_limit blocks at most: one
+// block for a small input, else a block per tile up to the limit.
+template <typename T>
+__host__ __device__ int ReduceGrid(uint64_t n, int grid_limit) {
+  const uint64_t tiles = (n + kReduceTileItems<T> - 1) / kReduceTileItems<T>;
+  if (n * sizeof(T) <= static_cast<uint64_t>(kReduceSingleBlockMaxBytes)) return 1;
+  return static_cast<int>(tiles < static_cast<uint64_t>(grid_limit) ? tiles : grid_limit);
+}
+
 template <typename T, Op kOp, typename A = T>
 struct ReduceParams {
   using R = typename ReduceConfig<T, kOp, A>::R;
@@ -116,6 +125,8 @@ struct ReduceParams {
   unsigned int* ticket;     // zeroed before the launch (grid > 1)
   A* value_out;
   int64_t* index_out;
+  const uint64_t* count;    // nullable: n elements
+  int grid_limit;           // with a count: ReduceGrid's limit
 };
 
 template <typename T, Op kOp, typename A = T>
@@ -129,10 +140,19 @@ __global__ void __launch_bounds__(kBlockThreads) ReduceKernel(const ReduceParams
   __shared__ BlockScanStorage<R> storage;
   __shared__ bool is_last_block;
 
+  // With a device count (n is then the most elements), the blocks of the
+  // grid Reduce launches for the count do its work, in its association (the
+  // same bits), and the others leave; no grid is larger than the launched
+  // one, and a grid > 1 had its ticket zeroed.
+  const uint64_t n = p.count != nullptr ? min(*p.count, p.n) : p.n;
+  const unsigned grid =
+      p.count != nullptr ? static_cast<unsigned>(ReduceGrid<T>(n, p.grid_limit)) : gridDim.x;
+  if (blockIdx.x >= grid) return;
+
   R acc = Config::NeutralValue();
-  const uint64_t full_tiles = p.n / kTileItems;
+  const uint64_t full_tiles = n / kTileItems;
   const bool vector_ok = IsVectorAligned(p.in);
-  for (uint64_t tile = blockIdx.x; tile < full_tiles; tile += gridDim.x) {
+  for (uint64_t tile = blockIdx.x; tile < full_tiles; tile += grid) {
     const uint64_t tile_begin = tile * kTileItems;
     T x[kItems];
     if (vector_ok) {
@@ -202,13 +222,13 @@ __global__ void __launch_bounds__(kBlockThreads) ReduceKernel(const ReduceParams
   // The partial last tile, spread over all blocks.
   for (uint64_t i = full_tiles * kTileItems + static_cast<uint64_t>(blockIdx.x) * kBlockThreads +
                     threadIdx.x;
-       i < p.n; i += static_cast<uint64_t>(gridDim.x) * kBlockThreads) {
+       i < n; i += static_cast<uint64_t>(grid) * kBlockThreads) {
     Config::Accumulate(acc, p.in[i], i);
   }
   acc = BlockReduce(acc, op, storage);
-  if (gridDim.x == 1) {
+  if (grid == 1) {
     if (threadIdx.x == 0) {
-      if (p.n == 0) {
+      if (n == 0) {
         Config::WriteEmpty(p.value_out, p.index_out);  // Identity, not Neutral
       } else {
         Config::Write(acc, p.value_out, p.index_out);
@@ -220,13 +240,13 @@ __global__ void __launch_bounds__(kBlockThreads) ReduceKernel(const ReduceParams
   if (threadIdx.x == 0) {
     StoreCg(p.partials + blockIdx.x, acc);
     __threadfence();  // partial visible before the ticket counts it
-    is_last_block = atomicAdd(p.ticket, 1u) == gridDim.x - 1;
+    is_last_block = atomicAdd(p.ticket, 1u) == grid - 1;
   }
   __syncthreads();
   if (!is_last_block) return;
   __threadfence();  // see every other block's partial
   R total = Config::NeutralValue();
-  for (unsigned b = threadIdx.x; b < gridDim.x; b += kBlockThreads) {
+  for (unsigned b = threadIdx.x; b < grid; b += kBlockThreads) {
     total = op(total, LoadCg(p.partials + b));
   }
   __syncthreads();  // storage reuse
@@ -245,16 +265,14 @@ int ReduceGridLimit() {
 
 template <typename T, Op kOp, typename A = T>
 int LaunchReduce(void* temp_storage, size_t* temp_bytes, const T* in, uint64_t n, A* value_out,
-                 int64_t* index_out, cudaStream_t stream) {
+                 int64_t* index_out, cudaStream_t stream, const uint64_t* count = nullptr) {
   using R = typename ReduceConfig<T, kOp, A>::R;
   // Float SUM/PROD: the grid (so the partials, so the bits) is the same on
   // every GPU; other ops give the same result on any grid.
   const int grid_limit =
       AssociationMatters<CombineOp<A, kOp>>::value ? kFixedOrderReduceGrid : ReduceGridLimit();
   if (grid_limit <= 0) return cudaErrorInvalidDevice;
-  const int64_t tiles = CeilDiv(n, kReduceTileItems<T>);
-  const bool single_block = n * sizeof(T) <= static_cast<uint64_t>(kReduceSingleBlockMaxBytes);
-  const int grid = single_block ? 1 : static_cast<int>(tiles < grid_limit ? tiles : grid_limit);
+  const int grid = ReduceGrid<T>(n, grid_limit);
   const size_t ticket_bytes = 16;
   const size_t bytes = ticket_bytes + AlignUp16(static_cast<size_t>(grid_limit) * sizeof(R));
   if (temp_storage == nullptr) {
@@ -269,6 +287,8 @@ int LaunchReduce(void* temp_storage, size_t* temp_bytes, const T* in, uint64_t n
   params.partials = reinterpret_cast<R*>(static_cast<char*>(temp_storage) + ticket_bytes);
   params.value_out = value_out;
   params.index_out = index_out;
+  params.count = count;
+  params.grid_limit = grid_limit;
   if (grid > 1) {
     if (const cudaError_t err = cudaMemsetAsync(params.ticket, 0, sizeof(unsigned int), stream);
         err != cudaSuccess) {
@@ -303,10 +323,19 @@ struct SegmentedReduceParams {
   const uint64_t* tile_first_segment;     // several tiles
   A* values_out;
   int64_t* indices_out;
+  const uint64_t* count;                  // nullable: n elements
 };
+
+// Whether SegmentedReduce takes WarpPerSegmentReduceKernel for n elements.
+__host__ __device__ inline bool WarpPerSegment(uint64_t n, uint64_t num_segments) {
+  return n <= kWarpPerSegmentMaxAverage * num_segments;
+}
 
 // Segment s is written by the tile holding its last element (an empty one:
 // the tile holding its start; the last tile also takes those starting at n).
+// With a device count (n is then the most elements, every start <= the
+// count): launched beside WarpPerSegmentReduceKernel, only the one that
+// SegmentedReduce would take for the count works, and only its tiles.
 template <typename T, Op kOp, typename A = T>
 __global__ void __launch_bounds__(kBlockThreads)
     SegmentedReduceKernel(const SegmentedReduceParams<T, kOp, A> p) {
@@ -326,6 +355,13 @@ __global__ void __launch_bounds__(kBlockThreads)
   __shared__ uint8_t heads[kTileItems];
   __shared__ R inclusive[kTileItems + kTileItems / kWarpThreads];  // Padded()
 
+  const uint64_t n = p.count != nullptr ? min(*p.count, p.n) : p.n;
+  const int64_t num_tiles =
+      p.count != nullptr ? static_cast<int64_t>((n + kTileItems - 1) / kTileItems) : p.num_tiles;
+  if (p.count != nullptr && (WarpPerSegment(n, p.num_segments) || blockIdx.x >= num_tiles)) {
+    return;
+  }
+
   int64_t tile = 0;
   if (p.num_tiles > 1) {
     if (threadIdx.x == 0) tile_slot = p.status.AcquireTileIndex();
@@ -334,17 +370,19 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
   const uint64_t tile_begin = static_cast<uint64_t>(tile) * kTileItems;
   const int tile_valid =
-      p.n > tile_begin ? static_cast<int>(min(p.n - tile_begin, uint64_t{kTileItems})) : 0;
+      n > tile_begin ? static_cast<int>(min(n - tile_begin, uint64_t{kTileItems})) : 0;
   const int warp_offset = WarpId() * kWarpItems;
-  const int warp_valid = WarpValid<kWarpItems>(p.n, tile_begin + warp_offset);
+  const int warp_valid = WarpValid<kWarpItems>(n, tile_begin + warp_offset);
   const int thread_offset = warp_offset + LaneId() * kItems;
 
   T x[kItems];
   WarpLoadBlocked(p.in + tile_begin + warp_offset, warp_valid, IsVectorAligned(p.in),
                   Identity<T>(kOp), x, transpose.items[WarpId()]);
 
+  const bool last_tile = tile == num_tiles - 1;
   const uint64_t first = p.num_tiles > 1 ? p.tile_first_segment[tile] : 0;
-  const uint64_t last = p.num_tiles > 1 ? p.tile_first_segment[tile + 1] : p.num_segments;
+  const uint64_t last =
+      p.num_tiles > 1 && !last_tile ? p.tile_first_segment[tile + 1] : p.num_segments;
   BlockMarkHeads<kTileItems>(p.segment_starts, first, last, tile_begin, tile_valid, heads);
   V values[kItems];
 #pragma unroll
@@ -370,10 +408,9 @@ __global__ void __launch_bounds__(kBlockThreads)
   __syncthreads();
 
   // Candidates: the segment running into this tile, and those starting in it.
-  const bool last_tile = tile == p.num_tiles - 1;
   for (uint64_t s = (first > 0 ? first - 1 : 0) + threadIdx.x; s < last; s += kBlockThreads) {
     const uint64_t start = p.segment_starts[s];
-    const uint64_t end = s + 1 < p.num_segments ? p.segment_starts[s + 1] : p.n;
+    const uint64_t end = s + 1 < p.num_segments ? p.segment_starts[s + 1] : n;
     const uint64_t owner_pos = end > start ? end - 1 : start;
     if (owner_pos < tile_begin || (!last_tile && owner_pos >= tile_begin + kTileItems)) continue;
     if (end > start) {
@@ -388,11 +425,18 @@ __global__ void __launch_bounds__(kBlockThreads)
 // Many small segments: one warp per segment, no look-back and no tile
 // bookkeeping (the scan-based kernel above pays those per tile, which only
 // amortizes over long segments). Each lane folds its elements in index order.
+// With a device count (nullable; n is then the most elements), it works only
+// where SegmentedReduce would take it for the count.
 template <typename T, Op kOp, typename A = T>
 __global__ void __launch_bounds__(kBlockThreads)
     WarpPerSegmentReduceKernel(const T* in, uint64_t n, const uint64_t* starts,
-                               uint64_t num_segments, A* values_out, int64_t* indices_out) {
+                               uint64_t num_segments, A* values_out, int64_t* indices_out,
+                               const uint64_t* count) {
   using Config = ReduceConfig<T, kOp, A>;
+  if (count != nullptr) {
+    n = min(*count, n);
+    if (!WarpPerSegment(n, num_segments)) return;
+  }
   const uint64_t s = (static_cast<uint64_t>(blockIdx.x) * kBlockThreads + threadIdx.x) / kWarpThreads;
   if (s >= num_segments) return;  // whole warps leave together
   const uint64_t begin = starts[s];
@@ -425,7 +469,8 @@ __global__ void __launch_bounds__(kBlockThreads)
 template <typename T, Op kOp, typename A = T>
 int LaunchSegmentedReduce(void* temp_storage, size_t* temp_bytes, const T* in, uint64_t n,
                           const uint64_t* starts, uint64_t num_segments, A* values_out,
-                          int64_t* indices_out, cudaStream_t stream) {
+                          int64_t* indices_out, cudaStream_t stream,
+                          const uint64_t* count = nullptr) {
   using Config = SegmentedReduceConfig<T, kOp, A>;
   using Status = TileStatus<typename Config::V>;
   const int64_t num_tiles = n == 0 ? 1 : CeilDiv(n, Config::kTileItems);
@@ -439,11 +484,16 @@ int LaunchSegmentedReduce(void* temp_storage, size_t* temp_bytes, const T* in, u
   }
   if (*temp_bytes < bytes) return cudaErrorInvalidValue;
 
-  if (n <= kWarpPerSegmentMaxAverage * num_segments) {
+  // With a device count, a max n past the warp-per-segment bound launches
+  // both kernels: the count picks the one that works.
+  const bool warp_per_segment = WarpPerSegment(n, num_segments);
+  if (warp_per_segment || count != nullptr) {
     const uint64_t blocks = CeilDiv(num_segments, kBlockThreads / kWarpThreads);
     WarpPerSegmentReduceKernel<T, kOp, A><<<static_cast<unsigned>(blocks), kBlockThreads, 0, stream>>>(
-        in, n, starts, num_segments, values_out, indices_out);
-    return cudaGetLastError();
+        in, n, starts, num_segments, values_out, indices_out, count);
+    if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess || warp_per_segment) {
+      return err;
+    }
   }
   SegmentedReduceParams<T, kOp, A> params{};
   params.in = in;
@@ -453,6 +503,7 @@ int LaunchSegmentedReduce(void* temp_storage, size_t* temp_bytes, const T* in, u
   params.num_tiles = num_tiles;
   params.values_out = values_out;
   params.indices_out = indices_out;
+  params.count = count;
   if (num_tiles > 1) {
     params.status = Status(temp_storage, num_tiles);
     uint64_t* map = reinterpret_cast<uint64_t*>(static_cast<char*>(temp_storage) + status_bytes);
@@ -513,14 +564,39 @@ int Reduce(void* temp_storage, size_t* temp_bytes, const void* d_in, uint64_t n,
   });
 }
 
-int SegmentedReduce(void* temp_storage, size_t* temp_bytes, const void* d_in, uint64_t n,
-                    const uint64_t* d_segment_starts, uint64_t num_segments, DType dtype, Op op,
-                    void* d_values_out, int64_t* d_indices_out, CUstream_st* stream) {
+int ReduceCounted(void* temp_storage, size_t* temp_bytes, const void* d_in, uint64_t max_n,
+                  const uint64_t* d_count, DType dtype, Op op, void* d_value_out,
+                  int64_t* d_index_out, CUstream_st* stream) {
+  if (temp_bytes == nullptr || !IsValidDType(dtype)) return cudaErrorInvalidValue;
+  if (temp_storage != nullptr &&
+      ((max_n > 0 && d_in == nullptr) || d_count == nullptr || d_value_out == nullptr ||
+       (IsArgOp(op) && d_index_out == nullptr))) {
+    return cudaErrorInvalidValue;
+  }
+  return VisitDType(dtype, [&](auto type_tag) {
+    using T = decltype(type_tag);
+    return VisitOp(op, [&](auto op_tag) {
+      return LaunchReduce<T, decltype(op_tag)::value>(
+          temp_storage, temp_bytes, static_cast<const T*>(d_in), max_n,
+          static_cast<T*>(d_value_out), d_index_out, stream, d_count);
+    });
+  });
+}
+
+namespace {
+
+// SegmentedReduce, and with a device count (nullable) SegmentedReduceCounted.
+int DispatchSegmentedReduce(void* temp_storage, size_t* temp_bytes, const void* d_in,
+                            uint64_t n, const uint64_t* count, const uint64_t* d_segment_starts,
+                            uint64_t num_segments, DType dtype, Op op, void* d_values_out,
+                            int64_t* d_indices_out, CUstream_st* stream) {
   // One segment (its start is 0) is the whole input: the plain Reduce,
   // which needs no look-back and runs at the speed of reading the input.
   if (num_segments <= 1) {
-    return Reduce(temp_storage, temp_bytes, d_in, n, dtype, op, d_values_out, d_indices_out,
-                  stream);
+    return count != nullptr ? ReduceCounted(temp_storage, temp_bytes, d_in, n, count, dtype, op,
+                                            d_values_out, d_indices_out, stream)
+                            : Reduce(temp_storage, temp_bytes, d_in, n, dtype, op, d_values_out,
+                                     d_indices_out, stream);
   }
   if (temp_bytes == nullptr || !IsValidDType(dtype)) return cudaErrorInvalidValue;
   if (temp_storage != nullptr &&
@@ -533,9 +609,29 @@ int SegmentedReduce(void* temp_storage, size_t* temp_bytes, const void* d_in, ui
     return VisitOp(op, [&](auto op_tag) {
       return LaunchSegmentedReduce<T, decltype(op_tag)::value>(
           temp_storage, temp_bytes, static_cast<const T*>(d_in), n, d_segment_starts,
-          num_segments, static_cast<T*>(d_values_out), d_indices_out, stream);
+          num_segments, static_cast<T*>(d_values_out), d_indices_out, stream, count);
     });
   });
+}
+
+}  // namespace
+
+int SegmentedReduce(void* temp_storage, size_t* temp_bytes, const void* d_in, uint64_t n,
+                    const uint64_t* d_segment_starts, uint64_t num_segments, DType dtype, Op op,
+                    void* d_values_out, int64_t* d_indices_out, CUstream_st* stream) {
+  return DispatchSegmentedReduce(temp_storage, temp_bytes, d_in, n, nullptr, d_segment_starts,
+                                 num_segments, dtype, op, d_values_out, d_indices_out, stream);
+}
+
+int SegmentedReduceCounted(void* temp_storage, size_t* temp_bytes, const void* d_in,
+                           uint64_t max_n, const uint64_t* d_count,
+                           const uint64_t* d_segment_starts, uint64_t num_segments, DType dtype,
+                           Op op, void* d_values_out, int64_t* d_indices_out,
+                           CUstream_st* stream) {
+  if (temp_storage != nullptr && d_count == nullptr) return cudaErrorInvalidValue;
+  return DispatchSegmentedReduce(temp_storage, temp_bytes, d_in, max_n, d_count,
+                                 d_segment_starts, num_segments, dtype, op, d_values_out,
+                                 d_indices_out, stream);
 }
 
 }  // namespace primserve::gpu

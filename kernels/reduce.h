@@ -24,6 +24,16 @@ int Reduce(void* temp_storage, size_t* temp_bytes, const void* d_in, uint64_t n,
            DType dtype, Op op, void* d_value_out, int64_t* d_index_out,
            CUstream_st* stream);
 
+// Reduce of the first min(*d_count, max_n) elements, where d_count is a
+// device uint64 read only by the kernel (a pipeline's count from a step
+// before, with no host synchronization): max_n sizes the temporary storage
+// and the input holds max_n elements; a count of 0 gives Identity(op) and
+// index -1. The same bits as Reduce with n = that count (the blocks of
+// Reduce's grid for the count do the work).
+int ReduceCounted(void* temp_storage, size_t* temp_bytes, const void* d_in, uint64_t max_n,
+                  const uint64_t* d_count, DType dtype, Op op, void* d_value_out,
+                  int64_t* d_index_out, CUstream_st* stream);
+
 // One result per segment (segment starts as in SegmentedScan; num_segments
 // == 0 means one segment; with zero or one segment this is Reduce):
 // d_values_out[s] and, for ARGMIN/ARGMAX,
@@ -33,6 +43,17 @@ int Reduce(void* temp_storage, size_t* temp_bytes, const void* d_in, uint64_t n,
 int SegmentedReduce(void* temp_storage, size_t* temp_bytes, const void* d_in, uint64_t n,
                     const uint64_t* d_segment_starts, uint64_t num_segments, DType dtype,
                     Op op, void* d_values_out, int64_t* d_indices_out, CUstream_st* stream);
+
+// SegmentedReduce of the first min(*d_count, max_n) elements (d_count as in
+// ReduceCounted), for AggregateByKeyInOrderCounted: every segment start must
+// be <= that count, and the last segment ends at it. The same bits as
+// SegmentedReduce with n = the count (with a max_n past the warp-per-segment
+// bound, both kernels are launched and the count picks the one that works).
+int SegmentedReduceCounted(void* temp_storage, size_t* temp_bytes, const void* d_in,
+                           uint64_t max_n, const uint64_t* d_count,
+                           const uint64_t* d_segment_starts, uint64_t num_segments, DType dtype,
+                           Op op, void* d_values_out, int64_t* d_indices_out,
+                           CUstream_st* stream);
 
 // As SegmentedReduce (num_segments <= 1: Reduce), for SUM and PROD with the
 // `dtype` input accumulated and answered in `accumulator`, a wider dtype, as

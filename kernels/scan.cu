@@ -20,7 +20,7 @@ template <bool kSegmented>
 int DispatchScan(void* temp_storage, size_t* temp_bytes, const void* d_in, void* d_out,
                  uint64_t n, const uint64_t* starts, uint64_t num_segments, DType dtype,
                  Op op, bool exclusive, const void* carry_in, void* carry_out,
-                 CUstream_st* stream) {
+                 CUstream_st* stream, const uint64_t* count = nullptr) {
   if (temp_bytes == nullptr || !IsValidDType(dtype) || !IsCombineOp(op)) {
     return cudaErrorInvalidValue;
   }
@@ -37,7 +37,7 @@ int DispatchScan(void* temp_storage, size_t* temp_bytes, const void* d_in, void*
         return LaunchScan<T, kOp, kSegmented, DefaultScanPolicy>(
             temp_storage, temp_bytes, static_cast<const T*>(d_in), static_cast<T*>(d_out), n,
             starts, num_segments, exclusive, static_cast<const T*>(carry_in),
-            static_cast<T*>(carry_out), stream);
+            static_cast<T*>(carry_out), stream, count);
       }
     });
   });
@@ -56,6 +56,14 @@ int ScanWithCarry(void* temp_storage, size_t* temp_bytes, const void* d_in, void
                   void* d_carry_out, CUstream_st* stream) {
   return DispatchScan<false>(temp_storage, temp_bytes, d_in, d_out, n, nullptr, 0, dtype, op,
                              exclusive, d_carry_in, d_carry_out, stream);
+}
+
+int ScanCounted(void* temp_storage, size_t* temp_bytes, const void* d_in, void* d_out,
+                uint64_t max_n, const uint64_t* d_count, DType dtype, Op op, bool exclusive,
+                CUstream_st* stream) {
+  if (temp_storage != nullptr && d_count == nullptr) return cudaErrorInvalidValue;
+  return DispatchScan<false>(temp_storage, temp_bytes, d_in, d_out, max_n, nullptr, 0, dtype, op,
+                             exclusive, nullptr, nullptr, stream, d_count);
 }
 
 uint64_t ScanTileItems(DType dtype, bool segmented) {

@@ -44,6 +44,16 @@ int ScanWithCarry(void* temp_storage, size_t* temp_bytes, const void* d_in, void
                   uint64_t n, DType dtype, Op op, bool exclusive, const void* d_carry_in,
                   void* d_carry_out, CUstream_st* stream);
 
+// Scan whose element count is on the device, for pipelines that chain
+// kernels with no host synchronization (the count of a step before, e.g. a
+// Select's). As Scan of the first min(*d_count, max_n) elements, where
+// d_count is a device uint64 read only by the kernel: max_n sizes the grid
+// and the temporary storage, the buffers hold max_n elements, and d_out past
+// the count is not written. The same bits as Scan with n = that count.
+int ScanCounted(void* temp_storage, size_t* temp_bytes, const void* d_in, void* d_out,
+                uint64_t max_n, const uint64_t* d_count, DType dtype, Op op, bool exclusive,
+                CUstream_st* stream);
+
 // Scan that restarts at each segment start. d_segment_starts (device) holds
 // num_segments starts, validated by the caller as in reference/reference.h:
 // the first is 0, they are non-decreasing and <= n; empty segments are

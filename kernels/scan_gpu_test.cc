@@ -856,6 +856,160 @@ TEST(HugeGpuTest, Int32SumOver2Pow31) {
   EXPECT_EQ(total, last);
 }
 
+// ------------------------------------------------- device counts (issue 29)
+
+// The counts each *Counted case runs with for max_n (one tile of `tile`
+// elements or several): none, one, a few, one ending mid-tile, max_n - 1,
+// max_n, and past max_n (clamped to it).
+std::vector<uint64_t> CountsFor(uint64_t max_n, uint64_t tile) {
+  const uint64_t mid_tile = max_n > tile ? tile + tile / 2 + 1 : max_n / 2 + 1;
+  return {0, 1, std::min<uint64_t>(37, max_n), mid_tile, max_n - 1, max_n, max_n + 1000,
+          ~uint64_t{0}};
+}
+
+// The first byte of `got` (device, `bytes` long) that differs from `want`
+// (its first want.size() bytes) or from the 0xAB poison (the rest); -1 when
+// none.
+int64_t FirstMismatch(const void* got, size_t bytes, const std::vector<uint8_t>& want) {
+  const std::vector<uint8_t> host = ToHost<uint8_t>(got, bytes);
+  for (size_t i = 0; i < bytes; ++i) {
+    if (host[i] != (i < want.size() ? want[i] : 0xAB)) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+// ScanCounted against Scan of the first count elements, bit for bit (Scan's
+// bits depend on the input, n and the tile alone), and d_out past the count
+// untouched.
+template <typename T>
+void CheckScanCounted(uint64_t max_n, Op op, bool exclusive, uint64_t salt) {
+  const DType dtype = DTypeOf<T>();
+  const bool float_min_max = std::is_floating_point_v<T> && (op == Op::kMin || op == Op::kMax);
+  const std::vector<T> input = RandomInput<T>(max_n, op, salt, float_min_max ? 1 : 0);
+  DeviceBuffer d_in(max_n * sizeof(T)), d_out(max_n * sizeof(T)), d_want(max_n * sizeof(T)),
+      d_count(sizeof(uint64_t));
+  ASSERT_TRUE(d_in.ok() && d_out.ok() && d_want.ok() && d_count.ok());
+  CUDA_ASSERT(ToDevice(d_in.get(), input));
+  size_t temp_bytes = 0;
+  CUDA_ASSERT(gpu::ScanCounted(nullptr, &temp_bytes, d_in.get(), d_out.get(), max_n,
+                               d_count.get<uint64_t>(), dtype, op, exclusive, nullptr));
+  DeviceBuffer temp(temp_bytes);
+  ASSERT_TRUE(temp.ok());
+  for (const uint64_t count : CountsFor(max_n, gpu::ScanTileItems(dtype, false))) {
+    const uint64_t n = std::min(count, max_n);
+    SCOPED_TRACE(Describe("ScanCounted", dtype, op, exclusive, max_n) +
+                 " count=" + std::to_string(count));
+    CUDA_ASSERT(d_out.Poison());
+    CUDA_ASSERT(temp.Poison());
+    CUDA_ASSERT(cudaMemcpy(d_count.get(), &count, sizeof(count), cudaMemcpyHostToDevice));
+    size_t bytes = temp_bytes;
+    CUDA_ASSERT(gpu::ScanCounted(temp.get(), &bytes, d_in.get(), d_out.get(), max_n,
+                                 d_count.get<uint64_t>(), dtype, op, exclusive, nullptr));
+    size_t want_bytes = 0;
+    CUDA_ASSERT(gpu::Scan(nullptr, &want_bytes, d_in.get(), d_want.get(), n, dtype, op,
+                          exclusive, nullptr));
+    DeviceBuffer want_temp(want_bytes);
+    CUDA_ASSERT(gpu::Scan(want_temp.get(), &want_bytes, d_in.get(), d_want.get(), n, dtype, op,
+                          exclusive, nullptr));
+    CUDA_ASSERT(cudaDeviceSynchronize());
+    const std::vector<uint8_t> want = ToHost<uint8_t>(d_want.get(), n * sizeof(T));
+    EXPECT_EQ(FirstMismatch(d_out.get(), max_n * sizeof(T), want), -1)
+        << "first differing byte (past " << n * sizeof(T) << ": the poison)";
+  }
+}
+
+template <typename T>
+void ScanCountedAllCases() {
+  uint64_t salt = 9000;
+  const uint64_t tile = gpu::ScanTileItems(DTypeOf<T>(), false);
+  for (const Op op : {Op::kSum, Op::kProd, Op::kMin, Op::kMax}) {
+    for (const bool exclusive : {false, true}) {
+      for (const uint64_t max_n : {tile - 5, (uint64_t{3} << 20) + 123}) {
+        CheckScanCounted<T>(max_n, op, exclusive, salt++);
+      }
+    }
+  }
+}
+
+TEST(ScanGpuTest, CountedInt32) { ScanCountedAllCases<int32_t>(); }
+TEST(ScanGpuTest, CountedInt64) { ScanCountedAllCases<int64_t>(); }
+TEST(ScanGpuTest, CountedUint32) { ScanCountedAllCases<uint32_t>(); }
+TEST(ScanGpuTest, CountedUint64) { ScanCountedAllCases<uint64_t>(); }
+TEST(ScanGpuTest, CountedFloat32) { ScanCountedAllCases<float>(); }
+TEST(ScanGpuTest, CountedFloat64) { ScanCountedAllCases<double>(); }
+
+// ReduceCounted against Reduce of the first count elements, bit for bit for
+// every op (float SUM/PROD included: the same grid does the work), value and
+// index.
+template <typename T>
+void CheckReduceCounted(uint64_t max_n, Op op, uint64_t salt) {
+  const DType dtype = DTypeOf<T>();
+  const bool float_min_max = std::is_floating_point_v<T> && op != Op::kSum && op != Op::kProd;
+  const std::vector<T> input = RandomInput<T>(max_n, op, salt, float_min_max ? 1 : 0);
+  DeviceBuffer d_in(max_n * sizeof(T)), d_value(sizeof(T)), d_index(sizeof(int64_t)),
+      d_want_value(sizeof(T)), d_want_index(sizeof(int64_t)), d_count(sizeof(uint64_t));
+  ASSERT_TRUE(d_in.ok() && d_value.ok() && d_index.ok() && d_want_value.ok() &&
+              d_want_index.ok() && d_count.ok());
+  CUDA_ASSERT(ToDevice(d_in.get(), input));
+  size_t temp_bytes = 0;
+  CUDA_ASSERT(gpu::ReduceCounted(nullptr, &temp_bytes, d_in.get(), max_n,
+                                 d_count.get<uint64_t>(), dtype, op, d_value.get(),
+                                 d_index.get<int64_t>(), nullptr));
+  DeviceBuffer temp(temp_bytes);
+  ASSERT_TRUE(temp.ok());
+  for (const uint64_t count : CountsFor(max_n, gpu::ScanTileItems(dtype, false))) {
+    const uint64_t n = std::min(count, max_n);
+    SCOPED_TRACE(Describe("ReduceCounted", dtype, op, false, max_n) +
+                 " count=" + std::to_string(count));
+    CUDA_ASSERT(d_value.Poison());
+    CUDA_ASSERT(d_index.Poison());
+    CUDA_ASSERT(d_want_value.Poison());
+    CUDA_ASSERT(d_want_index.Poison());
+    CUDA_ASSERT(temp.Poison());
+    CUDA_ASSERT(cudaMemcpy(d_count.get(), &count, sizeof(count), cudaMemcpyHostToDevice));
+    size_t bytes = temp_bytes;
+    CUDA_ASSERT(gpu::ReduceCounted(temp.get(), &bytes, d_in.get(), max_n,
+                                   d_count.get<uint64_t>(), dtype, op, d_value.get(),
+                                   d_index.get<int64_t>(), nullptr));
+    size_t want_bytes = 0;
+    CUDA_ASSERT(gpu::Reduce(nullptr, &want_bytes, d_in.get(), n, dtype, op,
+                            d_want_value.get(), d_want_index.get<int64_t>(), nullptr));
+    DeviceBuffer want_temp(want_bytes);
+    CUDA_ASSERT(gpu::Reduce(want_temp.get(), &want_bytes, d_in.get(), n, dtype, op,
+                            d_want_value.get(), d_want_index.get<int64_t>(), nullptr));
+    CUDA_ASSERT(cudaDeviceSynchronize());
+    EXPECT_EQ(FirstMismatch(d_value.get(), sizeof(T), ToHost<uint8_t>(d_want_value.get(),
+                                                                      sizeof(T))),
+              -1)
+        << "value: got " << ToHost<T>(d_value.get(), 1)[0] << ", want "
+        << ToHost<T>(d_want_value.get(), 1)[0];
+    // The index: written by ARG ops only (else both keep the poison).
+    EXPECT_EQ(ToHost<int64_t>(d_index.get(), 1)[0], ToHost<int64_t>(d_want_index.get(), 1)[0]);
+    if (n == 0) {
+      EXPECT_TRUE(SameValue(ToHost<T>(d_value.get(), 1)[0], Identity<T>(op)));
+    }
+  }
+}
+
+template <typename T>
+void ReduceCountedAllCases() {
+  uint64_t salt = 9500;
+  for (const Op op : kAllOps) {
+    // One block, a few blocks (one tile of the scan), a full grid.
+    for (const uint64_t max_n : {uint64_t{1000}, gpu::ScanTileItems(DTypeOf<T>(), false) - 5,
+                                 uint64_t{300001}, (uint64_t{3} << 20) + 123}) {
+      CheckReduceCounted<T>(max_n, op, salt++);
+    }
+  }
+}
+
+TEST(ReduceGpuTest, CountedInt32) { ReduceCountedAllCases<int32_t>(); }
+TEST(ReduceGpuTest, CountedInt64) { ReduceCountedAllCases<int64_t>(); }
+TEST(ReduceGpuTest, CountedUint32) { ReduceCountedAllCases<uint32_t>(); }
+TEST(ReduceGpuTest, CountedUint64) { ReduceCountedAllCases<uint64_t>(); }
+TEST(ReduceGpuTest, CountedFloat32) { ReduceCountedAllCases<float>(); }
+TEST(ReduceGpuTest, CountedFloat64) { ReduceCountedAllCases<double>(); }
+
 }  // namespace
 }  // namespace primserve
 

@@ -8,7 +8,8 @@
 // (the last tile's inclusive prefix). A, the accumulator and output type, is
 // T or (SUM/PROD) a wider one: the narrow input is loaded as T (vectorised),
 // converted once per element, and the look-back, the prefixes and the output
-// are in A.
+// are in A. Optional device count (pipelines): n is then the most elements,
+// the grid is sized for it, and the first min(*count, n) are scanned.
 #ifndef PRIMSERVE_KERNELS_DETAIL_SCAN_KERNEL_CUH_
 #define PRIMSERVE_KERNELS_DETAIL_SCAN_KERNEL_CUH_
 
@@ -52,6 +53,7 @@ struct ScanParams {
   const uint64_t* tile_first_segment;     // segmented, several tiles
   const A* carry_in;                      // plain only; nullable
   A* carry_out;                           // plain only; nullable
+  const uint64_t* count;                  // plain only; nullable: n elements
 };
 
 // kSkipLookback: timing diagnostic only (wrong results): every tile uses an
@@ -75,6 +77,13 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
   __shared__ A carry_slot;
   __shared__ uint8_t heads[kSegmented ? kTileItems : 1];
 
+  // With a device count, blocks past its tiles leave before taking a tile
+  // index: the blocks that stay take exactly the tiles [0, num_tiles).
+  const uint64_t n = p.count != nullptr ? min(*p.count, p.n) : p.n;
+  const int64_t num_tiles =
+      p.count != nullptr ? static_cast<int64_t>((n + kTileItems - 1) / kTileItems) : p.num_tiles;
+  if (blockIdx.x >= num_tiles) return;
+
   int64_t tile = 0;
   if constexpr (Policy::kBlockIdxOrder) {
     // As CUB: relies on the hardware starting a grid's blocks in blockIdx
@@ -91,9 +100,9 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
   const bool has_carry = !kSegmented && p.carry_in != nullptr && tile == 0;
   if (has_carry && threadIdx.x == 0) carry_slot = *p.carry_in;
   const uint64_t tile_begin = static_cast<uint64_t>(tile) * kTileItems;
-  const int tile_valid = static_cast<int>(min(p.n - tile_begin, uint64_t{kTileItems}));
+  const int tile_valid = static_cast<int>(min(n - tile_begin, uint64_t{kTileItems}));
   const int warp_offset = WarpId() * kWarpItems;
-  const int warp_valid = WarpValid<kWarpItems>(p.n, tile_begin + warp_offset);
+  const int warp_valid = WarpValid<kWarpItems>(n, tile_begin + warp_offset);
   const uint64_t thread_begin = tile_begin + warp_offset + LaneId() * kItems;
 
   T x[kItems];
@@ -236,7 +245,7 @@ __global__ void __launch_bounds__(Policy::kThreads, Policy::kMinBlocksPerSm)
   // has exactly the bits of one scan (the P's of one launch are the tile
   // aggregates' left fold under the in-order look-back).
   if constexpr (!kSegmented) {
-    if (p.carry_out != nullptr && tile == p.num_tiles - 1 && threadIdx.x == 0) {
+    if (p.carry_out != nullptr && tile == num_tiles - 1 && threadIdx.x == 0) {
       *p.carry_out = tile_inclusive;
     }
   }
@@ -254,7 +263,8 @@ template <typename T, Op kOp, bool kSegmented, typename Policy, bool kSkipLookba
           typename A = T>
 int LaunchScan(void* temp_storage, size_t* temp_bytes, const T* in, A* out, uint64_t n,
                const uint64_t* starts, uint64_t num_segments, bool exclusive,
-               const A* carry_in, A* carry_out, cudaStream_t stream) {
+               const A* carry_in, A* carry_out, cudaStream_t stream,
+               const uint64_t* count = nullptr) {
   using Config = ScanConfig<T, kOp, kSegmented, Policy, A>;
   using Status = TileStatus<typename Config::V>;
   const int64_t num_tiles = n == 0 ? 1 : CeilDiv(n, Config::kTileItems);
@@ -286,6 +296,7 @@ int LaunchScan(void* temp_storage, size_t* temp_bytes, const T* in, A* out, uint
   params.num_segments = num_segments;
   params.carry_in = carry_in;
   params.carry_out = carry_out;
+  params.count = count;
   if (num_tiles > 1) {
     params.status = Status(temp_storage, num_tiles);
     if constexpr (kSegmented) {
