@@ -248,10 +248,9 @@ __global__ void AggKeyStartsKernel(const U* sorted_keys, uint64_t n, const uint6
 // sorted values with one segment per key: every key's values meet in index
 // order, in SegmentedReduce's fixed association. `counted`: with a device
 // count (null in a size query; n is then the most elements), the sort takes
-// the keys padded
-// past the count (AggCheckKeysKernel), which it leaves last: the first count
-// sorted pairs are those of the count's call, and the search and the
-// reduce stop at the count.
+// the keys padded past the count (AggCheckKeysKernel), which it leaves last:
+// the first count sorted pairs are those of the count's call, and the search
+// and the reduce stop at the count.
 template <typename K, typename V>
 int LaunchAggInOrder(void* temp, size_t* temp_bytes, const void* d_keys, const void* d_values,
                      uint64_t n, bool counted, const uint64_t* count, Op op, uint64_t num_keys,

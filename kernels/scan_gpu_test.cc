@@ -1003,6 +1003,83 @@ void ReduceCountedAllCases() {
   }
 }
 
+// SegmentedReduceCounted (AggregateByKeyInOrderCounted's reduce) against
+// SegmentedReduce over the first count elements, bit for bit, with starts
+// <= the count: short segments (the warp-per-segment kernel) and long ones
+// (the look-back kernel, chosen on the device when max_n is past the bound),
+// and empty segments at the count.
+template <typename T>
+void CheckSegmentedReduceCounted(uint64_t max_n, Op op, uint64_t max_size, uint64_t salt) {
+  const DType dtype = DTypeOf<T>();
+  const std::vector<T> input = RandomInput<T>(max_n, op, salt);
+  DeviceBuffer d_in(max_n * sizeof(T)), d_count(sizeof(uint64_t));
+  ASSERT_TRUE(d_in.ok() && d_count.ok());
+  CUDA_ASSERT(ToDevice(d_in.get(), input));
+  std::vector<uint64_t> counts = CountsFor(max_n, gpu::ScanTileItems(dtype, true));
+  counts.push_back(uint64_t{1} << 20);  // a whole number of tiles
+  for (const uint64_t count : counts) {
+    const uint64_t n = std::min(count, max_n);
+    const std::vector<uint64_t> starts = RandomStarts(n, max_size, salt + count);
+    SCOPED_TRACE(Describe("SegmentedReduceCounted", dtype, op, false, max_n) +
+                 " count=" + std::to_string(count) + " segments=" +
+                 std::to_string(starts.size()));
+    const size_t results = starts.size();
+    DeviceBuffer d_starts(results * sizeof(uint64_t)), d_values(results * sizeof(T)),
+        d_indices(results * sizeof(int64_t)), d_want_values(results * sizeof(T)),
+        d_want_indices(results * sizeof(int64_t));
+    ASSERT_TRUE(d_starts.ok() && d_values.ok() && d_indices.ok() && d_want_values.ok() &&
+                d_want_indices.ok());
+    CUDA_ASSERT(ToDevice(d_starts.get(), starts));
+    CUDA_ASSERT(d_values.Poison());
+    CUDA_ASSERT(d_indices.Poison());
+    CUDA_ASSERT(d_want_values.Poison());
+    CUDA_ASSERT(d_want_indices.Poison());
+    CUDA_ASSERT(cudaMemcpy(d_count.get(), &count, sizeof(count), cudaMemcpyHostToDevice));
+    size_t bytes = 0;
+    CUDA_ASSERT(gpu::SegmentedReduceCounted(nullptr, &bytes, d_in.get(), max_n, nullptr,
+                                            d_starts.get<uint64_t>(), results, dtype, op,
+                                            d_values.get(), d_indices.get<int64_t>(), nullptr));
+    DeviceBuffer temp(bytes);
+    CUDA_ASSERT(temp.Poison());
+    CUDA_ASSERT(gpu::SegmentedReduceCounted(temp.get(), &bytes, d_in.get(), max_n,
+                                            d_count.get<uint64_t>(), d_starts.get<uint64_t>(),
+                                            results, dtype, op, d_values.get(),
+                                            d_indices.get<int64_t>(), nullptr));
+    size_t want_bytes = 0;
+    CUDA_ASSERT(gpu::SegmentedReduce(nullptr, &want_bytes, d_in.get(), n,
+                                     d_starts.get<uint64_t>(), results, dtype, op,
+                                     d_want_values.get(), d_want_indices.get<int64_t>(),
+                                     nullptr));
+    DeviceBuffer want_temp(want_bytes);
+    CUDA_ASSERT(gpu::SegmentedReduce(want_temp.get(), &want_bytes, d_in.get(), n,
+                                     d_starts.get<uint64_t>(), results, dtype, op,
+                                     d_want_values.get(), d_want_indices.get<int64_t>(),
+                                     nullptr));
+    CUDA_ASSERT(cudaDeviceSynchronize());
+    EXPECT_EQ(FirstMismatch(d_values.get(), results * sizeof(T),
+                            ToHost<uint8_t>(d_want_values.get(), results * sizeof(T))),
+              -1);
+    EXPECT_EQ(FirstMismatch(d_indices.get(), results * sizeof(int64_t),
+                            ToHost<uint8_t>(d_want_indices.get(), results * sizeof(int64_t))),
+              -1);
+  }
+}
+
+template <typename T>
+void SegmentedReduceCountedAllCases() {
+  uint64_t salt = 9800;
+  for (const Op op : kAllOps) {
+    for (const uint64_t max_size : {uint64_t{100}, uint64_t{300000}}) {
+      CheckSegmentedReduceCounted<T>((uint64_t{3} << 20) + 123, op, max_size, salt++);
+    }
+  }
+}
+
+TEST(SegmentedReduceGpuTest, CountedInt32) { SegmentedReduceCountedAllCases<int32_t>(); }
+TEST(SegmentedReduceGpuTest, CountedUint64) { SegmentedReduceCountedAllCases<uint64_t>(); }
+TEST(SegmentedReduceGpuTest, CountedFloat32) { SegmentedReduceCountedAllCases<float>(); }
+TEST(SegmentedReduceGpuTest, CountedFloat64) { SegmentedReduceCountedAllCases<double>(); }
+
 TEST(ReduceGpuTest, CountedInt32) { ReduceCountedAllCases<int32_t>(); }
 TEST(ReduceGpuTest, CountedInt64) { ReduceCountedAllCases<int64_t>(); }
 TEST(ReduceGpuTest, CountedUint32) { ReduceCountedAllCases<uint32_t>(); }
