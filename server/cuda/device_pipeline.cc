@@ -69,11 +69,12 @@ bool StepRunsOnDevice(int k, const Operation& operation, const std::vector<StepB
     return b == nullptr ? -1 : counted[b->step][static_cast<size_t>(b->output)];
   };
   auto is_counted = [&](absl::string_view field) { return count_of(field) >= 0; };
-  // An input not bound must lie on the device already.
+  // An input not bound lies on this device, or in host memory (the
+  // request's bytes, a shared-memory region), copied before the kernels.
   auto on_device = [&](absl::string_view field, const ArrayView& view) {
-    return bound(field) != nullptr ||
-           (!view.bytes.empty() && view.pending == nullptr &&
-            DeviceOf(view.bytes.data(), view.bytes.size()) == device);
+    if (bound(field) != nullptr) return true;
+    const int where = DeviceOf(view.bytes.data(), view.bytes.size());
+    return where == device || where < 0;
   };
   bool places_ok = true;
   for (int output = 0; output < kNumStepOutputKinds; ++output) {
@@ -182,15 +183,17 @@ class DeviceRun {
     blocks_.push_back(*std::move(block));
     return data;
   }
-  // A device uint64 (a count) or int64 (a check's first bad position), in
-  // the run's scalar block: read back once, at the end.
-  absl::StatusOr<uint64_t*> Scalar();
+  // A device uint64 (a count: 0 until a kernel writes it) or int64 (a
+  // check's first bad position: -1 until one is found), in the run's scalar
+  // blocks: read back once, at the end.
+  absl::StatusOr<uint64_t*> Scalar(bool check);
   // Where output `kind` of an operation goes: its place (device memory the
   // caller named), else memory of the run's own.
   absl::StatusOr<char*> OutputMemory(const Operation& operation, K kind, size_t bytes);
   // The input `field` of step `step`: an earlier step's output, or the view
-  // (on the device).
-  DeviceArray Input(const PipelineStep& step, absl::string_view field, const ArrayView& view) const;
+  // where it lies on the device, or copied there from the host.
+  absl::StatusOr<DeviceArray> Input(const PipelineStep& step, absl::string_view field,
+                                    const ArrayView& view);
   void Made(size_t k, K kind, DeviceArray array) {
     outputs_[k][static_cast<size_t>(kind)] = array;
   }
@@ -217,13 +220,16 @@ class DeviceRun {
 
 constexpr size_t kScalarsPerBlock = 64;
 
-absl::StatusOr<uint64_t*> DeviceRun::Scalar() {
+absl::StatusOr<uint64_t*> DeviceRun::Scalar(bool check) {
   if (scalars_used_ % kScalarsPerBlock == 0) {
     absl::StatusOr<char*> block = Take(kScalarsPerBlock * sizeof(uint64_t));
     if (!block.ok()) return block.status();
     scalar_blocks_.push_back(reinterpret_cast<uint64_t*>(*block));
   }
   uint64_t* at = scalar_blocks_.back() + scalars_used_ % kScalarsPerBlock;
+  // Set, whatever a kernel given no elements writes.
+  PRIMSERVE_RETURN_IF_CUDA_ERROR(
+      cudaMemsetAsync(at, check ? 0xFF : 0, sizeof(uint64_t), lane_.stream()));
   ++scalars_used_;
   scalar_at_.push_back(at);
   return at;
@@ -241,12 +247,22 @@ absl::StatusOr<char*> DeviceRun::OutputMemory(const Operation& operation, K kind
   return Take(bytes);
 }
 
-DeviceArray DeviceRun::Input(const PipelineStep& step, absl::string_view field,
-                             const ArrayView& view) const {
+absl::StatusOr<DeviceArray> DeviceRun::Input(const PipelineStep& step, absl::string_view field,
+                                             const ArrayView& view) {
   for (const StepBinding& b : step.bindings) {
     if (b.field == field) return *outputs_[b.step][static_cast<size_t>(b.output)];
   }
-  return DeviceArray{view.dtype, const_cast<char*>(view.bytes.data()), view.size(), nullptr};
+  if (DeviceOf(view.bytes.data(), view.bytes.size()) == lane_.device()) {
+    return DeviceArray{view.dtype, const_cast<char*>(view.bytes.data()), view.size(), nullptr};
+  }
+  absl::StatusOr<char*> copy = Take(view.bytes.size());
+  if (!copy.ok()) return copy.status();
+  if (view.pending != nullptr) view.pending->Fill(0, view.bytes.size());
+  if (!view.bytes.empty()) {
+    PRIMSERVE_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(*copy, view.bytes.data(), view.bytes.size(),
+                                                   cudaMemcpyHostToDevice, lane_.stream()));
+  }
+  return DeviceArray{view.dtype, *copy, view.size(), nullptr};
 }
 
 absl::Status DeviceRun::Queue(size_t k, const PipelineStep& step) {
@@ -257,7 +273,9 @@ absl::Status DeviceRun::Queue(size_t k, const PipelineStep& step) {
   return std::visit(
       Overloaded{
           [&](const SelectOperation& o) -> absl::Status {
-            const DeviceArray in = Input(step, "input", o.input);
+            absl::StatusOr<DeviceArray> in_at = Input(step, "input", o.input);
+            if (!in_at.ok()) return in_at.status();
+            const DeviceArray& in = *in_at;
             const size_t element = DTypeSize(in.dtype);
             const gpu::SelectKeep keep = KeepOf(*o.predicate);
             char* values = nullptr;
@@ -273,7 +291,7 @@ absl::Status DeviceRun::Queue(size_t k, const PipelineStep& step) {
               if (!m.ok()) return m.status();
               indices = *m;
             }
-            absl::StatusOr<uint64_t*> count = Scalar();
+            absl::StatusOr<uint64_t*> count = Scalar(/*check=*/false);
             if (!count.ok()) return count.status();
             counts_[k] = scalar_at_.size() - 1;
             size_t bytes = 0;
@@ -292,11 +310,13 @@ absl::Status DeviceRun::Queue(size_t k, const PipelineStep& step) {
             return absl::OkStatus();
           },
           [&](const UniqueOperation& o) -> absl::Status {
-            const DeviceArray in = Input(step, "input", o.input);
+            absl::StatusOr<DeviceArray> in_at = Input(step, "input", o.input);
+            if (!in_at.ok()) return in_at.status();
+            const DeviceArray& in = *in_at;
             absl::StatusOr<char*> values =
                 OutputMemory(operation, K::kValues, in.elements * DTypeSize(in.dtype));
             if (!values.ok()) return values.status();
-            absl::StatusOr<uint64_t*> count = Scalar();
+            absl::StatusOr<uint64_t*> count = Scalar(/*check=*/false);
             if (!count.ok()) return count.status();
             counts_[k] = scalar_at_.size() - 1;
             size_t bytes = 0;
@@ -310,14 +330,16 @@ absl::Status DeviceRun::Queue(size_t k, const PipelineStep& step) {
             return absl::OkStatus();
           },
           [&](const RunLengthEncodeOperation& o) -> absl::Status {
-            const DeviceArray in = Input(step, "input", o.input);
+            absl::StatusOr<DeviceArray> in_at = Input(step, "input", o.input);
+            if (!in_at.ok()) return in_at.status();
+            const DeviceArray& in = *in_at;
             absl::StatusOr<char*> values =
                 OutputMemory(operation, K::kValues, in.elements * DTypeSize(in.dtype));
             if (!values.ok()) return values.status();
             absl::StatusOr<char*> lengths =
                 OutputMemory(operation, K::kLengths, in.elements * sizeof(int64_t));
             if (!lengths.ok()) return lengths.status();
-            absl::StatusOr<uint64_t*> count = Scalar();
+            absl::StatusOr<uint64_t*> count = Scalar(/*check=*/false);
             if (!count.ok()) return count.status();
             counts_[k] = scalar_at_.size() - 1;
             size_t bytes = 0;
@@ -333,7 +355,9 @@ absl::Status DeviceRun::Queue(size_t k, const PipelineStep& step) {
             return absl::OkStatus();
           },
           [&](const ScanOperation& o) -> absl::Status {
-            const DeviceArray in = Input(step, "input", o.input);
+            absl::StatusOr<DeviceArray> in_at = Input(step, "input", o.input);
+            if (!in_at.ok()) return in_at.status();
+            const DeviceArray& in = *in_at;
             absl::StatusOr<char*> out =
                 OutputMemory(operation, K::kValues, in.elements * DTypeSize(in.dtype));
             if (!out.ok()) return out.status();
@@ -354,7 +378,9 @@ absl::Status DeviceRun::Queue(size_t k, const PipelineStep& step) {
             return absl::OkStatus();
           },
           [&](const ReduceOperation& o) -> absl::Status {
-            const DeviceArray in = Input(step, "input", o.input);
+            absl::StatusOr<DeviceArray> in_at = Input(step, "input", o.input);
+            if (!in_at.ok()) return in_at.status();
+            const DeviceArray& in = *in_at;
             absl::StatusOr<char*> value =
                 OutputMemory(operation, K::kValues, DTypeSize(in.dtype));
             if (!value.ok()) return value.status();
@@ -384,13 +410,17 @@ absl::Status DeviceRun::Queue(size_t k, const PipelineStep& step) {
             return absl::OkStatus();
           },
           [&](const GatherOperation& o) -> absl::Status {
-            const DeviceArray values = Input(step, "values", o.values);
-            const DeviceArray indices = Input(step, "indices", o.indices);
+            absl::StatusOr<DeviceArray> values_at = Input(step, "values", o.values);
+            if (!values_at.ok()) return values_at.status();
+            const DeviceArray& values = *values_at;
+            absl::StatusOr<DeviceArray> indices_at = Input(step, "indices", o.indices);
+            if (!indices_at.ok()) return indices_at.status();
+            const DeviceArray& indices = *indices_at;
             const int element = static_cast<int>(DTypeSize(values.dtype));
             absl::StatusOr<char*> out =
                 OutputMemory(operation, K::kValues, indices.elements * element);
             if (!out.ok()) return out.status();
-            absl::StatusOr<uint64_t*> bad = Scalar();
+            absl::StatusOr<uint64_t*> bad = Scalar(/*check=*/true);
             if (!bad.ok()) return bad.status();
             checks_[k] = static_cast<int>(scalar_at_.size() - 1);
             check_of_[k] = CheckOf{indices, values.elements, /*keys=*/false};
@@ -406,8 +436,12 @@ absl::Status DeviceRun::Queue(size_t k, const PipelineStep& step) {
             return absl::OkStatus();
           },
           [&](const AggregateByKeyOperation& o) -> absl::Status {
-            const DeviceArray keys = Input(step, "keys", o.keys);
-            const DeviceArray values = Input(step, "values", o.values);
+            absl::StatusOr<DeviceArray> keys_at = Input(step, "keys", o.keys);
+            if (!keys_at.ok()) return keys_at.status();
+            const DeviceArray& keys = *keys_at;
+            absl::StatusOr<DeviceArray> values_at = Input(step, "values", o.values);
+            if (!values_at.ok()) return values_at.status();
+            const DeviceArray& values = *values_at;
             if (keys.count == nullptr) {
               // Both sizes known: the check (and message) of a step run alone.
               AggregateByKeyOperation sized = o;
@@ -419,7 +453,7 @@ absl::Status DeviceRun::Queue(size_t k, const PipelineStep& step) {
             absl::StatusOr<char*> out =
                 OutputMemory(operation, K::kValues, o.num_keys * value_size);
             if (!out.ok()) return out.status();
-            absl::StatusOr<uint64_t*> bad = Scalar();
+            absl::StatusOr<uint64_t*> bad = Scalar(/*check=*/true);
             if (!bad.ok()) return bad.status();
             checks_[k] = static_cast<int>(scalar_at_.size() - 1);
             check_of_[k] = CheckOf{keys, o.num_keys, /*keys=*/true};

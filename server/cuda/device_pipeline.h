@@ -23,8 +23,9 @@ namespace primserve::cuda {
 //    float SUM or PROD only over an input of known size, which fixes its
 //    tiles); Gather (values of known size); AggregateByKey (keys and values
 //    of one length);
-//  - every input not made by an earlier step, and every placed output, in
-//    device memory on `device` (resident buffers, CUDA regions).
+//  - every input not made by an earlier step in host memory (copied to the
+//    device first) or on `device` (resident buffers, CUDA regions), and
+//    every placed output on `device`.
 bool RunsOnDevice(const PipelineOperation& pipeline, int device);
 
 // Runs such a pipeline; every step's output that is also returned comes

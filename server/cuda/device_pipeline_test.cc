@@ -74,11 +74,12 @@ class RunsOnDeviceTest : public ::testing::Test {
   std::vector<char> on_host_ = std::vector<char>(kElements * 8, 1);
 };
 
-TEST_F(RunsOnDeviceTest, FilteredGroupByOverResidentColumns) {
+TEST_F(RunsOnDeviceTest, FilteredGroupByOverColumnsOnTheDeviceOrTheHost) {
   EXPECT_TRUE(RunsOnDevice(GroupBy(Resident(), Resident(), Resident(DType::kFloat32)), kDevice));
-  // Not on another device, and not with a column in host memory.
+  // Host columns are copied to the device first.
+  EXPECT_TRUE(RunsOnDevice(GroupBy(Resident(), Inline(), Inline()), kDevice));
+  // Not with a column in a CUDA region on another device.
   EXPECT_FALSE(RunsOnDevice(GroupBy(Resident(), Resident(), Resident()), kDevice + 1));
-  EXPECT_FALSE(RunsOnDevice(GroupBy(Resident(), Inline(), Resident()), kDevice));
 }
 
 TEST_F(RunsOnDeviceTest, RunLengthsThenTheirOffsets) {
