@@ -5,10 +5,9 @@ Against a running `primserve --backend=cpu --shared_memory` on this host, each
 primitive runs with its inputs (and, where the method takes out=, its values)
 in one registered region, so what is timed is the backend and the call, not
 the bytes through gRPC; numpy does the same work in this process on one core.
-Unique, run-length encode and reduce-by-key put their values in the
-region too (out=); the run lengths and the keyed reduction's keys, which the
-Python client cannot place, come back through gRPC. Each answer is checked
-against numpy's first; then ours and numpy's are
+Unique, run-length encode and reduce-by-key put their answers in the
+region too (out=, a tuple for the run lengths and the keyed reduction's
+keys). Each answer is checked against numpy's first; then ours and numpy's are
 called in turn --runs times, and the medians printed with their ratio (ours /
 numpy's: below 1 is faster than numpy).
 
@@ -62,7 +61,7 @@ def close(x, y) -> bool:
 
 def rows_for(client, region, dtype: np.dtype, n: int, rng):
     """The rows of one dtype: (name, ours, numpy's, whether they agree), with
-    their arrays written into the region (five slots of 8 bytes an element)."""
+    their arrays written into the region (six slots of 8 bytes an element)."""
     def slot(k, of=dtype):
         return region.array(of, n, offset=k * 8 * n)
 
@@ -75,6 +74,7 @@ def rows_for(client, region, dtype: np.dtype, n: int, rng):
     idx[:] = rng.integers(0, n, n)
     out = slot(3)
     wide = slot(4)  # the sort's keys: all distinct but a few
+    lengths = slot(5, np.int64)  # run lengths
     wide[:] = (rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, n, dtype=dtype, endpoint=True)
                if integer else rng.standard_normal(n) * 1e3)
     zero = dtype.type(0)
@@ -89,7 +89,7 @@ def rows_for(client, region, dtype: np.dtype, n: int, rng):
         (f"select {name} > 0, count", lambda: client.select(a, ("gt", zero), output="count"),
          lambda: np.count_nonzero(a > zero), equal),
         (f"unique (consecutive) {name}", lambda: client.unique(keys, out=out), lambda: keys[starts(keys)], equal),
-        (f"run_length_encode {name}", lambda: client.run_length_encode(keys, out=out),
+        (f"run_length_encode {name}", lambda: client.run_length_encode(keys, out=(out, lengths)),
          lambda: np.diff(np.flatnonzero(np.concatenate((starts(keys), [True])))),
          lambda x, y: equal(x.lengths, y)),
         (f"gather {name} by int64", lambda: client.gather(a, idx, out=out), lambda: np.take(a, idx), equal),
@@ -106,10 +106,11 @@ def int32_extras(client, region, n: int, rng):
     groups = region.array(np.int32, n, offset=16 * n)
     groups[:] = rng.integers(0, 1024, n, dtype=np.int32)
     out = region.array(np.int32, n, offset=24 * n)
+    run_keys = region.array(np.int32, n, offset=32 * n)
     return [
         ("reduce int32 sum into int64", lambda: client.reduce(a, dtype=np.int64),
          lambda: a.sum(dtype=np.int64), equal),
-        ("reduce_by_key int32 sum", lambda: client.reduce_by_key(keys, a, out=out),
+        ("reduce_by_key int32 sum", lambda: client.reduce_by_key(keys, a, out=(run_keys, out)),
          lambda: np.add.reduceat(a, np.flatnonzero(starts(keys))), lambda x, y: equal(x.values, y)),
         ("aggregate_by_key int32 sum", lambda: client.aggregate_by_key(groups, a, 1024),
          lambda: np.bincount(groups, weights=a, minlength=1024).astype(np.int32), equal),
@@ -139,7 +140,7 @@ def main() -> None:
     else:
         print(f"{'':34}{'ours ms':>10}{'numpy ms':>10}{'ratio':>8}")
     with contextlib.ExitStack() as stack:
-        regions = [stack.enter_context(client.shared_memory(5 * 8 * n)) for client in clients]
+        regions = [stack.enter_context(client.shared_memory(6 * 8 * n)) for client in clients]
         # Each server's arrays from a generator of the same seed: the same values.
         rngs = [np.random.default_rng(1) for _ in clients]
 

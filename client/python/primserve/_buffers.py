@@ -129,13 +129,6 @@ def check_name(name: Any) -> str:
     return name
 
 
-def _output_field(call: _calls.Call) -> str:
-    """The OutputBuffers field out= names: a Select's indices with output="indices", else the values."""
-    if call.rpc == "Select" and call.message.output == pb.SelectRequest.INDICES:
-        return "indices"
-    return "values"
-
-
 def fresh_name() -> str:
     return f"py-{uuid.uuid4().hex}"
 
@@ -145,21 +138,27 @@ def place(call: _calls.Call, out: Any) -> _calls.Call:
     as its output buffer (the response's Array then names the buffer, which
     _wire.parse gives as a Buffer)."""
     inputs = {name: a.buffer for name, a in call.arrays.items() if isinstance(a, BufferArray)}
-    if out is None and not inputs:
+    placements = _calls.outputs(call, out)
+    if not placements and not inputs:
         return call
     message = type(call.message)()
     message.CopyFrom(call.message)
     for name, buffer in inputs.items():
         getattr(message, name).buffer.CopyFrom(buffer.ref())
-    if out is not None:
-        setattr(message.output_buffers, _output_field(call), check_name(out.name if isinstance(out, Buffer) else out))
+    for field, _, name in placements:
+        if not isinstance(name, (str, Buffer)):
+            raise TypeError(f"out= names buffers, so its {field} must be a buffer's name or a Buffer too; "
+                            f"got {type(name).__name__}")
+        setattr(message.output_buffers, field, check_name(name.name if isinstance(name, Buffer) else name))
     arrays = {name: a for name, a in call.arrays.items() if name not in inputs}
     # The server takes buffers in unary calls and Multiplex only.
     return call._replace(message=message, arrays=arrays, streams=False)
 
 
 def wants_buffers(call: _calls.Call, out: Any) -> bool:
-    return isinstance(out, (str, Buffer)) or any(isinstance(a, BufferArray) for a in call.arrays.values())
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    return (any(isinstance(o, (str, Buffer)) for o in outs)
+            or any(isinstance(a, BufferArray) for a in call.arrays.values()))
 
 
 def stripes(length: int, count: int) -> List[Tuple[int, int]]:

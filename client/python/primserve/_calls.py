@@ -7,7 +7,7 @@ happens before anything is sent, in all of them.
 
 import math
 import numbers
-from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from google.protobuf.descriptor import Descriptor
@@ -41,6 +41,47 @@ class Call(NamedTuple):
         if self.body is not None:
             return self.parse(buffer, start, len(buffer) if end is None else end)
         return self.parse(_wire.parse(buffer, self.response, start, end, placed))
+
+
+def output_fields(call: Call) -> List[str]:
+    """The arrays the call answers, in the order its answer holds them, by
+    their OutputLocation and OutputBuffers field names (a tuple out= names
+    them in this order)."""
+    if call.rpc == "Select":
+        return {pb.SelectRequest.VALUES: ["values"], pb.SelectRequest.INDICES: ["indices"],
+                pb.SelectRequest.VALUES_AND_INDICES: ["values", "indices"],
+                pb.SelectRequest.COUNT: []}[call.message.output]
+    if call.rpc == "RunLengthEncode":
+        return ["values", "lengths"]
+    if call.rpc == "ReduceByKey":
+        return ["keys", "values"]
+    if call.rpc == "Sort":
+        return (["keys"] + (["values"] if call.message.HasField("values") else [])
+                + (["indices"] if call.message.return_indices else []))
+    return ["values"]
+
+
+def outputs(call: Call, out: Any) -> List[Tuple[str, str, Any]]:
+    """Where out= puts the answer: (OutputLocation field, response field,
+    array) for each array placed. `out` is one array (the values; a Select's
+    indices with output="indices"; a Sort's keys) or, for a call answering
+    several arrays, a tuple of them (or None) in the answer's order."""
+    fields = output_fields(call)
+    if isinstance(out, (tuple, list)):
+        if len(out) != len(fields):
+            raise ValueError(f"out= has {len(out)} arrays; {call.rpc} answers {len(fields)} "
+                             f"({', '.join(fields) or 'none'}), in that order")
+        pairs = [(field, a) for field, a in zip(fields, out) if a is not None]
+    elif out is None:
+        pairs = []
+    else:
+        # One array: the keys of a Sort, the indices of a Select that
+        # answers only those, else the values.
+        one = "keys" if call.rpc == "Sort" else "indices" if fields == ["indices"] else "values"
+        pairs = [(one, out)]
+    # Scan's and Gather's answer is their `output`.
+    return [(field, "output" if field == "values" and call.rpc in ("Scan", "Gather") else field, a)
+            for field, a in pairs]
 
 
 _OPS = {"sum": pb.SUM, "prod": pb.PROD, "min": pb.MIN, "max": pb.MAX, "argmin": pb.ARGMIN, "argmax": pb.ARGMAX}

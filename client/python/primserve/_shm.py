@@ -136,15 +136,6 @@ def _not_in_a_region(name: str) -> TypeError:
                      f"(region.array(...), or cuda_shared_memory(array) to wrap it)")
 
 
-def _output_fields(call: _calls.Call) -> Tuple[str, str]:
-    """Where `out` goes: the OutputLocation field and the response's field."""
-    if call.rpc == "Select" and call.message.output == pb.SelectRequest.INDICES:
-        return "indices", "indices"
-    if call.rpc == "Sort":
-        return "keys", "keys"
-    return "values", "output" if call.rpc in ("Scan", "Gather") else "values"
-
-
 def place(call: _calls.Call, regions: Regions, out: Optional[Any]) -> Tuple[_calls.Call, Dict[str, Any]]:
     """The call with its inputs in the regions as refs and `out` as its
     output_location, and the response's placed fields for _wire.parse.
@@ -156,7 +147,8 @@ def place(call: _calls.Call, regions: Regions, out: Optional[Any]) -> Tuple[_cal
     for name, a in call.arrays.items():
         if inputs[name] is None and isinstance(a, _cuda.DeviceArray):
             raise _not_in_a_region(name)
-    if out is None and not any(inputs.values()):
+    placements = _calls.outputs(call, out)
+    if not placements and not any(inputs.values()):
         return call, {}
     message = type(call.message)()
     message.CopyFrom(call.message)
@@ -164,18 +156,16 @@ def place(call: _calls.Call, regions: Regions, out: Optional[Any]) -> Tuple[_cal
         if ref is not None:
             getattr(message, name).shm.CopyFrom(ref)
     placed = {}
-    if out is not None:
-        out = _arrays.check_array(out, "out")
-        ref = _ref(regions, out)
+    used = {ref.region for ref in inputs.values() if ref is not None}
+    for location_field, response_field, array in placements:
+        array = _arrays.check_array(array, "out")
+        ref = _ref(regions, array)
         if ref is None:
-            if isinstance(out, _cuda.DeviceArray):
+            if isinstance(array, _cuda.DeviceArray):
                 raise _not_in_a_region("out")
             raise ValueError("out must be a view into a region from this client's shared_memory()")
-        location_field, response_field = _output_fields(call)
         getattr(message.output_location, location_field).CopyFrom(ref)
-        placed[response_field] = out.source if isinstance(out, _cuda.DeviceArray) else out
-    used = {ref.region for ref in inputs.values() if ref is not None}
-    if out is not None:
+        placed[response_field] = array.source if isinstance(array, _cuda.DeviceArray) else array
         used.add(ref.region)
     for region in regions:
         if isinstance(region, _cuda.CudaRegion) and region.name in used:

@@ -81,11 +81,17 @@ class Client:
 
     Every method but health also takes ``out=``: a view into a region from
     shared_memory() that receives the answer's values (a Select with
-    output="indices": its indices), returned as a view of it; inputs that are
-    views into a region are read there by the server. See shared_memory().
-    ``out=`` also takes a resident buffer's name (or a Buffer): the values
-    are stored in that buffer on the server and the method returns its
-    Buffer; and every array argument takes a Buffer from put(). See put().
+    output="indices": its indices; a Sort: its keys), returned as a view of
+    it; inputs that are views into a region are read there by the server.
+    See shared_memory(). ``out=`` also takes a resident buffer's name (or a
+    Buffer): the values are stored in that buffer on the server and the
+    method returns its Buffer; and every array argument takes a Buffer from
+    put(). See put(). Where the answer has several arrays, ``out=`` takes
+    a tuple of them in the answer's order, as numpy's ``divmod(x, y,
+    out=(q, r))`` does (None for one left inline): run_length_encode
+    (values, lengths), reduce_by_key (keys, values), a Select with
+    output="both" (values, indices), a Sort (keys, then values and indices
+    where asked for).
 
     Given several servers (``"ipv4:10.0.0.1:50051,10.0.0.2:50051"``) or a
     ``dns:///`` name, calls spread over them, and every call that names a
@@ -208,7 +214,7 @@ class Client:
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
 
-    def _invoke(self, call: _calls.Call, out: Optional[np.ndarray] = None) -> Any:
+    def _invoke(self, call: _calls.Call, out: Any = None) -> Any:
         if _buffers.wants_buffers(call, out):
             call = _buffers.place(call, out)
             out = None
@@ -390,16 +396,18 @@ class Client:
         """
         return self._invoke(_calls.unique(a), out)
 
-    def run_length_encode(self, a: np.ndarray, out: Optional[np.ndarray] = None) -> Runs:
+    def run_length_encode(self, a: np.ndarray, out: Any = None) -> Runs:
         """Runs of consecutive equal elements (bit-pattern equality): Runs(values, lengths).
 
         >>> client.run_length_encode(np.array([7, 7, 7, 2, 7], dtype=np.int64))
         Runs(values=array([7, 2, 7]), lengths=array([3, 1, 1]))
+
+        out: the values' place, or (values, lengths) (see Client).
         """
         return self._invoke(_calls.run_length_encode(a), out)
 
     def reduce_by_key(self, keys: np.ndarray, values: np.ndarray, op: str = "sum",
-                      out: Optional[np.ndarray] = None, *, reproducible: bool = False) -> KeyedReduction:
+                      out: Any = None, *, reproducible: bool = False) -> KeyedReduction:
         """Reduces the values of each run of consecutive equal keys: KeyedReduction(keys, values).
 
         Args:
@@ -415,6 +423,7 @@ class Client:
                 (at most its --max_request_elements); False keeps the server's
                 default (``--reproducible_floats``, off unless set). A
                 non-bool raises TypeError.
+            out: the values' place, or (keys, values) (see Client).
 
         >>> client.reduce_by_key(np.array([4, 4, 1], dtype=np.int32), np.array([0.5, 1.0, 2.0]))
         KeyedReduction(keys=array([4, 1], dtype=int32), values=array([1.5, 2. ]))

@@ -79,6 +79,26 @@ def test_outputs_into_a_named_buffer(client):
         client.free("py.out")
 
 
+def test_several_outputs_into_named_buffers(client):
+    a = np.array([3, 3, 1, 1, 1, 2, 3, 3], dtype=np.int32)
+    runs = client.run_length_encode(a, out=("py.values", "py.lengths"))
+    assert runs.values.name == "py.values" and runs.lengths.name == "py.lengths"
+    same(client.get("py.values"), np.array([3, 1, 2, 3], dtype=np.int32))
+    same(client.get("py.lengths"), np.array([2, 3, 1, 2], dtype=np.int64))
+    # None leaves that array inline; a Sort's one out= is its keys.
+    keyed = client.reduce_by_key(a, np.arange(8, dtype=np.int64), out=(None, "py.values"))
+    same(keyed.keys, np.array([3, 1, 2, 3], dtype=np.int32))
+    same(client.get(keyed.values), np.array([1, 9, 5, 13], dtype=np.int64))
+    client.sort(a, out="py.values")
+    same(client.get("py.values"), np.sort(a))
+    with pytest.raises(TypeError, match="lengths must be a buffer's name"):
+        client.run_length_encode(a, out=("py.values", np.zeros(8, dtype=np.int64)))
+    with pytest.raises(ValueError, match="answers 2"):
+        client.run_length_encode(a, out=("py.values",))
+    client.free("py.values")
+    client.free("py.lengths")
+
+
 def test_multiplex_takes_buffers(client):
     a = np.arange(100, dtype=np.float64)
     with client.put(a) as buf, client.multiplex() as stream:

@@ -107,6 +107,37 @@ def test_inputs_and_outputs_in_a_region_equal_inline(shm_client, client, rng, dt
     assert shm_files() == before
 
 
+def test_several_answers_each_into_its_array(shm_client, client, rng):
+    a_inline = np.sort(rng.integers(0, 100, N)).astype(np.int64)
+    v_inline = rng.integers(-50, 50, N).astype(np.int64)
+    with shm_client.shared_memory(64 * N) as region:
+        a = region.array(np.int64, N)
+        a[:] = a_inline
+        v = region.array(np.int64, N, offset=8 * N)
+        v[:] = v_inline
+        outs = [region.array(np.int64, N, offset=(16 + 8 * i) * N) for i in range(3)]
+
+        def placed(answer, want, into):
+            for part, want_part, out in zip(answer, want, into):
+                same(part, want_part)
+                assert (out is not None) == np.shares_memory(part, out if out is not None else a)
+
+        placed(shm_client.run_length_encode(a, out=(outs[0], outs[1])),
+               client.run_length_encode(a_inline), outs[:2])
+        placed(shm_client.run_length_encode(a, out=(None, outs[1])),
+               client.run_length_encode(a_inline), [None, outs[1]])
+        placed(shm_client.reduce_by_key(a, v, out=(outs[0], outs[1])),
+               client.reduce_by_key(a_inline, v_inline), outs[:2])
+        placed(shm_client.select(v, ("gt", 0), output="both", out=(outs[0], outs[1])),
+               client.select(v_inline, ("gt", 0), output="both"), outs[:2])
+        placed(shm_client.sort(v, values=a, return_indices=True, out=tuple(outs)),
+               client.sort(v_inline, values=a_inline, return_indices=True), outs)
+        with pytest.raises(ValueError, match="answers 2"):
+            shm_client.run_length_encode(a, out=(outs[0],))
+        with pytest.raises(ValueError, match="answers 0"):
+            shm_client.select(v, ("gt", 0), output="count", out=(outs[0],))
+
+
 def test_answers_in_one_region_each(shm_client, client, rng):
     a_inline = rng.integers(0, 100, N).astype(np.float64)
     with shm_client.shared_memory(16 * N) as region:
